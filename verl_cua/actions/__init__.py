@@ -1,0 +1,26 @@
+"""The GUI action layer: every major computer-use output format parsed safely into screen actions.
+
+Imports no torch, verl or ray. Entry point: `parse_action(text, format=..., screen=(w, h))`.
+"""
+
+from verl_cua.actions.formats import FORMAT_REGISTRY, get_format, register_format
+from verl_cua.actions.parse import parse_action
+from verl_cua.actions.types import ACTION_KINDS, ActionError, GUIAction, ParsedAction
+
+
+def available_formats() -> list[str]:
+    """Names accepted by `parse_action(format=...)`, `auto` included."""
+    return sorted(FORMAT_REGISTRY) + ["auto"]
+
+
+__all__ = [
+    "ACTION_KINDS",
+    "ActionError",
+    "FORMAT_REGISTRY",
+    "GUIAction",
+    "ParsedAction",
+    "available_formats",
+    "get_format",
+    "parse_action",
+    "register_format",
+]

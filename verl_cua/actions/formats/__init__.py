@@ -1,0 +1,77 @@
+"""Registry of model output formats: `@register_format(name)` above each parser class, `get_format(name)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from verl_cua.actions.geometry import CoordinateSpace
+from verl_cua.actions.types import GUIAction
+
+
+@dataclass(slots=True)
+class ParseContext:
+    """What a format parser needs besides the text: the screen, its coordinate space, options, notes."""
+
+    screen: tuple[int, int]
+    space: CoordinateSpace
+    allow_raw_code: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class FormatResult:
+    """A parser's raw result before `parse_action` wraps it (notes, validation, limits)."""
+
+    actions: list[GUIAction]
+    thought: str | None = None
+    code: str | None = None
+
+
+class OutputFormat(Protocol):
+    """One model output format: how to detect it, its coordinate space, and how to parse it."""
+
+    name: str
+
+    def detect(self, text: str) -> bool:
+        """Cheap check used by `format="auto"`: does this text look like this format?"""
+
+    def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
+        """The range the model's coordinates live in, mapped onto `screen`."""
+
+    def parse(self, text: str, ctx: ParseContext) -> FormatResult:
+        """Parse `text` into actions; raise `ActionError` with a one-line reason when it cannot."""
+
+
+FORMAT_REGISTRY: dict[str, OutputFormat] = {}
+
+
+def register_format(name: str):
+    """Class decorator: register one instance of an `OutputFormat` under `name`."""
+
+    def decorator(cls):
+        existing = FORMAT_REGISTRY.get(name)
+        if existing is not None and type(existing).__qualname__ != cls.__qualname__:
+            raise ValueError(f"action format {name!r} is already registered: {type(existing)} vs {cls}")
+        instance = cls()
+        instance.name = name
+        FORMAT_REGISTRY[name] = instance
+        return cls
+
+    return decorator
+
+
+def get_format(name: str) -> OutputFormat:
+    """The registered format `name`; unknown names raise ValueError listing the valid ones."""
+    try:
+        return FORMAT_REGISTRY[name]
+    except (KeyError, TypeError):
+        valid = ", ".join(sorted(FORMAT_REGISTRY) + ["auto"])
+        raise ValueError(f"unknown action format {name!r}; valid formats: {valid}") from None
+
+
+def _load_builtin_formats() -> None:
+    from verl_cua.actions.formats import claude, pyautogui, qwen3vl, qwen25vl, uitars  # noqa: F401
+
+
+_load_builtin_formats()

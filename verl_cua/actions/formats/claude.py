@@ -1,0 +1,159 @@
+"""Anthropic's computer-use tool: the tool input JSON (`{"action": "left_click", "coordinate": [x, y]}`)."""
+
+from __future__ import annotations
+
+import json
+
+from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.geometry import CoordinateSpace
+from verl_cua.actions.keys import normalize_chord
+from verl_cua.actions.types import ActionError, GUIAction
+
+TOOL_NAMES = ("computer",)
+CLAUDE_ACTIONS = (
+    "key",
+    "type",
+    "mouse_move",
+    "left_click",
+    "left_click_drag",
+    "right_click",
+    "middle_click",
+    "double_click",
+    "triple_click",
+    "scroll",
+    "wait",
+    "screenshot",
+    "cursor_position",
+)
+_CLICKS = {
+    "left_click": "click",
+    "right_click": "right_click",
+    "middle_click": "middle_click",
+    "double_click": "double_click",
+    "triple_click": "triple_click",
+    "mouse_move": "move",
+}
+_UNSUPPORTED = ("hold_key", "left_mouse_down", "left_mouse_up", "zoom")
+_DIRECTIONS = {"up": (0, 1), "down": (0, -1), "left": (-1, 0), "right": (1, 0)}
+MAX_SCROLL_AMOUNT = 100
+
+
+@register_format("claude")
+class ClaudeFormat:
+    """A tool input, a `tool_use` block, a list of them, or a message `content` list with text blocks as thought.
+
+    `screenshot` and `cursor_position` only ask for a new observation; they map to `wait`.
+    """
+
+    name = "claude"
+
+    def detect(self, text: str) -> bool:
+        """JSON with an `action` or `tool_use` key."""
+        head = text.lstrip()[:1]
+        return head in "{[" and bool(head) and ('"action"' in text or '"tool_use"' in text)
+
+    def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
+        """Claude's scaled screenshot when `image` is given, else the screen."""
+        width, height = image if image is not None else screen
+        return CoordinateSpace(width, height, screen[0], screen[1])
+
+    def parse(self, text: str, ctx: ParseContext) -> FormatResult:
+        """Every tool input in the JSON, in order."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ActionError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+        inputs: list[dict] = []
+        thoughts: list[str] = []
+        _collect(data, inputs, thoughts, depth=0)
+        if not inputs:
+            raise ActionError("no computer tool input found (expected an object with 'action')")
+        actions: list[GUIAction] = []
+        for tool_input in inputs:
+            actions.extend(claude_action(tool_input, ctx.space, ctx.notes))
+        return FormatResult(actions=actions, thought="\n".join(thoughts) or None)
+
+
+def _collect(data: object, inputs: list[dict], thoughts: list[str], depth: int) -> None:
+    if depth > 4:
+        raise ActionError("JSON nested too deeply")
+    if isinstance(data, list):
+        for item in data:
+            _collect(item, inputs, thoughts, depth + 1)
+        return
+    if not isinstance(data, dict):
+        raise ActionError(f"expected a JSON object, got {type(data).__name__}")
+    kind = data.get("type")
+    if "action" in data and kind is None:
+        inputs.append(data)
+    elif kind == "tool_use":
+        if data.get("name") not in TOOL_NAMES:
+            raise ActionError(f"tool_use names tool {data.get('name')!r:.40}; expected 'computer'")
+        if not isinstance(data.get("input"), dict):
+            raise ActionError("tool_use block has no 'input' object")
+        inputs.append(data["input"])
+    elif kind == "text":
+        if isinstance(data.get("text"), str) and data["text"].strip():
+            thoughts.append(data["text"].strip())
+    elif kind in ("thinking", "redacted_thinking"):
+        return
+    elif "content" in data:  # a whole message or API response
+        _collect(data["content"], inputs, thoughts, depth + 1)
+    else:
+        raise ActionError(f"unrecognised JSON object with keys {sorted(data)[:5]}")
+
+
+def claude_action(tool_input: dict, space: CoordinateSpace, notes: list[str]) -> list[GUIAction]:
+    """One computer-tool input -> GUI actions in screen pixels."""
+    action = tool_input.get("action")
+    if not isinstance(action, str):
+        raise ActionError("computer tool input has no 'action'")
+    if action in _CLICKS:
+        if tool_input.get("text"):
+            raise ActionError(f"{action} while holding {tool_input['text']!r:.20} is not supported")
+        coordinate = tool_input.get("coordinate")
+        if coordinate is None:
+            raise ActionError(f"{action} needs 'coordinate'")
+        x, y = space.point(coordinate, notes)
+        return [GUIAction(_CLICKS[action], x=x, y=y)]
+    if action == "left_click_drag":
+        end = tool_input.get("coordinate")
+        if end is None:
+            raise ActionError("left_click_drag needs 'coordinate'")
+        x2, y2 = space.point(end, notes)
+        start = tool_input.get("start_coordinate")
+        x, y = space.point(start, notes) if start is not None else (None, None)
+        return [GUIAction("drag", x=x, y=y, x2=x2, y2=y2)]
+    if action == "type":
+        text = tool_input.get("text")
+        if not isinstance(text, str):
+            raise ActionError("type needs 'text' as a string")
+        return [GUIAction("type", text=text)]
+    if action == "key":
+        text = tool_input.get("text")
+        if not isinstance(text, str):
+            raise ActionError("key needs 'text' like 'ctrl+s'")
+        return [GUIAction("key", keys=normalize_chord(text))]
+    if action == "scroll":
+        return [_scroll(tool_input, space, notes)]
+    if action in ("wait", "screenshot", "cursor_position"):
+        return [GUIAction("wait")]
+    if action in _UNSUPPORTED:
+        raise ActionError(f"computer action {action!r} is not supported")
+    raise ActionError(f"unknown computer action {action!r:.40}; valid: {', '.join(CLAUDE_ACTIONS)}")
+
+
+def _scroll(tool_input: dict, space: CoordinateSpace, notes: list[str]) -> GUIAction:
+    direction = tool_input.get("scroll_direction")
+    if direction not in _DIRECTIONS:
+        raise ActionError(f"scroll needs scroll_direction up, down, left or right, got {direction!r:.20}")
+    amount = tool_input.get("scroll_amount", 3)
+    if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount <= MAX_SCROLL_AMOUNT:
+        raise ActionError(f"scroll_amount must be an integer 0..{MAX_SCROLL_AMOUNT}, got {amount!r:.20}")
+    if tool_input.get("text"):
+        raise ActionError("scroll while holding a key is not supported")
+    x = y = None
+    if tool_input.get("coordinate") is not None:
+        x, y = space.point(tool_input["coordinate"], notes)
+    sx, sy = _DIRECTIONS[direction]
+    return GUIAction("scroll", x=x, y=y, dx=sx * amount or None, dy=sy * amount or None)

@@ -1,0 +1,139 @@
+"""Qwen-VL's `computer_use` tool calls (`<tool_call>{"name": "computer_use", ...}</tool_call>`), shared by qwen3vl/qwen25vl."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from verl_cua.actions.formats import FormatResult, ParseContext
+from verl_cua.actions.geometry import CoordinateSpace
+from verl_cua.actions.keys import normalize_chord
+from verl_cua.actions.types import ActionError, GUIAction
+
+TOOL_NAME = "computer_use"
+COMPUTER_USE_ACTIONS = (
+    "key",
+    "type",
+    "mouse_move",
+    "left_click",
+    "left_click_drag",
+    "right_click",
+    "middle_click",
+    "double_click",
+    "triple_click",
+    "scroll",
+    "hscroll",
+    "wait",
+    "terminate",
+    "answer",
+)
+_CLICKS = {
+    "left_click": "click",
+    "right_click": "right_click",
+    "middle_click": "middle_click",
+    "double_click": "double_click",
+    "triple_click": "triple_click",
+    "mouse_move": "move",
+}
+MAX_SCROLL = 10000
+
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+_THINK = re.compile(r"</?think>")
+
+
+def detect_tool_call(text: str) -> bool:
+    """Both Qwen formats share this shape; `auto` therefore reports them as ambiguous."""
+    return "<tool_call>" in text
+
+
+def parse_tool_calls(text: str, ctx: ParseContext) -> FormatResult:
+    """All `<tool_call>` blocks of one output -> actions; prose outside them becomes the thought."""
+    blocks = _TOOL_CALL.findall(text)
+    if not blocks:
+        raise ActionError("no <tool_call> block found")
+    actions: list[GUIAction] = []
+    for i, block in enumerate(blocks, 1):
+        actions.extend(_one_call(block, i, ctx.space, ctx.notes))
+    prose = _THINK.sub("", _TOOL_CALL.sub("", text)).strip()
+    return FormatResult(actions=actions, thought=prose or None)
+
+
+def _one_call(block: str, index: int, space: CoordinateSpace, notes: list[str]) -> list[GUIAction]:
+    try:
+        call = json.loads(block)
+    except json.JSONDecodeError as exc:
+        raise ActionError(f"tool call {index} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(call, dict):
+        raise ActionError(f"tool call {index} must be a JSON object")
+    name = call.get("name")
+    if name != TOOL_NAME:
+        raise ActionError(f"tool call {index} names tool {name!r:.40}; expected {TOOL_NAME!r}")
+    args = call.get("arguments")
+    if isinstance(args, str):  # some servers send arguments as a JSON string
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            raise ActionError(f"tool call {index} has arguments that are not valid JSON") from None
+    if not isinstance(args, dict):
+        raise ActionError(f"tool call {index} has no 'arguments' object")
+    return computer_use_action(args, space, notes)
+
+
+def computer_use_action(args: dict, space: CoordinateSpace, notes: list[str]) -> list[GUIAction]:
+    """One `computer_use` arguments object -> GUI actions in screen pixels."""
+    action = args.get("action")
+    if not isinstance(action, str):
+        raise ActionError("computer_use call has no 'action'")
+    if action in _CLICKS:
+        x, y = space.point(_required(args, "coordinate", action), notes)
+        return [GUIAction(_CLICKS[action], x=x, y=y)]
+    if action == "left_click_drag":
+        x2, y2 = space.point(_required(args, "coordinate", action), notes)
+        start = args.get("start_coordinate")
+        x, y = space.point(start, notes) if start is not None else (None, None)
+        return [GUIAction("drag", x=x, y=y, x2=x2, y2=y2)]
+    if action == "type":
+        text = _required(args, "text", action)
+        if not isinstance(text, str):
+            raise ActionError("type needs 'text' as a string")
+        return [GUIAction("type", text=text)]
+    if action == "key":
+        return [GUIAction("key", keys=normalize_chord(_required(args, "keys", action)))]
+    if action in ("scroll", "hscroll"):
+        amount = _scroll_amount(_required(args, "pixels", action), notes)
+        x = y = None
+        if args.get("coordinate") is not None:
+            x, y = space.point(args["coordinate"], notes)
+        if action == "scroll":
+            return [GUIAction("scroll", x=x, y=y, dy=amount)]
+        return [GUIAction("scroll", x=x, y=y, dx=amount)]
+    if action == "wait":
+        return [GUIAction("wait")]
+    if action == "terminate":
+        status = args.get("status")
+        if status not in ("success", "failure"):
+            raise ActionError(f"terminate needs status 'success' or 'failure', got {status!r:.40}")
+        return [GUIAction("done" if status == "success" else "fail")]
+    if action == "answer":
+        text = _required(args, "text", action)
+        if not isinstance(text, str):
+            raise ActionError("answer needs 'text' as a string")
+        return [GUIAction("done", text=text)]
+    raise ActionError(f"unknown computer_use action {action!r:.40}; valid: {', '.join(COMPUTER_USE_ACTIONS)}")
+
+
+def _required(args: dict, key: str, action: str):
+    value = args.get(key)
+    if value is None:
+        raise ActionError(f"{action} needs '{key}'")
+    return value
+
+
+def _scroll_amount(value: object, notes: list[str]) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        raise ActionError(f"scroll 'pixels' must be a number, got {value!r:.40}")
+    amount = int(round(value))
+    if abs(amount) > MAX_SCROLL:
+        notes.append(f"scroll amount {amount} beyond +-{MAX_SCROLL}; clamped")
+        amount = MAX_SCROLL if amount > 0 else -MAX_SCROLL
+    return amount

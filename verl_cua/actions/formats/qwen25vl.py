@@ -1,0 +1,27 @@
+"""Qwen2.5-VL: `computer_use` tool calls with coordinates in pixels of the resized image the model saw."""
+
+from __future__ import annotations
+
+from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls
+from verl_cua.actions.geometry import QWEN25VL_RESIZE, CoordinateSpace, smart_resize_size
+
+
+@register_format("qwen25vl")
+class Qwen25VLFormat:
+    """Like qwen3vl, but `coordinate` is in the `image` the processor produced (default: smart_resize(screen))."""
+
+    name = "qwen25vl"
+
+    def detect(self, text: str) -> bool:
+        """Same tool-call shape as qwen3vl."""
+        return detect_tool_call(text)
+
+    def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
+        """The resized image's pixels; by default Qwen2.5-VL's processor limits (factor 28)."""
+        width, height = image if image is not None else smart_resize_size(screen, **QWEN25VL_RESIZE)
+        return CoordinateSpace(width, height, screen[0], screen[1])
+
+    def parse(self, text: str, ctx: ParseContext) -> FormatResult:
+        """Every tool call in the output, in order."""
+        return parse_tool_calls(text, ctx)

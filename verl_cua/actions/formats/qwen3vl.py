@@ -1,0 +1,28 @@
+"""Qwen3-VL: `computer_use` tool calls with coordinates normalised to 0..1000 of the screen."""
+
+from __future__ import annotations
+
+from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls
+from verl_cua.actions.geometry import CoordinateSpace
+
+NORMALISED_RANGE = 1000
+
+
+@register_format("qwen3vl")
+class Qwen3VLFormat:
+    """`<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}</tool_call>`."""
+
+    name = "qwen3vl"
+
+    def detect(self, text: str) -> bool:
+        """Same tool-call shape as qwen25vl."""
+        return detect_tool_call(text)
+
+    def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
+        """0..1000 on both axes, whatever the screen or image size."""
+        return CoordinateSpace(NORMALISED_RANGE, NORMALISED_RANGE, screen[0], screen[1])
+
+    def parse(self, text: str, ctx: ParseContext) -> FormatResult:
+        """Every tool call in the output, in order."""
+        return parse_tool_calls(text, ctx)

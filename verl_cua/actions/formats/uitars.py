@@ -1,0 +1,203 @@
+"""UI-TARS-1.5: `Thought: ...\\nAction: click(start_box='(x,y)')`, coordinates in the resized image."""
+
+from __future__ import annotations
+
+import re
+
+from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.geometry import UITARS_RESIZE, CoordinateSpace, smart_resize_size
+from verl_cua.actions.keys import normalize_chord
+from verl_cua.actions.types import ActionError, GUIAction
+
+SCROLL_CLICKS = 5  # UI-TARS names no amount; its own OSWorld agent scrolls 5 clicks
+UITARS_ACTIONS = (
+    "click",
+    "left_single",
+    "left_double",
+    "right_single",
+    "hover",
+    "move_to",
+    "drag",
+    "select",
+    "hotkey",
+    "press",
+    "type",
+    "scroll",
+    "wait",
+    "finished",
+    "call_user",
+)
+_POINTER = {
+    "click": "click",
+    "left_single": "click",
+    "left_double": "double_click",
+    "right_single": "right_click",
+    "hover": "move",
+    "move_to": "move",
+}
+_BOX_KEYS = {"start_box": "start_box", "point": "start_box", "start_point": "start_box", "end_box": "end_box",
+             "end_point": "end_box"}
+_SCROLL = {"up": (0, SCROLL_CLICKS), "down": (0, -SCROLL_CLICKS), "left": (-SCROLL_CLICKS, 0),
+           "right": (SCROLL_CLICKS, 0)}
+
+_ACTION_LINE = re.compile(r"(?:^|\n)\s*Action\s*:")
+_HEAD = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
+_KEY = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*")
+_SEGMENT_SPLIT = re.compile(r"\)[ \t]*\n\s*\n")
+_QUOTED = {"'": re.compile(r"((?:[^'\\]|\\.)*)'", re.S), '"': re.compile(r'((?:[^"\\]|\\.)*)"', re.S)}
+_CONTENT_END = {q: re.compile(re.escape(q) + r"\s*\)\s*\Z") for q in "'\""}
+_ESCAPE = re.compile(r"\\(.)", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+_BOX_TAGS = re.compile(r"<\|box_start\|>|<\|box_end\|>|</?point>|</?bbox>")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_BOX_CHARS = re.compile(r"[\s()\[\],\d.\-]*")
+_THOUGHT_HEAD = re.compile(r"^\s*(?:Thought|Reflection|Action_Summary)\s*:\s*")
+
+
+@register_format("uitars")
+class UITarsFormat:
+    """UI-TARS-1.5 action strings; `<|box_start|>`, `<point>x y</point>`, `point=`/`start_point=` all accepted."""
+
+    name = "uitars"
+
+    def detect(self, text: str) -> bool:
+        """An `Action:` line followed by a call."""
+        m = _ACTION_LINE.search(text)
+        return m is not None and _HEAD.match(text, m.end()) is not None
+
+    def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
+        """The resized image's pixels; by default smart_resize with UI-TARS's limits. image=(1000, 1000) reads
+        UI-TARS-1.0's relative coordinates."""
+        width, height = image if image is not None else smart_resize_size(screen, **UITARS_RESIZE)
+        return CoordinateSpace(width, height, screen[0], screen[1])
+
+    def parse(self, text: str, ctx: ParseContext) -> FormatResult:
+        """The (last) `Action:` section, one call per blank-line-separated segment."""
+        matches = list(_ACTION_LINE.finditer(text))
+        if not matches:
+            raise ActionError("no 'Action:' line found")
+        start = matches[-1].end()
+        thought = _THOUGHT_HEAD.sub("", text[: matches[-1].start()]).strip() or None
+        section = text[start:].strip()
+        if not section:
+            raise ActionError("empty 'Action:' line")
+        actions: list[GUIAction] = []
+        segments = _SEGMENT_SPLIT.split(section)
+        for i, segment in enumerate(segments):
+            if i < len(segments) - 1:
+                segment += ")"  # the split consumed the closing parenthesis
+            name, args = parse_call(segment)
+            actions.extend(_to_actions(name, args, ctx))
+        return FormatResult(actions=actions, thought=thought)
+
+
+def parse_call(segment: str) -> tuple[str, dict[str, str]]:
+    """`name(key='value', key2=(1,2))` -> (name, {key: raw value}); quoted values are unescaped."""
+    head = _HEAD.match(segment)
+    if head is None:
+        raise ActionError(f"expected an action call like click(start_box='(x,y)'), got {segment.strip()!r:.60}")
+    name, pos, args = head.group(1), head.end(), {}
+    n = len(segment)
+    while True:
+        while pos < n and segment[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= n:
+            raise ActionError(f"{name}(...) is not closed")
+        if segment[pos] == ")":
+            pos += 1
+            break
+        key_match = _KEY.match(segment, pos)
+        if key_match is None:
+            raise ActionError(f"{name}(...) has an argument that is not key=value: {segment[pos:pos + 30]!r}")
+        key, pos = key_match.group(1), key_match.end()
+        value, pos = _value(segment, pos, name, key)
+        args[key] = value
+    if segment[pos:].strip():
+        raise ActionError(f"unexpected text after {name}(...): {segment[pos:].strip()!r:.40}")
+    return name, args
+
+
+def _value(segment: str, pos: int, name: str, key: str) -> tuple[str, int]:
+    if pos >= len(segment):
+        raise ActionError(f"{name}({key}=...) is truncated")
+    quote = segment[pos]
+    if quote in _QUOTED:
+        if key == "content":  # free text: runs to the last quote before the closing parenthesis
+            m = _CONTENT_END[quote].search(segment, pos + 1)
+            if m is None:
+                raise ActionError(f"{name}(content=...) is not terminated")
+            return _unescape(segment[pos + 1 : m.start()]), m.start() + 1
+        m = _QUOTED[quote].match(segment, pos + 1)
+        if m is None:
+            raise ActionError(f"{name}({key}=...) has an unterminated string")
+        return _unescape(m.group(1)), m.end()
+    if quote in "([":  # an unquoted box: (x,y) or [x, y]
+        close = segment.find(")" if quote == "(" else "]", pos)
+        if close < 0:
+            raise ActionError(f"{name}({key}=...) has an unclosed box")
+        return segment[pos : close + 1], close + 1
+    end = pos
+    while end < len(segment) and segment[end] not in ",)":
+        end += 1
+    return segment[pos:end].strip(), end
+
+
+def _unescape(raw: str) -> str:
+    if "\\" not in raw:
+        return raw
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), raw)
+
+
+def parse_box(raw: str, space: CoordinateSpace, notes: list[str]) -> tuple[int, int]:
+    """`'(x,y)'`, `'<|box_start|>(x1,y1,x2,y2)<|box_end|>'`, `'<point>x y</point>'` -> screen point (box centre)."""
+    stripped = _BOX_TAGS.sub(" ", raw)
+    if _BOX_CHARS.fullmatch(stripped) is None:
+        raise ActionError(f"box must hold numbers only, got {raw!r:.60}")
+    numbers = [float(v) for v in _NUMBER.findall(stripped)]
+    if len(numbers) not in (2, 4):
+        raise ActionError(f"box must hold 2 or 4 numbers, got {len(numbers)} in {raw!r:.60}")
+    return space.point(numbers, notes)
+
+
+def _to_actions(name: str, raw_args: dict[str, str], ctx: ParseContext) -> list[GUIAction]:
+    args = {_BOX_KEYS.get(k, k): v for k, v in raw_args.items()}
+    space, notes = ctx.space, ctx.notes
+    if name in _POINTER:
+        x, y = parse_box(_need(args, "start_box", name), space, notes)
+        return [GUIAction(_POINTER[name], x=x, y=y)]
+    if name in ("drag", "select"):
+        x, y = parse_box(_need(args, "start_box", name), space, notes)
+        x2, y2 = parse_box(_need(args, "end_box", name), space, notes)
+        return [GUIAction("drag", x=x, y=y, x2=x2, y2=y2)]
+    if name in ("hotkey", "press"):
+        keys = args.get("key") or args.get("hotkey") or args.get("press")
+        if not keys:
+            raise ActionError(f"{name} needs key='...'")
+        return [GUIAction("key", keys=normalize_chord(keys))]
+    if name == "type":
+        if "content" not in args:
+            raise ActionError("type needs content='...'")
+        return [GUIAction("type", text=args["content"])]
+    if name == "scroll":
+        direction = args.get("direction", "").strip().strip("'\"").lower()
+        if direction not in _SCROLL:
+            raise ActionError(f"scroll needs direction up, down, left or right, got {direction!r:.30}")
+        dx, dy = _SCROLL[direction]
+        x = y = None
+        if args.get("start_box"):
+            x, y = parse_box(args["start_box"], space, notes)
+        return [GUIAction("scroll", x=x, y=y, dx=dx or None, dy=dy or None)]
+    if name == "wait":
+        return [GUIAction("wait")]
+    if name == "finished":
+        return [GUIAction("done", text=args.get("content") or None)]
+    if name == "call_user":
+        return [GUIAction("fail", text="call_user")]
+    raise ActionError(f"unknown UI-TARS action {name!r:.40}; valid: {', '.join(UITARS_ACTIONS)}")
+
+
+def _need(args: dict[str, str], key: str, name: str) -> str:
+    value = args.get(key)
+    if not value:
+        raise ActionError(f"{name} needs {key}='(x,y)'")
+    return value

@@ -1,0 +1,116 @@
+"""Screen geometry: the size a model saw (Qwen-VL smart_resize) and mapping its coordinates to screen pixels."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from verl_cua.actions.types import ActionError
+
+MAX_SIDE = 32768
+
+# Qwen2.5-VL's processor defaults (preprocessor_config.json): patch 14 x merge 2, 4..16384 merged patches.
+QWEN25VL_RESIZE = {"factor": 28, "min_pixels": 3136, "max_pixels": 12845056}
+# UI-TARS-1.5's limits (its OSWorld agent): 100..16384 merged patches of 28 px.
+UITARS_RESIZE = {"factor": 28, "min_pixels": 100 * 28 * 28, "max_pixels": 16384 * 28 * 28}
+
+
+def check_size(size: object, what: str) -> tuple[int, int]:
+    """Validate a `(width, height)` pair given by the caller; raise ValueError with a one-line reason."""
+    if (
+        not isinstance(size, (tuple, list))
+        or len(size) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in size)
+        or not all(0 < v <= MAX_SIDE for v in size)
+    ):
+        raise ValueError(f"{what} must be (width, height) with positive integers up to {MAX_SIDE}, got {size!r}")
+    return int(size[0]), int(size[1])
+
+
+def _upstream_smart_resize():
+    """transformers' own smart_resize (the function Qwen-VL processors apply), imported without torch."""
+    quiet = "TRANSFORMERS_VERBOSITY" not in os.environ
+    if quiet:  # its "PyTorch was not found" notice is noise on an eval box or desktop host
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    try:
+        try:  # transformers >= 5: the PIL image processor module needs no torch
+            from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+        except ImportError:  # transformers 4.x
+            from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+    except ImportError as exc:
+        raise ImportError(
+            "qwen25vl/uitars need transformers for Qwen-VL's smart_resize when image= is not given: "
+            "pip install 'transformers>=4.49' (or pass image=(width, height))"
+        ) from exc
+    finally:
+        if quiet:
+            del os.environ["TRANSFORMERS_VERBOSITY"]
+            _restore_transformers_verbosity()
+    return smart_resize
+
+
+def _restore_transformers_verbosity() -> None:
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_warning()
+    except ImportError:
+        pass
+
+
+@lru_cache(maxsize=256)
+def smart_resize_size(screen: tuple[int, int], factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """The `(width, height)` a Qwen-VL processor resizes a `screen`-sized screenshot to."""
+    width, height = screen
+    new_h, new_w = _upstream_smart_resize()(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+    return int(new_w), int(new_h)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinateSpace:
+    """Maps a format's coordinates (its own range `width x height`) onto integer screen pixels."""
+
+    width: float
+    height: float
+    screen_w: int
+    screen_h: int
+
+    def to_screen(self, x: object, y: object, notes: list[str]) -> tuple[int, int]:
+        """Scale one point; clamp into the screen, adding a note to `notes` if the format's range was exceeded."""
+        fx, fy = _number(x), _number(y)
+        if not (0 <= fx <= self.width and 0 <= fy <= self.height):
+            notes.append(f"coordinate ({_fmt(fx)}, {_fmt(fy)}) outside 0..{_fmt(self.width)} x 0..{_fmt(self.height)}; clamped")
+        px = int(math.floor(fx * self.screen_w / self.width + 0.5))
+        py = int(math.floor(fy * self.screen_h / self.height + 0.5))
+        return min(max(px, 0), self.screen_w - 1), min(max(py, 0), self.screen_h - 1)
+
+    def point(self, value: object, notes: list[str]) -> tuple[int, int]:
+        """A point given as `[x, y]` (or a 4-number box, whose centre is used)."""
+        if isinstance(value, dict) and "x" in value and "y" in value:
+            return self.to_screen(value["x"], value["y"], notes)
+        if isinstance(value, (list, tuple)):
+            if len(value) == 2:
+                return self.to_screen(value[0], value[1], notes)
+            if len(value) == 4:
+                x1, y1, x2, y2 = (_number(v) for v in value)
+                return self.to_screen((x1 + x2) / 2, (y1 + y2) / 2, notes)
+        raise ActionError(f"coordinate must be [x, y], got {value!r:.60}")
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool):
+        raise ActionError(f"coordinate must be a number, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ActionError(f"coordinate must be a number, got {value!r:.40}") from None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ActionError(f"coordinate must be a finite number, got {value!r:.40}")
+    return float(value)
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.4g}"
