@@ -42,7 +42,8 @@ MAX_SCROLL_AMOUNT = 100
 class ClaudeFormat:
     """A tool input, a `tool_use` block, a list of them, or a message `content` list with text blocks as thought.
 
-    `screenshot` and `cursor_position` only ask for a new observation; they map to `wait`.
+    `screenshot` and `cursor_position` only ask for a new observation; they map to `wait`. A content list with
+    text and no tool call is Claude ending its turn: it maps to `done` with the last text as the answer.
     """
 
     name = "claude"
@@ -66,6 +67,8 @@ class ClaudeFormat:
         inputs: list[dict] = []
         thoughts: list[str] = []
         _collect(data, inputs, thoughts, depth=0)
+        if not inputs and thoughts:  # an assistant turn with text and no tool call ends the episode
+            return FormatResult(actions=[GUIAction("done", text=thoughts[-1])], thought="\n".join(thoughts))
         if not inputs:
             raise ActionError("no computer tool input found (expected an object with 'action')")
         actions: list[GUIAction] = []

@@ -89,16 +89,17 @@ def _split_blocks(text: str) -> tuple[list[tuple[str, str]], str | None]:
     prose: list[str] = []
     last = 0
     for m in _FENCE.finditer(text):
-        lang, body, closing = m.group(1).lower(), m.group(2), m.group(3)
+        raw_lang, body, closing = m.group(1), m.group(2), m.group(3)
+        lang = raw_lang.lower()
         if not closing:
             raise ActionError("unterminated ``` code block (output truncated?)")
         prose.append(text[last : m.start()])
         last = m.end()
-        word = body.strip()
+        word = body.strip() or raw_lang  # "```DONE```" on one line
         if word in SPECIAL_WORDS:
             blocks.append(("word", word))
         elif lang in _CODE_LANGS:
-            if word:
+            if body.strip():
                 blocks.append(("code", body))
         else:
             raise ActionError(f"code block in {lang!r:.20} is not allowed (only python)")

@@ -1,0 +1,1 @@
+"""Advantage estimators and schedules: SDPO, GiGPO, hybrid, Entropulse (issue 5)."""

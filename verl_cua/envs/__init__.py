@@ -1,0 +1,1 @@
+"""Desktops: OSWorld providers, the local X desktop, MiniWoB++ and the env pool (issue 3)."""

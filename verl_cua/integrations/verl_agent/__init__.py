@@ -1,0 +1,1 @@
+"""verl-agent adapter: environment manager and install hooks (issue 7)."""
