@@ -123,6 +123,8 @@ def split_chord(text: str) -> list[str]:
         pieces = chunk.split("+")
         if chunk.endswith("++"):  # "ctrl++" -> the "+" key itself
             pieces = pieces[:-2] + ["+"]
+        elif chunk.endswith("+"):
+            raise ActionError(f"incomplete key combination {text!r:.40}")
         for piece in pieces:
             if len(piece) > 2 and "-" in piece.strip("-"):  # "Ctrl-C", "ctrl-shift-t"
                 parts.extend(p for p in piece.split("-") if p)

@@ -25,7 +25,7 @@ def render_pyautogui(actions: list[GUIAction]) -> str:
     body = [a for a in actions if a.kind not in TERMINAL_KINDS]
     if not body:
         return "FAIL" if actions and actions[-1].kind == "fail" else "DONE" if actions else "WAIT"
-    if all(a.kind == "wait" for a in body):
+    if len(body) == 1 and body[0].kind == "wait":
         return "WAIT"
     return "\n".join(line for a in body for line in _pyautogui_lines(a))
 
