@@ -24,7 +24,9 @@ def test_auto_detects_unambiguous_formats(text, fmt):
 
 
 def test_auto_refuses_to_guess_between_the_two_qwen_coordinate_spaces():
-    text = '<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [1, 2]}}</tool_call>'
+    text = (
+        '<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [1, 2]}}</tool_call>'
+    )
     result = parse_action(text, format="auto", screen=SCREEN)
     assert not result.valid and "ambiguous" in result.error and "qwen25vl" in result.error
 
@@ -49,8 +51,14 @@ def test_bad_screen_is_a_caller_error(screen):
 
 @pytest.mark.parametrize(
     "text,reason",
-    [("", "empty output"), ("   \n ", "empty output"), (b"\xff\xfe", "not valid UTF-8"), (None, "must be text"),
-     ("x" * 200_000, "at most"), ("a\udcffb", "not valid UTF-8")],
+    [
+        ("", "empty output"),
+        ("   \n ", "empty output"),
+        (b"\xff\xfe", "not valid UTF-8"),
+        (None, "must be text"),
+        ("x" * 200_000, "at most"),
+        ("a\udcffb", "not valid UTF-8"),
+    ],
 )
 def test_unusable_text_is_invalid_not_an_exception(text, reason):
     result = parse_action(text, format="pyautogui", screen=SCREEN)
@@ -58,7 +66,7 @@ def test_unusable_text_is_invalid_not_an_exception(text, reason):
 
 
 def test_bytes_in_utf8_are_accepted():
-    assert parse_action("DONE".encode(), format="pyautogui", screen=SCREEN).valid
+    assert parse_action(b"DONE", format="pyautogui", screen=SCREEN).valid
 
 
 def test_too_many_statements_or_actions_is_invalid():

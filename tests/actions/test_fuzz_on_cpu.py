@@ -15,18 +15,41 @@ SEEDS = [
     "</tool_call>",
     '<tool_call>{"name": "computer_use", "arguments": {"action": "key", "keys": ["ctrl", "c"]}}</tool_call>',
     "Thought: click it\nAction: click(start_box='<|box_start|>(161,91)<|box_end|>')",
-    "Thought: t\nAction: drag(start_point='<point>1 2</point>', end_point='<point>3 4</point>')\n\ntype(content='a\\n')",
+    "Thought: t\nAction: drag(start_point='<point>1 2</point>', end_point='<point>3 4</point>')"
+    "\n\ntype(content='a\\n')",
     "Thought: t\nAction: scroll(start_box='(5,5)', direction='down')",
     "Prose.\n```python\npyautogui.moveTo(1, 2)\npyautogui.dragTo(3, 4)\npyautogui.hotkey('ctrl', 's')\n```",
     "```python\npyautogui.keyDown('shift')\npyautogui.press('tab')\npyautogui.keyUp('shift')\n```",
     "DONE",
     json.dumps({"action": "scroll", "coordinate": [1, 2], "scroll_direction": "up", "scroll_amount": 3}),
-    json.dumps([{"type": "text", "text": "hi"}, {"type": "tool_use", "name": "computer",
-                                                   "input": {"action": "type", "text": "x"}}]),
+    json.dumps(
+        [
+            {"type": "text", "text": "hi"},
+            {"type": "tool_use", "name": "computer", "input": {"action": "type", "text": "x"}},
+        ]
+    ),
 ]
-ALPHABET = st.sampled_from(list("(){}[]<>'\"\\,:=+-._ \n\t0123456789abcxyz`") + ["<tool_call>", "</tool_call>",
-                           "Action: ", "pyautogui.", "```python\n", "```", '"action"', "start_box=", "<point>",
-                           "\x00", "\udcff", "é", "😀", "1e999", "NaN", "-1"])
+ALPHABET = st.sampled_from(
+    list("(){}[]<>'\"\\,:=+-._ \n\t0123456789abcxyz`")
+    + [
+        "<tool_call>",
+        "</tool_call>",
+        "Action: ",
+        "pyautogui.",
+        "```python\n",
+        "```",
+        '"action"',
+        "start_box=",
+        "<point>",
+        "\x00",
+        "\udcff",
+        "é",
+        "😀",
+        "1e999",
+        "NaN",
+        "-1",
+    ]
+)
 
 
 def _assert_well_behaved(text, fmt):
@@ -78,8 +101,14 @@ def test_huge_garbage_and_deep_nesting_are_rejected_quickly():
     import time
 
     for fmt in FORMATS:
-        for text in ["A" * (1 << 20), "(" * 100_000, "[" * 50_000, "```python\n" + "(" * 5000 + "\n```",
-                     '{"action": ' * 5000, "<tool_call>" + "[" * 20000 + "</tool_call>"]:
+        for text in [
+            "A" * (1 << 20),
+            "(" * 100_000,
+            "[" * 50_000,
+            "```python\n" + "(" * 5000 + "\n```",
+            '{"action": ' * 5000,
+            "<tool_call>" + "[" * 20000 + "</tool_call>",
+        ]:
             start = time.perf_counter()
             result = parse_action(text, format=fmt, screen=SCREEN)
             assert not result.valid and "internal parser error" not in result.error

@@ -8,10 +8,27 @@ from verl_cua.actions.types import ActionError
 
 @pytest.mark.parametrize(
     "name,expected",
-    [("Return", "enter"), ("Escape", "esc"), ("cmd", "win"), ("super", "win"), ("meta", "win"),
-     ("control", "ctrl"), ("Control_L", "ctrl"), ("BackSpace", "backspace"), ("Page_Up", "pageup"),
-     ("KP_Enter", "enter"), ("KP_5", "num5"), ("ArrowLeft", "left"), ("A", "a"), (" ", "space"), ("F5", "f5"),
-     ("Tab", "tab"), ("Delete", "delete"), ("+", "+"), ("minus", "-")],
+    [
+        ("Return", "enter"),
+        ("Escape", "esc"),
+        ("cmd", "win"),
+        ("super", "win"),
+        ("meta", "win"),
+        ("control", "ctrl"),
+        ("Control_L", "ctrl"),
+        ("BackSpace", "backspace"),
+        ("Page_Up", "pageup"),
+        ("KP_Enter", "enter"),
+        ("KP_5", "num5"),
+        ("ArrowLeft", "left"),
+        ("A", "a"),
+        (" ", "space"),
+        ("F5", "f5"),
+        ("Tab", "tab"),
+        ("Delete", "delete"),
+        ("+", "+"),
+        ("minus", "-"),
+    ],
 )
 def test_aliases(name, expected):
     assert normalize_key(name) == expected
@@ -20,9 +37,16 @@ def test_aliases(name, expected):
 
 @pytest.mark.parametrize(
     "chord,expected",
-    [("ctrl+s", ["ctrl", "s"]), ("ctrl c", ["ctrl", "c"]), ("ctrl + shift + t", ["ctrl", "shift", "t"]),
-     ("Ctrl-C", ["ctrl", "c"]), ("ctrl++", ["ctrl", "+"]), (["Control", "Shift", "Tab"], ["ctrl", "shift", "tab"]),
-     (["ctrl+alt", "Delete"], ["ctrl", "alt", "delete"]), ("-", ["-"])],
+    [
+        ("ctrl+s", ["ctrl", "s"]),
+        ("ctrl c", ["ctrl", "c"]),
+        ("ctrl + shift + t", ["ctrl", "shift", "t"]),
+        ("Ctrl-C", ["ctrl", "c"]),
+        ("ctrl++", ["ctrl", "+"]),
+        (["Control", "Shift", "Tab"], ["ctrl", "shift", "tab"]),
+        (["ctrl+alt", "Delete"], ["ctrl", "alt", "delete"]),
+        ("-", ["-"]),
+    ],
 )
 def test_chords(chord, expected):
     assert normalize_chord(chord) == expected

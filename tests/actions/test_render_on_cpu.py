@@ -13,8 +13,12 @@ CANONICAL_KEYS = sorted({normalize_key(k) for k in VALID_KEYS})
 
 xs, ys = st.integers(0, 1919), st.integers(0, 1079)
 ACTION = st.one_of(
-    st.builds(lambda k, x, y: A(k, x=x, y=y),
-              st.sampled_from(["click", "double_click", "triple_click", "right_click", "middle_click", "move"]), xs, ys),
+    st.builds(
+        lambda k, x, y: A(k, x=x, y=y),
+        st.sampled_from(["click", "double_click", "triple_click", "right_click", "middle_click", "move"]),
+        xs,
+        ys,
+    ),
     st.builds(lambda x, y, x2, y2: A("drag", x=x, y=y, x2=x2, y2=y2), xs, ys, xs, ys),
     st.builds(lambda x, y, d: A("scroll", x=x, y=y, dy=d), xs, ys, st.integers(-50, 50).filter(bool)),
     st.builds(lambda d: A("scroll", dx=d), st.integers(-50, 50).filter(bool)),
@@ -55,17 +59,28 @@ def test_pyautogui_rendering(actions, code):
 @pytest.mark.parametrize(
     "action,dicts",
     [
-        (A("click", x=1, y=2), [{"action_type": "CLICK", "parameters": {"button": "left", "x": 1, "y": 2,
-                                                                        "num_clicks": 1}}]),
+        (
+            A("click", x=1, y=2),
+            [{"action_type": "CLICK", "parameters": {"button": "left", "x": 1, "y": 2, "num_clicks": 1}}],
+        ),
         (A("double_click", x=1, y=2), [{"action_type": "DOUBLE_CLICK", "parameters": {"x": 1, "y": 2}}]),
-        (A("triple_click", x=1, y=2), [{"action_type": "CLICK", "parameters": {"button": "left", "x": 1, "y": 2,
-                                                                               "num_clicks": 3}}]),
+        (
+            A("triple_click", x=1, y=2),
+            [{"action_type": "CLICK", "parameters": {"button": "left", "x": 1, "y": 2, "num_clicks": 3}}],
+        ),
         (A("right_click", x=1, y=2), [{"action_type": "RIGHT_CLICK", "parameters": {"x": 1, "y": 2}}]),
-        (A("middle_click", x=1, y=2), [{"action_type": "CLICK", "parameters": {"button": "middle", "x": 1, "y": 2,
-                                                                               "num_clicks": 1}}]),
+        (
+            A("middle_click", x=1, y=2),
+            [{"action_type": "CLICK", "parameters": {"button": "middle", "x": 1, "y": 2, "num_clicks": 1}}],
+        ),
         (A("move", x=1, y=2), [{"action_type": "MOVE_TO", "parameters": {"x": 1, "y": 2}}]),
-        (A("drag", x=1, y=2, x2=3, y2=4), [{"action_type": "MOVE_TO", "parameters": {"x": 1, "y": 2}},
-                                           {"action_type": "DRAG_TO", "parameters": {"x": 3, "y": 4}}]),
+        (
+            A("drag", x=1, y=2, x2=3, y2=4),
+            [
+                {"action_type": "MOVE_TO", "parameters": {"x": 1, "y": 2}},
+                {"action_type": "DRAG_TO", "parameters": {"x": 3, "y": 4}},
+            ],
+        ),
         (A("scroll", dy=-3), [{"action_type": "SCROLL", "parameters": {"dy": -3}}]),
         (A("type", text="hi"), [{"action_type": "TYPING", "parameters": {"text": "hi"}}]),
         (A("key", keys=["enter"]), [{"action_type": "PRESS", "parameters": {"key": "enter"}}]),
@@ -88,8 +103,12 @@ def test_invalid_results_refuse_to_render():
 def test_to_dict_is_json_ready_and_round_trips():
     import json
 
-    result = parse_action("Thought: t\nAction: drag(start_box='(1,2)', end_box='(3,4)')", format="uitars",
-                          screen=SCREEN, image=(1920, 1080))
+    result = parse_action(
+        "Thought: t\nAction: drag(start_box='(1,2)', end_box='(3,4)')",
+        format="uitars",
+        screen=SCREEN,
+        image=(1920, 1080),
+    )
     data = json.loads(json.dumps(result.to_dict()))
     assert data["valid"] and data["thought"] == "t" and data["format"] == "uitars"
     assert [A.from_dict(a) for a in data["actions"]] == result.actions

@@ -122,10 +122,13 @@ def test_raw_code_passthrough_is_off_by_default_and_explicit_and_logged(caplog):
 @pytest.mark.parametrize(
     "fmt,text",
     [
-        ("uitars", "Action: click(start_box='__import__(\"os\").system(\"id\")')"),
+        ("uitars", 'Action: click(start_box=\'__import__("os").system("id")\')'),
         ("uitars", "Action: click(start_box='[eval(\"1\"), 2]')"),
-        ("qwen3vl", '<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", '
-                    '"coordinate": ["__import__(\'os\')", 1]}}</tool_call>'),
+        (
+            "qwen3vl",
+            '<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", '
+            '"coordinate": ["__import__(\'os\')", 1]}}</tool_call>',
+        ),
         ("claude", '{"action": "key", "text": "ctrl+$(reboot)"}'),
     ],
 )

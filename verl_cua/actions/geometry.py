@@ -81,7 +81,9 @@ class CoordinateSpace:
         """Scale one point; clamp into the screen, adding a note to `notes` if the format's range was exceeded."""
         fx, fy = _number(x), _number(y)
         if not (0 <= fx <= self.width and 0 <= fy <= self.height):
-            notes.append(f"coordinate ({_fmt(fx)}, {_fmt(fy)}) outside 0..{_fmt(self.width)} x 0..{_fmt(self.height)}; clamped")
+            notes.append(
+                f"coordinate ({_fmt(fx)}, {_fmt(fy)}) outside 0..{_fmt(self.width)} x 0..{_fmt(self.height)}; clamped"
+            )
         px = int(math.floor(fx * self.screen_w / self.width + 0.5))
         py = int(math.floor(fy * self.screen_h / self.height + 0.5))
         return min(max(px, 0), self.screen_w - 1), min(max(py, 0), self.screen_h - 1)

@@ -173,6 +173,11 @@ def _claude(size: tuple[int, int]) -> tuple[str, list[dict]]:
         "Take one or a few actions at a time and check the new screenshot. "
         f"Actions available: {', '.join(CLAUDE_ACTIONS)}. When the task is complete, stop calling tools and say so."
     )
-    tool = {"type": CLAUDE_TOOL_TYPE, "name": "computer", "display_width_px": width, "display_height_px": height,
-            "display_number": 1}
+    tool = {
+        "type": CLAUDE_TOOL_TYPE,
+        "name": "computer",
+        "display_width_px": width,
+        "display_height_px": height,
+        "display_number": 1,
+    }
     return system, [tool]

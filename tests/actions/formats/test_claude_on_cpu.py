@@ -21,8 +21,10 @@ VALID = [
     (inp(action="double_click", coordinate=[50, 60]), [A("double_click", x=50, y=60)]),
     (inp(action="triple_click", coordinate=[70, 80]), [A("triple_click", x=70, y=80)]),
     (inp(action="mouse_move", coordinate=[960, 540]), [A("move", x=960, y=540)]),
-    (inp(action="left_click_drag", start_coordinate=[10, 20], coordinate=[300, 400]),
-     [A("drag", x=10, y=20, x2=300, y2=400)]),
+    (
+        inp(action="left_click_drag", start_coordinate=[10, 20], coordinate=[300, 400]),
+        [A("drag", x=10, y=20, x2=300, y2=400)],
+    ),
     (inp(action="left_click_drag", coordinate=[300, 400]), [A("drag", x2=300, y2=400)]),
     (inp(action="type", text="=SUM(A1:A10)\n"), [A("type", text="=SUM(A1:A10)\n")]),
     (inp(action="key", text="ctrl+s"), [A("key", keys=["ctrl", "s"])]),
@@ -30,19 +32,38 @@ VALID = [
     (inp(action="key", text="ctrl+shift+Tab"), [A("key", keys=["ctrl", "shift", "tab"])]),
     (inp(action="key", text="super"), [A("key", keys=["win"])]),
     (inp(action="key", text="Page_Down"), [A("key", keys=["pagedown"])]),
-    (inp(action="scroll", coordinate=[960, 540], scroll_direction="down", scroll_amount=3),
-     [A("scroll", x=960, y=540, dy=-3)]),
+    (
+        inp(action="scroll", coordinate=[960, 540], scroll_direction="down", scroll_amount=3),
+        [A("scroll", x=960, y=540, dy=-3)],
+    ),
     (inp(action="scroll", scroll_direction="left", scroll_amount=2), [A("scroll", dx=-2)]),
     (inp(action="wait", duration=1), [A("wait")]),
     (inp(action="screenshot"), [A("wait")]),
-    (json.dumps({"type": "tool_use", "id": "toolu_01", "name": "computer",
-                 "input": {"action": "left_click", "coordinate": [1, 2]}}), [A("click", x=1, y=2)]),
-    (json.dumps([{"type": "text", "text": "Opening the menu."},
-                 {"type": "tool_use", "id": "t1", "name": "computer", "input": {"action": "key", "text": "alt+f"}},
-                 {"type": "tool_use", "id": "t2", "name": "computer", "input": {"action": "type", "text": "x"}}]),
-     [A("key", keys=["alt", "f"]), A("type", text="x")]),
-    (json.dumps({"role": "assistant", "content": [{"type": "text", "text": "The file is saved."}]}),
-     [A("done", text="The file is saved.")]),
+    (
+        json.dumps(
+            {
+                "type": "tool_use",
+                "id": "toolu_01",
+                "name": "computer",
+                "input": {"action": "left_click", "coordinate": [1, 2]},
+            }
+        ),
+        [A("click", x=1, y=2)],
+    ),
+    (
+        json.dumps(
+            [
+                {"type": "text", "text": "Opening the menu."},
+                {"type": "tool_use", "id": "t1", "name": "computer", "input": {"action": "key", "text": "alt+f"}},
+                {"type": "tool_use", "id": "t2", "name": "computer", "input": {"action": "type", "text": "x"}},
+            ]
+        ),
+        [A("key", keys=["alt", "f"]), A("type", text="x")],
+    ),
+    (
+        json.dumps({"role": "assistant", "content": [{"type": "text", "text": "The file is saved."}]}),
+        [A("done", text="The file is saved.")],
+    ),
 ]
 
 
@@ -54,14 +75,21 @@ def test_valid_outputs_parse_to_screen_actions(text, expected):
 
 
 def test_coordinates_are_in_claudes_scaled_screenshot_when_image_is_given():
-    result = parse_action(inp(action="left_click", coordinate=[640, 360]), format="claude", screen=SCREEN,
-                          image=(1280, 720))
+    result = parse_action(
+        inp(action="left_click", coordinate=[640, 360]), format="claude", screen=SCREEN, image=(1280, 720)
+    )
     assert result.actions == [A("click", x=960, y=540)]
 
 
 def test_text_blocks_are_the_thought():
-    text = json.dumps({"content": [{"type": "text", "text": "Click Save."},
-                                   {"type": "tool_use", "name": "computer", "input": {"action": "wait"}}]})
+    text = json.dumps(
+        {
+            "content": [
+                {"type": "text", "text": "Click Save."},
+                {"type": "tool_use", "name": "computer", "input": {"action": "wait"}},
+            ]
+        }
+    )
     assert parse_action(text, format="claude", screen=SCREEN).thought == "Click Save."
 
 

@@ -19,12 +19,18 @@ VALID = [
     (code("pyautogui.click((640, 360))"), [A("click", x=640, y=360)]),
     (code("pyautogui.doubleClick(300, 400)"), [A("double_click", x=300, y=400)]),
     (code("pyautogui.tripleClick(10, 10)"), [A("triple_click", x=10, y=10)]),
-    (code("pyautogui.rightClick(5, 5)\npyautogui.middleClick(7, 8)"),
-     [A("right_click", x=5, y=5), A("middle_click", x=7, y=8)]),
-    (code("pyautogui.moveTo(500, 500)\npyautogui.dragTo(600, 650, duration=0.5)"),
-     [A("drag", x=500, y=500, x2=600, y2=650)]),
-    (code("pyautogui.moveTo(10, 10)\npyautogui.mouseDown()\npyautogui.moveTo(300, 10)\npyautogui.mouseUp()"),
-     [A("drag", x=10, y=10, x2=300, y2=10)]),
+    (
+        code("pyautogui.rightClick(5, 5)\npyautogui.middleClick(7, 8)"),
+        [A("right_click", x=5, y=5), A("middle_click", x=7, y=8)],
+    ),
+    (
+        code("pyautogui.moveTo(500, 500)\npyautogui.dragTo(600, 650, duration=0.5)"),
+        [A("drag", x=500, y=500, x2=600, y2=650)],
+    ),
+    (
+        code("pyautogui.moveTo(10, 10)\npyautogui.mouseDown()\npyautogui.moveTo(300, 10)\npyautogui.mouseUp()"),
+        [A("drag", x=10, y=10, x2=300, y2=10)],
+    ),
     (code("pyautogui.scroll(-3)"), [A("scroll", dy=-3)]),
     (code("pyautogui.scroll(5, x=100, y=100)"), [A("scroll", x=100, y=100, dy=5)]),
     (code("pyautogui.hscroll(2)"), [A("scroll", dx=2)]),
@@ -35,12 +41,18 @@ VALID = [
     (code("pyautogui.press('down', presses=3)"), [A("key", keys=["down"])] * 3),
     (code("pyautogui.hotkey('ctrl', 'a')"), [A("key", keys=["ctrl", "a"])]),
     (code("pyautogui.hotkey('Ctrl', 'Shift', 'T')"), [A("key", keys=["ctrl", "shift", "t"])]),
-    (code("pyautogui.keyDown('shift')\npyautogui.press('tab')\npyautogui.keyUp('shift')"),
-     [A("key", keys=["shift", "tab"])]),
-    (code("pyautogui.keyDown('ctrl')\npyautogui.keyDown('c')\npyautogui.keyUp('c')\npyautogui.keyUp('ctrl')"),
-     [A("key", keys=["ctrl", "c"])]),
-    (code("import pyautogui\nimport time\npyautogui.click(1, 2)\ntime.sleep(0.5)\npyautogui.write('x')"),
-     [A("click", x=1, y=2), A("wait"), A("type", text="x")]),
+    (
+        code("pyautogui.keyDown('shift')\npyautogui.press('tab')\npyautogui.keyUp('shift')"),
+        [A("key", keys=["shift", "tab"])],
+    ),
+    (
+        code("pyautogui.keyDown('ctrl')\npyautogui.keyDown('c')\npyautogui.keyUp('c')\npyautogui.keyUp('ctrl')"),
+        [A("key", keys=["ctrl", "c"])],
+    ),
+    (
+        code("import pyautogui\nimport time\npyautogui.click(1, 2)\ntime.sleep(0.5)\npyautogui.write('x')"),
+        [A("click", x=1, y=2), A("wait"), A("type", text="x")],
+    ),
     (code("import pyautogui as pg\npg.FAILSAFE = False\npg.click(10, 20)"), [A("click", x=10, y=20)]),
     ("pyautogui.click(1, 2)", [A("click", x=1, y=2)]),
     ("WAIT", [A("wait")]),
@@ -62,8 +74,9 @@ def test_valid_outputs_parse_to_screen_actions(text, expected):
 
 
 def test_prose_around_the_block_is_the_thought():
-    result = parse_action(code("pyautogui.click(1, 1)", prose="The OK button is top left."), format="pyautogui",
-                          screen=SCREEN)
+    result = parse_action(
+        code("pyautogui.click(1, 1)", prose="The OK button is top left."), format="pyautogui", screen=SCREEN
+    )
     assert result.thought == "The OK button is top left."
 
 

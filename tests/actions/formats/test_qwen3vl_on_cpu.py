@@ -35,8 +35,11 @@ VALID = [
     (call(action="terminate", status="failure"), [A("fail")]),
     (call(action="answer", text="42"), [A("done", text="42")]),
     (
-        call(action="left_click", coordinate=[500, 100]) + "\n" + call(action="type", text="hello")
-        + "\n" + call(action="key", keys=["enter"]),
+        call(action="left_click", coordinate=[500, 100])
+        + "\n"
+        + call(action="type", text="hello")
+        + "\n"
+        + call(action="key", keys=["enter"]),
         [A("click", x=960, y=108), A("type", text="hello"), A("key", keys=["enter"])],
     ),
     (  # arguments sent as a JSON string by some servers

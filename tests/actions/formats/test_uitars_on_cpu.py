@@ -92,7 +92,7 @@ INVALID = [
     (out("click(start_box='(1,2,3)')"), "2 or 4 numbers"),
     (out("type(content='abc"), "not terminated"),
     (out("click(start_box='(1,2)') trailing words"), "unexpected text"),
-    (out("click(start_box='__import__(\"os\").system(\"id\")')"), "numbers only"),
+    (out('click(start_box=\'__import__("os").system("id")\')'), "numbers only"),
     (out("drag(start_box='(1,2)')"), "needs end_box"),
     (out(""), "empty 'Action:'"),
 ]

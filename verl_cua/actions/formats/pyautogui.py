@@ -40,8 +40,13 @@ _SIGNATURES = {
     "sleep": ("seconds",),
 }
 _IGNORED_KWARGS = {"duration", "interval", "tween", "logScreenshot", "_pause", "pause", "mouseDownUp"}
-_CLICK_KINDS = {("left", 1): "click", ("left", 2): "double_click", ("left", 3): "triple_click",
-                ("right", 1): "right_click", ("middle", 1): "middle_click"}
+_CLICK_KINDS = {
+    ("left", 1): "click",
+    ("left", 2): "double_click",
+    ("left", 3): "triple_click",
+    ("right", 1): "right_click",
+    ("middle", 1): "middle_click",
+}
 _BUTTONS = {"left": "left", "primary": "left", "right": "right", "secondary": "right", "middle": "middle"}
 _FIXED_CLICKS = {"click": None, "doubleClick": 2, "tripleClick": 3, "rightClick": 1, "middleClick": 1}
 _FIXED_BUTTON = {"rightClick": "right", "middleClick": "middle"}
@@ -234,7 +239,7 @@ def _bind(call: SafeCall) -> dict:
     names = _SIGNATURES[call.func]
     if len(call.args) > len(names):
         raise ActionError(f"line {call.line}: {call.func}() got {len(call.args)} positional arguments")
-    bound = dict(zip(names, call.args))
+    bound = dict(zip(names, call.args, strict=False))
     for key, value in call.kwargs.items():
         if key not in names and key not in _IGNORED_KWARGS:
             raise ActionError(f"line {call.line}: {call.func}() got unexpected argument {key!r:.30}")
@@ -255,7 +260,9 @@ def _point(args: dict, call: SafeCall, space: CoordinateSpace, notes: list[str],
             raise ActionError(f"line {call.line}: {call.func}() needs x and y")
         return None, None
     if isinstance(x, str) or isinstance(y, str):
-        raise ActionError(f"line {call.line}: {call.func}() needs numeric coordinates (locating images is not supported)")
+        raise ActionError(
+            f"line {call.line}: {call.func}() needs numeric coordinates (locating images is not supported)"
+        )
     if x is None or y is None:
         raise ActionError(f"line {call.line}: {call.func}() needs both x and y")
     return space.to_screen(x, y, notes)

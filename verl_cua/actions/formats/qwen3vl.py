@@ -11,7 +11,7 @@ NORMALISED_RANGE = 1000
 
 @register_format("qwen3vl")
 class Qwen3VLFormat:
-    """`<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}</tool_call>`."""
+    """`<tool_call>{"name": "computer_use", "arguments": {"action": ..., "coordinate": [x, y]}}</tool_call>`."""
 
     name = "qwen3vl"
 

@@ -35,10 +35,19 @@ _POINTER = {
     "hover": "move",
     "move_to": "move",
 }
-_BOX_KEYS = {"start_box": "start_box", "point": "start_box", "start_point": "start_box", "end_box": "end_box",
-             "end_point": "end_box"}
-_SCROLL = {"up": (0, SCROLL_CLICKS), "down": (0, -SCROLL_CLICKS), "left": (-SCROLL_CLICKS, 0),
-           "right": (SCROLL_CLICKS, 0)}
+_BOX_KEYS = {
+    "start_box": "start_box",
+    "point": "start_box",
+    "start_point": "start_box",
+    "end_box": "end_box",
+    "end_point": "end_box",
+}
+_SCROLL = {
+    "up": (0, SCROLL_CLICKS),
+    "down": (0, -SCROLL_CLICKS),
+    "left": (-SCROLL_CLICKS, 0),
+    "right": (SCROLL_CLICKS, 0),
+}
 
 _ACTION_LINE = re.compile(r"(?:^|\n)\s*Action\s*:")
 _HEAD = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
@@ -108,7 +117,7 @@ def parse_call(segment: str) -> tuple[str, dict[str, str]]:
             break
         key_match = _KEY.match(segment, pos)
         if key_match is None:
-            raise ActionError(f"{name}(...) has an argument that is not key=value: {segment[pos:pos + 30]!r}")
+            raise ActionError(f"{name}(...) has an argument that is not key=value: {segment[pos : pos + 30]!r}")
         key, pos = key_match.group(1), key_match.end()
         value, pos = _value(segment, pos, name, key)
         args[key] = value

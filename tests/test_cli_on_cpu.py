@@ -1,0 +1,57 @@
+"""`verl-cua parse` prints the ParsedAction JSON; exit codes say valid (0), invalid output (1), bad arguments (2)."""
+
+import json
+import subprocess
+import sys
+
+from verl_cua.cli import main
+
+
+def test_parse_prints_to_dict_json(capsys):
+    rc = main(
+        [
+            "parse",
+            "--format",
+            "uitars",
+            "--screen",
+            "1920x1080",
+            "--image",
+            "1920x1080",
+            "Thought: open it\nAction: left_double(start_box='(100,200)')",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert data["valid"] and data["thought"] == "open it"
+    assert data["actions"][0]["kind"] == "double_click" and (data["actions"][0]["x"], data["actions"][0]["y"]) == (
+        100,
+        200,
+    )
+
+
+def test_render_adds_pyautogui_and_computer13(capsys):
+    main(["parse", "--format", "claude", "--screen", "1280x720", "--render", '{"action": "key", "text": "ctrl+s"}'])
+    data = json.loads(capsys.readouterr().out)
+    assert data["pyautogui"] == "pyautogui.hotkey('ctrl', 's')"
+    assert data["computer_13"] == [{"action_type": "HOTKEY", "parameters": {"keys": ["ctrl", "s"]}}]
+
+
+def test_invalid_output_exits_1_with_reason(capsys):
+    rc = main(["parse", "--format", "pyautogui", "--screen", "1920x1080", "```python\nimport os\n```"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and not data["valid"] and "import of 'os'" in data["error"]
+
+
+def test_console_script_reads_stdin_and_rejects_bad_screen():
+    exe = [sys.executable, "-m", "verl_cua.cli"]
+    proc = subprocess.run(
+        [*exe, "parse", "--format", "pyautogui", "--screen", "800x600", "-"],
+        input="DONE",
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout)["actions"][0]["kind"] == "done"
+    proc = subprocess.run(
+        [*exe, "parse", "--format", "pyautogui", "--screen", "800by600", "DONE"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "WIDTHxHEIGHT" in proc.stderr
