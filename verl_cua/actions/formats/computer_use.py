@@ -1,4 +1,4 @@
-"""Qwen-VL's `computer_use` tool calls (`<tool_call>{"name": "computer_use", ...}</tool_call>`) for both Qwen formats."""
+"""Qwen-VL's `computer_use` tool calls (`<tool_call>{"name": "computer_use", ...}</tool_call>`), both Qwen formats."""
 
 from __future__ import annotations
 
