@@ -16,6 +16,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install -c tests/constraints.txt -e '.[dev]'
 
 "$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check --quiet .
 
 set +e
 # shellcheck disable=SC2086
