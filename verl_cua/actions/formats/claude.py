@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats.computer_use import POINTER_ACTIONS
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction
@@ -25,14 +26,6 @@ CLAUDE_ACTIONS = (
     "screenshot",
     "cursor_position",
 )
-_CLICKS = {
-    "left_click": "click",
-    "right_click": "right_click",
-    "middle_click": "middle_click",
-    "double_click": "double_click",
-    "triple_click": "triple_click",
-    "mouse_move": "move",
-}
 _UNSUPPORTED = ("hold_key", "left_mouse_down", "left_mouse_up", "zoom")
 _DIRECTIONS = {"up": (0, 1), "down": (0, -1), "left": (-1, 0), "right": (1, 0)}
 MAX_SCROLL_AMOUNT = 100
@@ -111,14 +104,14 @@ def claude_action(tool_input: dict, space: CoordinateSpace, notes: list[str]) ->
     action = tool_input.get("action")
     if not isinstance(action, str):
         raise ActionError("computer tool input has no 'action'")
-    if action in _CLICKS:
+    if action in POINTER_ACTIONS:
         if tool_input.get("text"):
             raise ActionError(f"{action} while holding {tool_input['text']!r:.20} is not supported")
         coordinate = tool_input.get("coordinate")
         if coordinate is None:
             raise ActionError(f"{action} needs 'coordinate'")
         x, y = space.point(coordinate, notes)
-        return [GUIAction(_CLICKS[action], x=x, y=y)]
+        return [GUIAction(POINTER_ACTIONS[action], x=x, y=y)]
     if action == "left_click_drag":
         end = tool_input.get("coordinate")
         if end is None:

@@ -27,7 +27,8 @@ COMPUTER_USE_ACTIONS = (
     "terminate",
     "answer",
 )
-_CLICKS = {
+# Pointer actions named as Anthropic's computer tool named them; Qwen's computer_use tool reuses the names.
+POINTER_ACTIONS = {
     "left_click": "click",
     "right_click": "right_click",
     "middle_click": "middle_click",
@@ -84,9 +85,9 @@ def computer_use_action(args: dict, space: CoordinateSpace, notes: list[str]) ->
     action = args.get("action")
     if not isinstance(action, str):
         raise ActionError("computer_use call has no 'action'")
-    if action in _CLICKS:
+    if action in POINTER_ACTIONS:
         x, y = space.point(_required(args, "coordinate", action), notes)
-        return [GUIAction(_CLICKS[action], x=x, y=y)]
+        return [GUIAction(POINTER_ACTIONS[action], x=x, y=y)]
     if action == "left_click_drag":
         x2, y2 = space.point(_required(args, "coordinate", action), notes)
         start = args.get("start_coordinate")
