@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from verl_cua.actions.types import ActionError
 
 MAX_SIDE = 32768
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_POINT_TEXT = re.compile(r"\s*[(\[]?\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?){1,3}\s*[)\]]?\s*")
 
 # Qwen2.5-VL's processor defaults (preprocessor_config.json): patch 14 x merge 2, 4..16384 merged patches.
 QWEN25VL_RESIZE = {"factor": 28, "min_pixels": 3136, "max_pixels": 12845056}
@@ -89,7 +92,9 @@ class CoordinateSpace:
         return min(max(px, 0), self.screen_w - 1), min(max(py, 0), self.screen_h - 1)
 
     def point(self, value: object, notes: list[str]) -> tuple[int, int]:
-        """A point given as `[x, y]` (or a 4-number box, whose centre is used)."""
+        """A point given as `[x, y]`, `{"x": .., "y": ..}` or the string `"(x, y)"` (a 4-number box: its centre)."""
+        if isinstance(value, str) and len(value) <= 64 and _POINT_TEXT.fullmatch(value):
+            value = _NUMBER.findall(value)
         if isinstance(value, dict) and "x" in value and "y" in value:
             return self.to_screen(value["x"], value["y"], notes)
         if isinstance(value, (list, tuple)):

@@ -48,6 +48,8 @@ VALID = [
         [A("click", x=960, y=540)],
     ),
     (call(action="left_click", coordinate=[1000, 1000]), [A("click", x=1919, y=1079)]),
+    (call(action="left_click", coordinate="(500, 250)"), [A("click", x=960, y=270)]),
+    (call(action="left_click", coordinate={"x": 500, "y": 250}), [A("click", x=960, y=270)]),
 ]
 
 
@@ -83,6 +85,7 @@ INVALID = [
     (call(action="left_click"), "needs 'coordinate'"),
     (call(action="left_click", coordinate=["abc", 2]), "must be a number"),
     (call(action="left_click", coordinate=[1, 2, 3]), "coordinate must be [x, y]"),
+    (call(action="left_click", coordinate="(1, 2); import os"), "coordinate must be [x, y]"),
     (call(action="terminate", status="maybe"), "status"),
     (call(action="key", keys=["hyperdrive"]), "unknown key"),
     (call(action="type"), "needs 'text'"),
