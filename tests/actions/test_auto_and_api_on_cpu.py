@@ -70,9 +70,9 @@ def test_bytes_in_utf8_are_accepted():
 
 
 def test_too_many_statements_or_actions_is_invalid():
-    body = "\n".join("pyautogui.press('a')" for _ in range(80))
+    body = "\n".join("pyautogui.press('a')" for _ in range(200))
     result = parse_action(f"```python\n{body}\n```", format="pyautogui", screen=SCREEN)
-    assert not result.valid and "80 statements; at most 64" in result.error
-    body = "pyautogui.press('a', presses=40)\npyautogui.press('b', presses=40)"
+    assert not result.valid and "200 statements; at most 136" in result.error
+    body = "\n".join("pyautogui.press('a')" for _ in range(80))
     result = parse_action(f"```python\n{body}\n```", format="pyautogui", screen=SCREEN)
     assert not result.valid and "80 actions; at most 64" in result.error

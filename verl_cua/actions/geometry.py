@@ -11,6 +11,7 @@ from functools import lru_cache
 from verl_cua.actions.types import ActionError
 
 MAX_SIDE = 32768
+MAX_COORDINATE = 1e6  # beyond any format's range by orders of magnitude: garbage, not a near miss to clamp
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _POINT_TEXT = re.compile(r"\s*[(\[]?\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?){1,3}\s*[)\]]?\s*")
 
@@ -114,8 +115,12 @@ def _number(value: object) -> float:
             value = float(value.strip())
         except ValueError:
             raise ActionError(f"coordinate must be a number, got {value!r:.40}") from None
+    if isinstance(value, int) and abs(value) > MAX_COORDINATE:  # checked before float(): huge ints overflow
+        raise ActionError(f"coordinate {str(value)[:20]}... is out of range")
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ActionError(f"coordinate must be a finite number, got {value!r:.40}")
+    if abs(value) > MAX_COORDINATE:
+        raise ActionError(f"coordinate {value:.4g} is out of range")
     return float(value)
 
 

@@ -12,7 +12,7 @@ _NAMED_KEYS = (
     "divide down end enter esc escape execute final fn hangul hanguel hanja help home insert junja kana kanji "
     "launchapp1 launchapp2 launchmail launchmediaselect left modechange multiply nexttrack nonconvert numlock "
     "pagedown pageup pause pgdn pgup playpause prevtrack print printscreen prntscrn prtsc prtscr return right "
-    "scrolllock select separator shift shiftleft shiftright sleep space stop subtract tab up volumedown volumemute "
+    "scrolllock select separator shift shiftleft shiftright space stop subtract tab up volumedown volumemute "
     "volumeup win winleft winright yen command option optionleft optionright"
 ).split()
 
@@ -88,6 +88,8 @@ _ALIASES = {
 }
 
 MAX_CHORD = 6
+# pyautogui knows these, but an agent pressing them takes the desktop away from the episode
+DENIED_KEYS = {"sleep": "it suspends the machine"}
 
 
 def normalize_key(name: object) -> str:
@@ -102,6 +104,8 @@ def normalize_key(name: object) -> str:
         key = _ALIASES.get(low, low)
         if key.startswith("kp_") and key[3:].isdigit():
             key = "num" + key[3:]
+    if key in DENIED_KEYS:
+        raise ActionError(f"key {key!r} is not allowed: {DENIED_KEYS[key]}")
     if key not in VALID_KEYS:
         raise ActionError(f"unknown key {name!r:.40}")
     return key

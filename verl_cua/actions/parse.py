@@ -6,12 +6,11 @@ import logging
 
 from verl_cua.actions.formats import FORMAT_REGISTRY, ParseContext, get_format
 from verl_cua.actions.geometry import check_size
-from verl_cua.actions.types import ActionError, ParsedAction, invalid, one_line
+from verl_cua.actions.types import MAX_ACTIONS, ActionError, GUIAction, ParsedAction, invalid, one_line
 
 logger = logging.getLogger(__name__)
 
 MAX_CHARS = 131072
-MAX_ACTIONS = 64
 
 
 def parse_action(
@@ -59,13 +58,28 @@ def parse_action(
         return invalid("output contains no action", fmt=fmt_name, thought=result.thought)
     if len(result.actions) > MAX_ACTIONS:
         return invalid(f"output has {len(result.actions)} actions; at most {MAX_ACTIONS}", fmt=fmt_name)
-    terminal = [i for i, a in enumerate(result.actions) if a.kind in ("done", "fail")]
-    if terminal and terminal[0] != len(result.actions) - 1:
-        return invalid("done/fail must be the last action of an output", fmt=fmt_name, thought=result.thought)
+    problem = _check_actions(result.actions)
+    if problem:
+        return invalid(problem, fmt=fmt_name, thought=result.thought)
     note = one_line("; ".join(dict.fromkeys(ctx.notes))) if ctx.notes else None
     return ParsedAction(
         valid=True, error=note, actions=result.actions, thought=result.thought, format=fmt_name, code=result.code
     )
+
+
+def _check_actions(actions: list[GUIAction]) -> str | None:
+    """Invariants every format's actions must meet before they may reach a desktop."""
+    for i, a in enumerate(actions):
+        if a.kind in ("done", "fail") and i != len(actions) - 1:
+            return "done/fail must be the last action of an output"
+        if a.kind == "scroll" and not (a.dx or a.dy):
+            return "scroll by 0 does nothing"
+        if a.text is not None and not a.text.isascii():
+            try:
+                a.text.encode("utf-8")
+            except UnicodeEncodeError:
+                return "text contains a lone surrogate (not valid UTF-8)"
+    return None
 
 
 def _check_text(text: object) -> str | ParsedAction:

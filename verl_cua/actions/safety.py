@@ -11,7 +11,7 @@ import logging
 import math
 from dataclasses import dataclass
 
-from verl_cua.actions.types import ActionError
+from verl_cua.actions.types import MAX_ACTIONS, ActionError
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ ALLOWED_CALLS: dict[str, frozenset[str]] = {
 }
 # `pyautogui.FAILSAFE = False` and `pyautogui.PAUSE = 0.1` are settings some models write; they are ignored.
 IGNORED_SETTINGS = frozenset({"FAILSAFE", "PAUSE"})
-MAX_STATEMENTS = 64
+MAX_STATEMENTS = 2 * MAX_ACTIONS + 8  # rendering writes at most two lines per action (moveTo + dragTo)
 MAX_SEQUENCE = 32
 MAX_NUMBER = 1e7
 
@@ -175,6 +175,8 @@ def _literal(node: ast.AST, line: int, depth: int = 0):
 
 
 def _bounded(value: float, line: int) -> float:
+    if isinstance(value, int) and abs(value) > MAX_NUMBER:  # before isfinite(): huge ints overflow a float
+        raise ActionError(f"line {line}: number {str(value)[:20]}... out of bounds")
     if not math.isfinite(value) or abs(value) > MAX_NUMBER:
         raise ActionError(f"line {line}: number {value!r:.20} out of bounds")
     return value

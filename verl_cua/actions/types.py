@@ -21,6 +21,7 @@ ACTION_KINDS: tuple[str, ...] = (
 )
 POINTER_KINDS = frozenset({"click", "double_click", "triple_click", "right_click", "middle_click", "move"})
 TERMINAL_KINDS = frozenset({"done", "fail"})
+MAX_ACTIONS = 64  # per model output
 
 
 class ActionError(ValueError):

@@ -32,6 +32,8 @@ VALID = [
     (inp(action="key", text="ctrl+shift+Tab"), [A("key", keys=["ctrl", "shift", "tab"])]),
     (inp(action="key", text="super"), [A("key", keys=["win"])]),
     (inp(action="key", text="Page_Down"), [A("key", keys=["pagedown"])]),
+    (inp(action="key", text="ctrl+a Delete"), [A("key", keys=["ctrl", "a"]), A("key", keys=["delete"])]),
+    (inp(action="left_click"), [A("click")]),  # no coordinate: at the cursor, as the tool allows
     (
         inp(action="scroll", coordinate=[960, 540], scroll_direction="down", scroll_amount=3),
         [A("scroll", x=960, y=540, dy=-3)],
@@ -97,7 +99,8 @@ INVALID = [
     (inp(action="hold_key", text="shift", duration=1), "not supported"),
     (inp(action="left_mouse_down"), "not supported"),
     (inp(action="teleport"), "unknown computer action"),
-    (inp(action="left_click"), "needs 'coordinate'"),
+    (inp(action="mouse_move"), "needs 'coordinate'"),
+    (inp(action="left_click_drag", start_coordinate=[1, 2]), "needs 'coordinate'"),
     ('{"action": "left_click", "coordinate": [1, ', "not valid JSON"),
     (json.dumps({"type": "tool_use", "name": "bash", "input": {"command": "ls"}}), "expected 'computer'"),
     (inp(action="scroll", scroll_direction="sideways", scroll_amount=1), "scroll_direction"),

@@ -63,6 +63,15 @@ VALID = [
     (code("pyautogui.click(100 + 20, 200 - 10)"), [A("click", x=120, y=190)]),
     (code("pyautogui.moveTo(100, 100)\npyautogui.click()"), [A("move", x=100, y=100), A("click")]),
     (code("pyautogui.write('a')") + "\n```DONE```", [A("type", text="a"), A("done")]),
+    (code("pyautogui.click(1, 2)\nDONE"), [A("click", x=1, y=2), A("done")]),
+    (code("pyautogui.click(1, 2)") + "\nDONE", [A("click", x=1, y=2), A("done")]),
+    ("```python pyautogui.click(3, 4)```", [A("click", x=3, y=4)]),
+    ("```pyautogui.click(3, 4)```", [A("click", x=3, y=4)]),
+    (code("pyautogui.press('A')"), [A("type", text="A")]),
+    (
+        code("pyautogui.keyDown('shift')\npyautogui.keyDown('a')\npyautogui.keyUp('shift')\npyautogui.keyUp('a')"),
+        [A("key", keys=["shift", "a"])],
+    ),
 ]
 
 
@@ -101,6 +110,11 @@ INVALID = [
     (code("pyautogui.click(1, 2, foo=3)"), "unexpected argument 'foo'"),
     (code("pyautogui.click(1, 2"), "not valid Python"),
     (code("pyautogui.scroll('down')"), "needs a number"),
+    (code("pyautogui.scroll(0)"), "scroll by 0"),
+    (code("pyautogui.mouseDown(1, 1, button='right')\npyautogui.mouseUp(9, 9, button='right')"), "non-left button"),
+    (code("pyautogui.click(1, 1, button=['left'])"), "unknown mouse button"),
+    (code("pyautogui.press('sleep')"), "suspends the machine"),
+    (code("pyautogui.click(" + "1" * 400 + ", 1)"), "out of bounds"),
 ]
 
 

@@ -74,7 +74,7 @@ def test_default_image_is_qwen25vl_smart_resize(screen, expected):
     [
         ('<tool_call>\n{"name": "computer_use", "arguments": {"action": "type", "text": "hel', "not valid JSON"),
         ("", "empty output"),
-        (call(action="double_click"), "needs 'coordinate'"),
+        (call(action="mouse_move"), "needs 'coordinate'"),
         (call(action="answer"), "needs 'text'"),
         (call(coordinate=[1, 2]), "no 'action'"),
         ('<tool_call>{"name": "computer_use"}</tool_call>', "no 'arguments'"),

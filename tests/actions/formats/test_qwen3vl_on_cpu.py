@@ -48,6 +48,7 @@ VALID = [
         [A("click", x=960, y=540)],
     ),
     (call(action="left_click", coordinate=[1000, 1000]), [A("click", x=1919, y=1079)]),
+    (call(action="left_click"), [A("click")]),  # the schema makes coordinate optional: click at the cursor
     (call(action="left_click", coordinate="(500, 250)"), [A("click", x=960, y=270)]),
     (call(action="left_click", coordinate={"x": 500, "y": 250}), [A("click", x=960, y=270)]),
 ]
@@ -82,7 +83,8 @@ INVALID = [
         "expected 'computer_use'",
     ),
     (call(action="swipe", coordinate=[1, 2]), "unknown computer_use action"),
-    (call(action="left_click"), "needs 'coordinate'"),
+    (call(action="mouse_move"), "needs 'coordinate'"),
+    (call(action="left_click_drag"), "needs 'coordinate'"),
     (call(action="left_click", coordinate=["abc", 2]), "must be a number"),
     (call(action="left_click", coordinate=[1, 2, 3]), "coordinate must be [x, y]"),
     (call(action="left_click", coordinate="(1, 2); import os"), "coordinate must be [x, y]"),

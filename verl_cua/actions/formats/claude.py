@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from verl_cua.actions.formats import FormatResult, ParseContext, register_format
-from verl_cua.actions.formats.computer_use import POINTER_ACTIONS
+from verl_cua.actions.formats.computer_use import POINTER_ACTIONS, pointer_action
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction
@@ -57,6 +57,8 @@ class ClaudeFormat:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ActionError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+        except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+            raise ActionError(f"not usable JSON ({exc})") from None
         inputs: list[dict] = []
         thoughts: list[str] = []
         _collect(data, inputs, thoughts, depth=0)
@@ -107,11 +109,7 @@ def claude_action(tool_input: dict, space: CoordinateSpace, notes: list[str]) ->
     if action in POINTER_ACTIONS:
         if tool_input.get("text"):
             raise ActionError(f"{action} while holding {tool_input['text']!r:.20} is not supported")
-        coordinate = tool_input.get("coordinate")
-        if coordinate is None:
-            raise ActionError(f"{action} needs 'coordinate'")
-        x, y = space.point(coordinate, notes)
-        return [GUIAction(POINTER_ACTIONS[action], x=x, y=y)]
+        return [pointer_action(action, tool_input.get("coordinate"), space, notes)]
     if action == "left_click_drag":
         end = tool_input.get("coordinate")
         if end is None:
@@ -125,11 +123,11 @@ def claude_action(tool_input: dict, space: CoordinateSpace, notes: list[str]) ->
         if not isinstance(text, str):
             raise ActionError("type needs 'text' as a string")
         return [GUIAction("type", text=text)]
-    if action == "key":
+    if action == "key":  # xdotool syntax: "+" joins a chord, spaces separate presses ("ctrl+a Delete")
         text = tool_input.get("text")
-        if not isinstance(text, str):
+        if not isinstance(text, str) or not text.strip():
             raise ActionError("key needs 'text' like 'ctrl+s'")
-        return [GUIAction("key", keys=normalize_chord(text))]
+        return [GUIAction("key", keys=normalize_chord(chord)) for chord in text.split()]
     if action == "scroll":
         return [_scroll(tool_input, space, notes)]
     if action in ("wait", "screenshot", "cursor_position"):
@@ -141,7 +139,7 @@ def claude_action(tool_input: dict, space: CoordinateSpace, notes: list[str]) ->
 
 def _scroll(tool_input: dict, space: CoordinateSpace, notes: list[str]) -> GUIAction:
     direction = tool_input.get("scroll_direction")
-    if direction not in _DIRECTIONS:
+    if not isinstance(direction, str) or direction not in _DIRECTIONS:
         raise ActionError(f"scroll needs scroll_direction up, down, left or right, got {direction!r:.20}")
     amount = tool_input.get("scroll_amount", 3)
     if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount <= MAX_SCROLL_AMOUNT:

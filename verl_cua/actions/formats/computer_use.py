@@ -64,6 +64,8 @@ def _one_call(block: str, index: int, space: CoordinateSpace, notes: list[str]) 
         call = json.loads(block)
     except json.JSONDecodeError as exc:
         raise ActionError(f"tool call {index} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise ActionError(f"tool call {index} is not usable JSON ({exc})") from None
     if not isinstance(call, dict):
         raise ActionError(f"tool call {index} must be a JSON object")
     name = call.get("name")
@@ -73,7 +75,7 @@ def _one_call(block: str, index: int, space: CoordinateSpace, notes: list[str]) 
     if isinstance(args, str):  # some servers send arguments as a JSON string
         try:
             args = json.loads(args)
-        except json.JSONDecodeError:
+        except ValueError:
             raise ActionError(f"tool call {index} has arguments that are not valid JSON") from None
     if not isinstance(args, dict):
         raise ActionError(f"tool call {index} has no 'arguments' object")
@@ -86,8 +88,7 @@ def computer_use_action(args: dict, space: CoordinateSpace, notes: list[str]) ->
     if not isinstance(action, str):
         raise ActionError("computer_use call has no 'action'")
     if action in POINTER_ACTIONS:
-        x, y = space.point(_required(args, "coordinate", action), notes)
-        return [GUIAction(POINTER_ACTIONS[action], x=x, y=y)]
+        return [pointer_action(action, args.get("coordinate"), space, notes)]
     if action == "left_click_drag":
         x2, y2 = space.point(_required(args, "coordinate", action), notes)
         start = args.get("start_coordinate")
@@ -121,6 +122,16 @@ def computer_use_action(args: dict, space: CoordinateSpace, notes: list[str]) ->
             raise ActionError("answer needs 'text' as a string")
         return [GUIAction("done", text=text)]
     raise ActionError(f"unknown computer_use action {action!r:.40}; valid: {', '.join(COMPUTER_USE_ACTIONS)}")
+
+
+def pointer_action(action: str, coordinate: object, space: CoordinateSpace, notes: list[str]) -> GUIAction:
+    """A click or move; clicks without a coordinate happen at the cursor (the tool schemas allow that)."""
+    if coordinate is None:
+        if action == "mouse_move":
+            raise ActionError("mouse_move needs 'coordinate'")
+        return GUIAction(POINTER_ACTIONS[action])
+    x, y = space.point(coordinate, notes)
+    return GUIAction(POINTER_ACTIONS[action], x=x, y=y)
 
 
 def _required(args: dict, key: str, action: str):

@@ -14,7 +14,9 @@ SPECIAL_WORDS = {"WAIT": "wait", "DONE": "done", "FAIL": "fail"}
 MAX_PRESSES = 50
 MAX_CLICK_SCROLL = 10000
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*(?:\n|(?=```))(.*?)(```|\Z)", re.S)
+# one info-string class only: overlapping classes here backtrack quadratically on long unterminated fences
+_FENCE = re.compile(r"```([^\n`]*)(?:\n|(?=```))(.*?)(```|\Z)", re.S)
+_LANG = re.compile(r"[A-Za-z0-9_+-]+")
 _CODE_LANGS = {"", "python", "py", "python3"}
 _CODE_START = re.compile(r"\s*(?:import\s|pyautogui\.|time\.)")
 
@@ -94,32 +96,52 @@ def _split_blocks(text: str) -> tuple[list[tuple[str, str]], str | None]:
     prose: list[str] = []
     last = 0
     for m in _FENCE.finditer(text):
-        raw_lang, body, closing = m.group(1), m.group(2), m.group(3)
-        lang = raw_lang.lower()
+        info, body, closing = m.group(1).strip(), m.group(2), m.group(3)
         if not closing:
             raise ActionError("unterminated ``` code block (output truncated?)")
         prose.append(text[last : m.start()])
         last = m.end()
-        word = body.strip() or raw_lang  # "```DONE```" on one line
-        if word in SPECIAL_WORDS:
-            blocks.append(("word", word))
-        elif lang in _CODE_LANGS:
-            if body.strip():
-                blocks.append(("code", body))
+        first = info.split()[0] if info else ""
+        lang = first if _LANG.fullmatch(first) else ""
+        inline = info[len(lang) :].strip()  # "```python pyautogui.click(1, 2)```": code on the fence line
+        body = f"{inline}\n{body}" if inline else body
+        if not body.strip() and lang in SPECIAL_WORDS:  # "```DONE```"
+            blocks.append(("word", lang))
+        elif body.strip() in SPECIAL_WORDS:
+            blocks.append(("word", body.strip()))
+        elif lang.lower() in _CODE_LANGS:
+            blocks.extend(_code_and_word(body))
         else:
             raise ActionError(f"code block in {lang!r:.20} is not allowed (only python)")
     if last:
-        prose.append(text[last:])
+        tail, word = _trailing_word(text[last:])  # "```python ...```\nDONE"
+        prose.append(tail)
+        if word:
+            blocks.append(("word", word))
         return blocks, "\n".join(p.strip() for p in prose if p.strip()) or None
     stripped = text.strip()
     if stripped in SPECIAL_WORDS:
         return [("word", stripped)], None
     if _CODE_START.match(text):
-        return [("code", text)], None
-    head, _, last_line = stripped.rpartition("\n")
-    if last_line.strip() in SPECIAL_WORDS:  # "The sheet is saved.\nDONE"
-        return [("word", last_line.strip())], head.strip() or None
+        return _code_and_word(text), None
+    head, word = _trailing_word(stripped)
+    if word:  # "The sheet is saved.\nDONE"
+        return [("word", word)], head.strip() or None
     raise ActionError("no ```python code block and no WAIT/DONE/FAIL found")
+
+
+def _trailing_word(text: str) -> tuple[str, str | None]:
+    """Split a last line that is exactly WAIT, DONE or FAIL off `text` (OSWorld agents end code this way)."""
+    head, _, last_line = text.rstrip().rpartition("\n")
+    if last_line.strip() in SPECIAL_WORDS:
+        return head, last_line.strip()
+    return text, None
+
+
+def _code_and_word(body: str) -> list[tuple[str, str]]:
+    code, word = _trailing_word(body)
+    blocks = [("code", code)] if code.strip() else []
+    return blocks + [("word", word)] if word else blocks
 
 
 def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[str]) -> list[GUIAction]:
@@ -163,6 +185,8 @@ def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[
             out.append(GUIAction("drag", x=start[0], y=start[1], x2=x2, y2=y2))
             cursor = (x2, y2)
         elif name == "mouseDown":
+            if _button(args, call) != "left":
+                raise ActionError(f"line {call.line}: mouseDown() with a non-left button is not supported")
             if drag_start is not None:
                 raise ActionError(f"line {call.line}: mouseDown() twice without mouseUp()")
             x, y = _point(args, call, space, notes, required=False)
@@ -172,6 +196,8 @@ def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[
                 _take_move(out)
             drag_start = cursor or (None, None)
         elif name == "mouseUp":
+            if _button(args, call) != "left":
+                raise ActionError(f"line {call.line}: mouseUp() with a non-left button is not supported")
             if drag_start is None:
                 raise ActionError(f"line {call.line}: mouseUp() without mouseDown()")
             x, y = _point(args, call, space, notes, required=False)
@@ -195,7 +221,7 @@ def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[
             if isinstance(message, str):
                 out.append(GUIAction("type", text=message))
             elif isinstance(message, list):
-                out.extend(GUIAction("key", keys=[normalize_key(k)]) for k in message)
+                out.extend(_press(k, held) for k in message)
             else:
                 raise ActionError(f"line {call.line}: {name}() needs a string")
         elif name == "press":
@@ -206,7 +232,7 @@ def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[
                 raise ActionError(f"line {call.line}: press() of {len(names) * presses} keys; at most {MAX_PRESSES}")
             for _ in range(presses):
                 for key in names:
-                    out.append(GUIAction("key", keys=[*held, normalize_key(key)]))
+                    out.append(_press(key, held))
             held_used = held_used or bool(held)
         elif name == "hotkey":
             out.append(GUIAction("key", keys=[*held, *normalize_chord(args["keys"])]))
@@ -218,8 +244,8 @@ def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[
             key = normalize_key(args.get("key"))
             if key not in held:
                 raise ActionError(f"line {call.line}: keyUp({key!r}) without keyDown")
-            if not held_used:
-                out.append(GUIAction("key", keys=held[: held.index(key) + 1]))
+            if not held_used:  # the first release ends the chord of everything held
+                out.append(GUIAction("key", keys=list(held)))
                 held_used = True
             held.remove(key)
     if held:
@@ -227,6 +253,13 @@ def calls_to_actions(calls: list[SafeCall], space: CoordinateSpace, notes: list[
     if drag_start is not None:
         raise ActionError("mouseDown() without mouseUp()")
     return out
+
+
+def _press(key: object, held: list[str]) -> GUIAction:
+    """pyautogui.press('A') types a capital A (pyautogui adds shift): keep that instead of lower-casing it."""
+    if not held and isinstance(key, str) and len(key) == 1 and key.isupper():
+        return GUIAction("type", text=key)
+    return GUIAction("key", keys=[*held, normalize_key(key)])
 
 
 def _bind(call: SafeCall) -> dict:
@@ -270,7 +303,7 @@ def _point(args: dict, call: SafeCall, space: CoordinateSpace, notes: list[str],
 
 def _button(args: dict, call: SafeCall) -> str:
     button = args.get("button", "left")
-    if button not in _BUTTONS:
+    if not isinstance(button, str) or button not in _BUTTONS:
         raise ActionError(f"line {call.line}: unknown mouse button {button!r:.20}")
     return _BUTTONS[button]
 

@@ -49,17 +49,18 @@ _SCROLL = {
     "right": (SCROLL_CLICKS, 0),
 }
 
-_ACTION_LINE = re.compile(r"(?:^|\n)\s*Action\s*:")
+_ACTION_LINE = re.compile(r"(?:^|\n)[ \t]*Action[ \t]*:")
 _HEAD = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
 _KEY = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*")
-_SEGMENT_SPLIT = re.compile(r"\)[ \t]*\n\s*\n")
 _QUOTED = {"'": re.compile(r"((?:[^'\\]|\\.)*)'", re.S), '"': re.compile(r'((?:[^"\\]|\\.)*)"', re.S)}
-_CONTENT_END = {q: re.compile(re.escape(q) + r"\s*\)\s*\Z") for q in "'\""}
+# free text ends at a quote + ")" that closes the last call or is followed by a blank line (the next call)
+_CONTENT_END = {q: re.compile(re.escape(q) + r"\s*\)(?=\s*\Z|[ \t]*\n\s*\n)") for q in "'\""}
 _ESCAPE = re.compile(r"\\(.)", re.S)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
 _BOX_TAGS = re.compile(r"<\|box_start\|>|<\|box_end\|>|</?point>|</?bbox>")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_BOX_CHARS = re.compile(r"[\s()\[\],\d.\-]*")
+_NUM = r"-?\d+(?:\.\d+)?"
+_BOX_TEXT = re.compile(rf"\s*[(\[]?\s*{_NUM}(?:\s*[,\s]\s*{_NUM}){{1,3}}\s*[)\]]?\s*")
 _THOUGHT_HEAD = re.compile(r"^\s*(?:Thought|Reflection|Action_Summary)\s*:\s*")
 
 
@@ -81,30 +82,33 @@ class UITarsFormat:
         return CoordinateSpace(width, height, screen[0], screen[1])
 
     def parse(self, text: str, ctx: ParseContext) -> FormatResult:
-        """The (last) `Action:` section, one call per blank-line-separated segment."""
+        """The (last) `Action:` section: calls one after another, each on its own line(s)."""
         matches = list(_ACTION_LINE.finditer(text))
         if not matches:
             raise ActionError("no 'Action:' line found")
-        start = matches[-1].end()
         thought = _THOUGHT_HEAD.sub("", text[: matches[-1].start()]).strip() or None
-        section = text[start:].strip()
+        section = text[matches[-1].end() :].strip()
         if not section:
             raise ActionError("empty 'Action:' line")
         actions: list[GUIAction] = []
-        segments = _SEGMENT_SPLIT.split(section)
-        for i, segment in enumerate(segments):
-            if i < len(segments) - 1:
-                segment += ")"  # the split consumed the closing parenthesis
-            name, args = parse_call(segment)
+        pos = 0
+        while pos < len(section):
+            name, args, pos = parse_call(section, pos)
             actions.extend(_to_actions(name, args, ctx))
+            rest = section[pos : pos + 200].lstrip(" \t")
+            if rest and rest[0] not in "\r\n":
+                raise ActionError(f"unexpected text after {name}(...): {rest.strip()!r:.40}")
+            while pos < len(section) and section[pos] in " \t\r\n":
+                pos += 1
         return FormatResult(actions=actions, thought=thought)
 
 
-def parse_call(segment: str) -> tuple[str, dict[str, str]]:
-    """`name(key='value', key2=(1,2))` -> (name, {key: raw value}); quoted values are unescaped."""
-    head = _HEAD.match(segment)
+def parse_call(segment: str, pos: int = 0) -> tuple[str, dict[str, str], int]:
+    """`name(key='value', key2=(1,2))` at `pos` -> (name, {key: raw value}, end); quoted values are unescaped."""
+    head = _HEAD.match(segment, pos)
     if head is None:
-        raise ActionError(f"expected an action call like click(start_box='(x,y)'), got {segment.strip()!r:.60}")
+        found = segment[pos : pos + 60].strip()
+        raise ActionError(f"expected an action call like click(start_box='(x,y)'), got {found!r:.60}")
     name, pos, args = head.group(1), head.end(), {}
     n = len(segment)
     while True:
@@ -121,9 +125,7 @@ def parse_call(segment: str) -> tuple[str, dict[str, str]]:
         key, pos = key_match.group(1), key_match.end()
         value, pos = _value(segment, pos, name, key)
         args[key] = value
-    if segment[pos:].strip():
-        raise ActionError(f"unexpected text after {name}(...): {segment[pos:].strip()!r:.40}")
-    return name, args
+    return name, args, pos
 
 
 def _value(segment: str, pos: int, name: str, key: str) -> tuple[str, int]:
@@ -160,7 +162,7 @@ def _unescape(raw: str) -> str:
 def parse_box(raw: str, space: CoordinateSpace, notes: list[str]) -> tuple[int, int]:
     """`'(x,y)'`, `'<|box_start|>(x1,y1,x2,y2)<|box_end|>'`, `'<point>x y</point>'` -> screen point (box centre)."""
     stripped = _BOX_TAGS.sub(" ", raw)
-    if _BOX_CHARS.fullmatch(stripped) is None:
+    if _BOX_TEXT.fullmatch(stripped) is None:
         raise ActionError(f"box must hold numbers only, got {raw!r:.60}")
     numbers = [float(v) for v in _NUMBER.findall(stripped)]
     if len(numbers) not in (2, 4):
