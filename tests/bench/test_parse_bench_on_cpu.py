@@ -11,3 +11,5 @@ def test_bench_reports_rates_ratio_and_that_we_never_raise():
         assert 0 < figures["valid"] < 60  # the corpus mixes benign and truncated outputs
     assert res["mixed"]["raised"] == 0
     assert res["ui_tars"]["ratio_ours_over_ui_tars"] > 0 and res["ui_tars"]["ours_raised"] == 0
+    assert res["ui_tars"]["ui_tars_raised"] > 0  # the mixed corpus has truncated outputs ui-tars cannot take
+    assert res["ui_tars_benign_only"]["ui_tars_raised"] == 0 == res["ui_tars_benign_only"]["ours_raised"]
