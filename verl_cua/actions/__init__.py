@@ -5,6 +5,7 @@ Imports no torch, verl or ray. Entry point: `parse_action(text, format=..., scre
 
 from verl_cua.actions.formats import FORMAT_REGISTRY, get_format, register_format
 from verl_cua.actions.parse import parse_action
+from verl_cua.actions.prompts import PromptSpec, build_prompt
 from verl_cua.actions.types import ACTION_KINDS, ActionError, GUIAction, ParsedAction
 
 
@@ -19,7 +20,9 @@ __all__ = [
     "FORMAT_REGISTRY",
     "GUIAction",
     "ParsedAction",
+    "PromptSpec",
     "available_formats",
+    "build_prompt",
     "get_format",
     "parse_action",
     "register_format",

@@ -73,12 +73,10 @@ class PyAutoGUIFormat:
         """Code blocks and special words, in order; prose outside the blocks is the thought."""
         blocks, thought = _split_blocks(text)
         actions: list[GUIAction] = []
-        code_parts = []
         for kind, body in blocks:
             if kind == "word":
                 actions.append(GUIAction(SPECIAL_WORDS[body]))
                 continue
-            code_parts.append(body)
             try:
                 actions.extend(calls_to_actions(check_code(body), ctx.space, ctx.notes))
             except ActionError:
