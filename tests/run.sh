@@ -6,6 +6,22 @@ cd "$(dirname "$0")/.."
 
 VENV=${VERL_CUA_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+APT_PACKAGES=(chromium chromium-driver fonts-liberation)
+
+# System packages for the real-browser tests (MiniWoB++ in Debian Chromium).
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "tests/run.sh: missing system packages; run: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
@@ -13,7 +29,7 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # tests/constraints.txt pins torch/torchvision to the builds on this machine's disk, so no dependency can
 # pull a multi-GB CUDA torch from the index.
-"${PIP[@]}" install -c tests/constraints.txt -e '.[dev]'
+"${PIP[@]}" install -c tests/constraints.txt -e '.[dev,miniwob]'
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check --quiet .

@@ -1,1 +1,28 @@
-"""Desktops: OSWorld providers, the local X desktop, MiniWoB++ and the env pool (issue 3)."""
+"""Desktops: `make_env(name, **kwargs)` -> `GUIEnv`; `EnvPool` for many of them. Imports no torch or verl."""
+
+from verl_cua.envs.base import (
+    ENV_REGISTRY,
+    EnvUsageError,
+    GUIEnv,
+    InfraFailure,
+    Observation,
+    StepResult,
+    make_env,
+    register_env,
+)
+from verl_cua.envs.pool import EnvLease, EnvPool
+
+register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv")
+
+__all__ = [
+    "ENV_REGISTRY",
+    "EnvLease",
+    "EnvPool",
+    "EnvUsageError",
+    "GUIEnv",
+    "InfraFailure",
+    "Observation",
+    "StepResult",
+    "make_env",
+    "register_env",
+]

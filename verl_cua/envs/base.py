@@ -1,0 +1,100 @@
+"""The `GUIEnv` protocol every desktop speaks, its observation/step types, and the env registry behind `make_env`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from PIL import Image
+
+from verl_cua.actions import ParsedAction, parse_action
+
+INFO_KEYS = ("action_valid", "infra_failure", "error")
+
+
+@dataclass
+class Observation:
+    """What the agent sees: a screenshot, the task instruction, and env-specific extras."""
+
+    screenshot: Image.Image
+    instruction: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def screen(self) -> tuple[int, int]:
+        """`(width, height)` of the screenshot: the coordinate space actions are parsed into."""
+        return self.screenshot.size
+
+
+@dataclass
+class StepResult:
+    """One step's outcome. `info` always has `action_valid`, `infra_failure` and `error`."""
+
+    observation: Observation
+    reward: float
+    done: bool
+    info: dict[str, Any]
+
+
+class InfraFailure(RuntimeError):
+    """The desktop or browser broke (not the agent's fault); callers turn it into `infra_failure=True`."""
+
+
+class EnvUsageError(ValueError):
+    """A caller mistake (unknown task, model text without a format, step before reset): raised, never hidden
+    as an infra failure."""
+
+
+@runtime_checkable
+class GUIEnv(Protocol):
+    """A desktop that resets to a task, takes actions and scores the result."""
+
+    def reset(self, task: Any) -> Observation:
+        """Start `task`; return the first observation."""
+
+    def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
+        """Apply model text (parsed with `format` or the env's default) or a `ParsedAction`."""
+
+    def evaluate(self) -> float:
+        """Score the episode so far in [0, 1]."""
+
+    def close(self) -> None:
+        """Release every process and file the env holds."""
+
+
+def step_info(*, action_valid: bool, infra_failure: bool = False, error: str | None = None, **extra) -> dict:
+    """An `info` dict with the three keys every env guarantees, plus extras."""
+    return {"action_valid": action_valid, "infra_failure": infra_failure, "error": error, **extra}
+
+
+def to_parsed(action: ParsedAction | str, fmt: str | None, screen: tuple[int, int]) -> ParsedAction:
+    """Model text -> ParsedAction on `screen`; a ParsedAction passes through. No format is a caller error."""
+    if isinstance(action, ParsedAction):
+        return action
+    if fmt is None:
+        raise EnvUsageError("step() got model text but no format: pass format= or make the env with action_format=")
+    return parse_action(action, format=fmt, screen=screen)
+
+
+ENV_REGISTRY: dict[str, str | Callable[..., GUIEnv]] = {}
+
+
+def register_env(name: str, entry_point: str | Callable[..., GUIEnv]) -> None:
+    """Register an env by name with a factory or a lazy `"module:Class"` string (imported on first use)."""
+    existing = ENV_REGISTRY.get(name)
+    if existing is not None and existing != entry_point:
+        raise ValueError(f"env {name!r} is already registered: {existing} vs {entry_point}")
+    ENV_REGISTRY[name] = entry_point
+
+
+def make_env(name: str, **kwargs) -> GUIEnv:
+    """Build the env registered as `name` with `kwargs`; unknown names raise ValueError listing the valid ones."""
+    entry = ENV_REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENV_REGISTRY))}")
+    if isinstance(entry, str):
+        module_name, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module_name), attr)
+    return entry(**kwargs)

@@ -1,0 +1,295 @@
+"""MiniWoB++ in headless Debian Chromium (PyPI `miniwob` 1.1.0): screenshots in, `ParsedAction`s out."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from typing import Any
+
+from PIL import Image
+
+from verl_cua.actions import GUIAction, ParsedAction
+from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, step_info, to_parsed
+
+logger = logging.getLogger(__name__)
+
+CHROME_BINARY = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+APT_HINT = "apt-get install -y --no-install-recommends chromium chromium-driver fonts-liberation"
+MAX_SCROLL_REPEAT = 10
+TYPE_CHUNK = 64  # MiniWoB's TYPE_TEXT limit
+
+_WEBDRIVER_KEYS = {
+    "enter": "<Enter>",
+    "return": "<Enter>",
+    "tab": "<Tab>",
+    "backspace": "<Backspace>",
+    "delete": "<Delete>",
+    "del": "<Delete>",
+    "esc": "<Escape>",
+    "escape": "<Escape>",
+    "space": "<Space>",
+    "up": "<ArrowUp>",
+    "down": "<ArrowDown>",
+    "left": "<ArrowLeft>",
+    "right": "<ArrowRight>",
+    "pageup": "<PageUp>",
+    "pagedown": "<PageDown>",
+    "home": "<Home>",
+    "end": "<End>",
+    "insert": "<Insert>",
+    **{f"f{i}": f"<F{i}>" for i in range(1, 13)},
+}
+_MODIFIERS = {"alt": "A-", "ctrl": "C-", "win": "M-", "shift": "S-"}  # MiniWoB's order: A- C- M- S-
+# Browser shortcuts that would close, navigate or reload the page out from under the task.
+DENIED_CHORDS = frozenset({"C-w", "C-q", "A-<F4>", "C-t", "C-n", "C-S-n", "C-S-w", "C-S-t", "A-<ArrowLeft>",
+                           "A-<ArrowRight>", "<F5>", "C-r", "C-S-r", "<F11>", "<F12>", "C-o", "C-s", "C-p", "C-u",
+                           "C-l", "C-S-i", "C-S-j"})
+
+
+def task_names() -> list[str]:
+    """All MiniWoB++ task names (`click-button`, ...) registered by the miniwob package."""
+    import gymnasium as gym
+    import miniwob
+
+    gym.register_envs(miniwob)
+    return sorted(k.split("/", 1)[1].rsplit("-v", 1)[0] for k in gym.registry if k.startswith("miniwob/"))
+
+
+class MiniWoBEnv:
+    """One MiniWoB++ browser. `reset("click-button")` or `reset({"task": "click-button", "seed": 3})`.
+
+    Observations are the 160x210 task area (times `screenshot_scale`); model coordinates in that screenshot are
+    scaled back to the task area. Reward: 1.0 when the task reports success, else 0.0 (the raw, time-decayed
+    MiniWoB reward is in `info["env_reward"]`). A browser that dies gives `infra_failure=True`, never a score.
+    """
+
+    def __init__(self, task: str | None = None, *, action_format: str | None = None, screenshot_scale: int = 1,
+                 wait_ms: float = 0.0):
+        _check_system()
+        if not isinstance(screenshot_scale, int) or not 1 <= screenshot_scale <= 8:
+            raise ValueError(f"screenshot_scale must be an integer 1..8, got {screenshot_scale!r}")
+        self.action_format = action_format
+        self.scale = screenshot_scale
+        self.wait_ms = wait_ms
+        self._gym_env = None
+        self._task: str | None = None
+        self._cursor: tuple[float, float] | None = None
+        self._last: Observation | None = None
+        self._success = False
+        self._done = False
+        if task is not None:
+            self._open(task)
+
+    # -- GUIEnv -------------------------------------------------------------------------------------------------
+    def reset(self, task: Any = None) -> Observation:
+        """Start an episode of `task` (name or {"task", "seed"}); reuses the browser when the task is unchanged."""
+        name, seed = _task_spec(task, self._task)
+        if name != self._task or self._gym_env is None:
+            self._open(name)
+        try:
+            obs, _info = self._gym_env.reset(seed=seed)
+        except Exception as exc:  # selenium and urllib errors when the browser or driver is gone
+            raise InfraFailure(f"MiniWoB reset failed: {type(exc).__name__}: {exc}") from exc
+        self._raise_if_died("reset")
+        self._cursor, self._success, self._done = None, False, False
+        self._last = self._observation(obs)
+        return self._last
+
+    def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
+        """Apply every action of one model output in order; an invalid output is not sent to the browser."""
+        if self._last is None:
+            raise EnvUsageError("step() before reset()")
+        if self._done:
+            return StepResult(self._last, 0.0, True, step_info(action_valid=True, error="episode over; reset() first"))
+        parsed = to_parsed(action, format or self.action_format, self._last.screen)
+        if not parsed.valid:
+            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=parsed.error))
+        try:
+            miniwob_actions = [m for a in parsed.actions for m in self._translate(a)]
+        except ValueError as exc:
+            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=str(exc)))
+        env_reward, info = 0.0, {}
+        try:
+            for m in miniwob_actions:
+                obs, env_reward, done, _trunc, info = self._gym_env.step(m)
+                self._raise_if_died("step")
+                if done:
+                    self._done = True
+                    self._success = info.get("raw_reward", env_reward) > 0
+                    break
+                self._last = self._observation(obs)
+        except InfraFailure as exc:
+            return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=str(exc)))
+        except Exception as exc:
+            err = f"MiniWoB step failed: {type(exc).__name__}: {exc}"
+            return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=err))
+        done = self._done or parsed.terminal is not None
+        reward = float(self._success) if done else 0.0
+        extra = {"env_reward": env_reward, "reason": info.get("reason")} if info else {}
+        return StepResult(self._last, reward, done, step_info(action_valid=True, **extra))
+
+    def evaluate(self) -> float:
+        """1.0 if the task reported success in this episode, else 0.0."""
+        return float(self._success)
+
+    def close(self) -> None:
+        """Quit the browser and its driver."""
+        if self._gym_env is not None:
+            try:
+                self._gym_env.close()
+            except Exception:  # already dead: nothing left to release
+                logger.debug("closing a dead MiniWoB env", exc_info=True)
+            self._gym_env = None
+
+    # -- health and processes (used by EnvPool and the fault tests) ----------------------------------------------
+    def healthy(self) -> bool:
+        """Whether the browser answers a trivial script."""
+        instance = self._instance()
+        if instance is None or instance.died:
+            return False
+        try:
+            return instance.driver.execute_script("return 1;") == 1
+        except Exception:
+            return False
+
+    def pids(self) -> list[int]:
+        """PIDs of chromedriver and every browser process under it."""
+        instance = self._instance()
+        if instance is None:
+            return []
+        import psutil
+
+        root = instance.driver.service.process.pid
+        try:
+            return [root] + [p.pid for p in psutil.Process(root).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    # -- internals ------------------------------------------------------------------------------------------------
+    def _open(self, name: str) -> None:
+        import gymnasium as gym
+        import miniwob
+
+        gym.register_envs(miniwob)
+        env_id = f"miniwob/{name}-v1"
+        if env_id not in gym.registry:
+            raise EnvUsageError(f"unknown MiniWoB task {name!r}; valid tasks: {', '.join(task_names())}")
+        self.close()
+        try:
+            self._gym_env = gym.make(env_id, wait_ms=self.wait_ms)
+        except Exception as exc:
+            raise InfraFailure(f"MiniWoB browser did not start: {type(exc).__name__}: {exc}") from exc
+        self._task = name
+        instance = self._instance()
+        self._area = (instance.task_width, instance.task_height)
+
+    def _instance(self):
+        return None if self._gym_env is None else self._gym_env.unwrapped.instance
+
+    def _raise_if_died(self, what: str) -> None:
+        instance = self._instance()
+        if instance is None or instance.died:
+            raise InfraFailure(f"MiniWoB browser died during {what}")
+
+    def _observation(self, obs: dict) -> Observation:
+        image = Image.fromarray(obs["screenshot"])
+        if self.scale != 1:
+            image = image.resize((image.width * self.scale, image.height * self.scale), Image.NEAREST)
+        return Observation(image, obs["utterance"], {"task": self._task, "fields": list(obs.get("fields", ()))})
+
+    def _area_xy(self, x: int | None, y: int | None) -> tuple[float, float]:
+        if x is None:
+            return self._cursor or (self._area[0] / 2, self._area[1] / 2)
+        return (x + 0.5) / self.scale, (y + 0.5) / self.scale
+
+    def _translate(self, a: GUIAction) -> list[dict]:
+        """One GUIAction -> MiniWoB actions; kinds MiniWoB cannot express raise ValueError (an invalid action)."""
+        create = self._gym_env.unwrapped.create_action
+        import numpy as np
+
+        def at(kind: str, xy: tuple[float, float]) -> dict:
+            self._cursor = xy
+            return create(kind, coords=np.array(xy, dtype=np.float32))
+
+        if a.kind in ("click", "double_click", "move"):
+            kind = {"click": "CLICK_COORDS", "double_click": "DBLCLICK_COORDS", "move": "MOVE_COORDS"}[a.kind]
+            return [at(kind, self._area_xy(a.x, a.y))]
+        if a.kind == "triple_click":
+            xy = self._area_xy(a.x, a.y)
+            return [at("DBLCLICK_COORDS", xy), at("CLICK_COORDS", xy)]
+        if a.kind == "drag":
+            start, end = self._area_xy(a.x, a.y), self._area_xy(a.x2, a.y2)
+            return [at("MOUSEDOWN_COORDS", start), at("MOVE_COORDS", end), at("MOUSEUP_COORDS", end)]
+        if a.kind == "scroll":
+            if a.dx:
+                raise ValueError("MiniWoB has no horizontal scroll")
+            xy = self._area_xy(a.x, a.y)
+            kind = "SCROLL_UP_COORDS" if a.dy > 0 else "SCROLL_DOWN_COORDS"
+            return [at(kind, xy) for _ in range(min(abs(a.dy), MAX_SCROLL_REPEAT))]
+        if a.kind == "type":
+            out = []
+            for i, line in enumerate(a.text.split("\n")):
+                if i:
+                    out.append(self._key(["enter"]))
+                out.extend(create("TYPE_TEXT", text=line[j : j + TYPE_CHUNK]) for j in range(0, len(line), TYPE_CHUNK))
+            return out
+        if a.kind == "key":
+            return [self._key(a.keys)]
+        if a.kind in ("wait", "done", "fail"):
+            return [create("NONE")] if a.kind == "wait" else []
+        raise ValueError(f"MiniWoB cannot do {a.kind} (no right or middle button in the task page)")
+
+    def _key(self, keys: list[str]) -> dict:
+        *mods, key = keys
+        if any(m not in _MODIFIERS for m in mods):
+            raise ValueError(f"MiniWoB key chords take ctrl/shift/alt/win modifiers, got {'+'.join(keys)}")
+        name = _WEBDRIVER_KEYS.get(key, key if len(key) == 1 and key.isascii() else None)
+        if name is None:
+            raise ValueError(f"MiniWoB cannot press {key!r}")
+        combo = "".join(p for m, p in _MODIFIERS.items() if m in mods) + name
+        if combo in DENIED_CHORDS:
+            raise ValueError(f"key {'+'.join(keys)} would close or navigate the task page")
+        config = self._gym_env.unwrapped.action_space_config
+        index = _key_index(config)
+        if combo not in index:
+            raise ValueError(f"MiniWoB cannot press {'+'.join(keys)}")
+        return self._gym_env.unwrapped.create_action("PRESS_KEY", key=index[combo])
+
+
+def _key_index(config) -> dict[str, int]:
+    """Map key combos to indices, widening the config to every combination MiniWoB can send (once per config)."""
+    cached = getattr(config, "_verl_cua_key_index", None)
+    if cached is None:
+        from miniwob.constants import ALL_POSSIBLE_KEYS
+
+        config.allowed_keys = ALL_POSSIBLE_KEYS
+        cached = {k: i for i, k in enumerate(ALL_POSSIBLE_KEYS)}
+        config._verl_cua_key_index = cached
+    return cached
+
+
+def _task_spec(task: Any, current: str | None) -> tuple[str, int | None]:
+    if task is None:
+        if current is None:
+            raise EnvUsageError("reset() needs a task name the first time, e.g. reset('click-button')")
+        return current, None
+    if isinstance(task, str):
+        return task, None
+    if isinstance(task, dict) and isinstance(task.get("task"), str):
+        return task["task"], task.get("seed")
+    raise EnvUsageError(f"MiniWoB task must be a name or {{'task': name, 'seed': int}}, got {task!r:.80}")
+
+
+def _check_system() -> None:
+    """Missing packages fail with one line naming the install command."""
+    try:
+        import miniwob  # noqa: F401
+    except ImportError:
+        raise ImportError("the miniwob env needs the miniwob package: pip install 'verl-cua[miniwob]'") from None
+    binary = os.environ.setdefault("MINIWOB_CHROME_BINARY", CHROME_BINARY)
+    driver = os.environ.setdefault("MINIWOB_CHROMEDRIVER", CHROMEDRIVER)
+    for path in (binary, driver):
+        if not (os.path.isfile(path) or shutil.which(path)):
+            raise RuntimeError(f"MiniWoB needs Chromium and ChromeDriver ({path} is missing): {APT_HINT}")

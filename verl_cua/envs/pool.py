@@ -1,0 +1,300 @@
+"""`EnvPool`: N desktops leased one episode at a time, with health checks, per-call timeouts and restarts.
+
+Threads on one host: every env call waits on a browser or a desktop server (I/O), so threads overlap them
+without the start-up and memory cost of processes. A call that fails or times out is an infra failure: the
+lease answers `infra_failure=True` instead of raising, the env's processes are killed, and the slot is rebuilt
+for the next episode.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from PIL import Image
+
+from verl_cua.actions import ParsedAction
+from verl_cua.envs.base import EnvUsageError, GUIEnv, Observation, StepResult, step_info
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+BLANK = (64, 64)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def call_with_timeout(fn: Callable[[], T], timeout: float | None) -> T:
+    """Run `fn` in a daemon thread; raise `_Timeout` if it has not returned after `timeout` seconds."""
+    if timeout is None:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name="verl-cua-env-call")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise _Timeout(f"no answer after {timeout:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class _Slot:
+    """One env position in the pool: the env (None until built or after it broke) and its counters."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.env: GUIEnv | None = None
+        self.restarts = 0
+
+
+class EnvLease:
+    """An env leased for one episode. Its calls never raise for infra reasons: they report `infra_failure`."""
+
+    def __init__(self, pool: EnvPool, slot: _Slot):
+        self._pool = pool
+        self._slot = slot
+        self.infra_failure = False
+        self.error: str | None = None
+        self._last: Observation | None = None
+
+    @property
+    def env(self) -> GUIEnv | None:
+        """The env itself (None if it could not be built)."""
+        return self._slot.env
+
+    def reset(self, task: Any) -> Observation:
+        """Reset to `task`; on infra failure a blank observation with `extra["infra_failure"] = True`."""
+        self.infra_failure, self.error = False, None
+        env = self._slot.env
+        if env is None:
+            return self._fail_obs("env could not be started", task)
+        try:
+            self._last = call_with_timeout(lambda: env.reset(task), self._pool.reset_timeout)
+            return self._last
+        except EnvUsageError:
+            raise
+        except Exception as exc:
+            return self._fail_obs(_describe(exc, "reset"), task)
+
+    def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
+        """Step the env; an infra failure ends the episode with `info["infra_failure"] = True`."""
+        env = self._slot.env
+        if self.infra_failure or env is None:
+            return self._fail_step(self.error or "env is not available")
+        try:
+            result = call_with_timeout(lambda: env.step(action, format=format), self._pool.step_timeout)
+        except EnvUsageError:
+            raise  # a bug in the caller (no format, step before reset): not the desktop's fault
+        except Exception as exc:
+            return self._fail_step(_describe(exc, "step"))
+        if result.info.get("infra_failure"):
+            self._mark_broken(result.info.get("error") or "infra failure")
+        self._last = result.observation
+        return result
+
+    def evaluate(self) -> float:
+        """The env's score; 0.0 with `infra_failure` set when the env broke (callers must check the flag)."""
+        env = self._slot.env
+        if self.infra_failure or env is None:
+            return 0.0
+        try:
+            return float(call_with_timeout(env.evaluate, self._pool.evaluate_timeout))
+        except Exception as exc:
+            self._mark_broken(_describe(exc, "evaluate"))
+            return 0.0
+
+    def release(self) -> None:
+        """Give the env back to the pool (rebuilt first if it broke)."""
+        self._pool._release(self)
+
+    def __enter__(self) -> EnvLease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _mark_broken(self, error: str) -> None:
+        self.infra_failure, self.error = True, error
+        self._pool._count_infra(self._slot, error)
+
+    def _fail_obs(self, error: str, task: Any) -> Observation:
+        self._mark_broken(error)
+        image = self._last.screenshot if self._last is not None else Image.new("RGB", BLANK)
+        return Observation(image, "", {"infra_failure": True, "error": error, "task": task})
+
+    def _fail_step(self, error: str) -> StepResult:
+        if not self.infra_failure:
+            self._mark_broken(error)
+        obs = self._last or Observation(Image.new("RGB", BLANK), "", {})
+        return StepResult(obs, 0.0, True, step_info(action_valid=True, infra_failure=True, error=error))
+
+
+class EnvPool:
+    """`size` envs built by `factory()`, leased with `acquire()` / `lease.release()` or `with pool.acquire()`.
+
+    Health is checked (`env.healthy()`, when the env has it) before each lease; a broken env is killed by PID
+    (`env.pids()`, when it has them) and rebuilt. `map(fn, items)` runs `fn(lease, item)` over items on all envs.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], GUIEnv],
+        size: int,
+        *,
+        reset_timeout: float | None = 120.0,
+        step_timeout: float | None = 60.0,
+        evaluate_timeout: float | None = 120.0,
+        start_timeout: float | None = 120.0,
+        start_retries: int = 2,
+    ):
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"pool size must be a positive integer, got {size!r}")
+        self.factory = factory
+        self.size = size
+        self.reset_timeout, self.step_timeout, self.evaluate_timeout = reset_timeout, step_timeout, evaluate_timeout
+        self.start_timeout, self.start_retries = start_timeout, start_retries
+        self._slots = [_Slot(i) for i in range(size)]
+        self._free = list(self._slots)
+        self._cond = threading.Condition()
+        self._closed = False
+        self.infra_failures = 0
+        self.last_errors: list[str] = []
+
+    # -- leasing ---------------------------------------------------------------------------------------------------
+    def acquire(self, timeout: float | None = None) -> EnvLease:
+        """Lease a healthy env (building or rebuilding it if needed); waits for a free slot up to `timeout`."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._free or self._closed, timeout):
+                raise TimeoutError(f"no free env in the pool of {self.size} after {timeout}s")
+            if self._closed:
+                raise RuntimeError("the env pool is closed")
+            slot = self._free.pop(0)
+        self._ensure_healthy(slot)
+        return EnvLease(self, slot)
+
+    def _release(self, lease: EnvLease) -> None:
+        slot = lease._slot
+        if lease.infra_failure and slot.env is not None:
+            self._discard(slot)
+        with self._cond:
+            self._free.append(slot)
+            self._cond.notify()
+
+    def map(self, fn: Callable[[EnvLease, Any], T], items: Iterable[Any]) -> list[T]:
+        """Run `fn(lease, item)` for every item, `size` at a time, each on its own leased env; results in order."""
+        def run(item: Any) -> T:
+            with self.acquire() as lease:
+                return fn(lease, item)
+
+        with ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="verl-cua-pool") as ex:
+            return list(ex.map(run, items))
+
+    def warm(self) -> None:
+        """Build every env now, in parallel, instead of on first lease."""
+        with ThreadPoolExecutor(max_workers=self.size) as ex:
+            list(ex.map(self._ensure_healthy, self._slots))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for metrics: infra failures, restarts, envs alive."""
+        return {
+            "size": self.size,
+            "alive": sum(s.env is not None for s in self._slots),
+            "restarts": sum(s.restarts for s in self._slots),
+            "infra_failures": self.infra_failures,
+        }
+
+    def close(self) -> None:
+        """Close every env (killing its processes if closing hangs)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for slot in self._slots:
+            if slot.env is not None:
+                self._discard(slot, count=False)
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- health and rebuilds --------------------------------------------------------------------------------------
+    def _ensure_healthy(self, slot: _Slot) -> None:
+        if slot.env is not None and not self._healthy(slot.env):
+            logger.warning("env %d failed its health check; rebuilding", slot.index)
+            self._discard(slot)
+        for attempt in range(self.start_retries + 1):
+            if slot.env is not None:
+                return
+            try:
+                slot.env = call_with_timeout(self.factory, self.start_timeout)
+                if slot.restarts or attempt:
+                    logger.info("env %d rebuilt", slot.index)
+            except Exception as exc:
+                self._count_infra(slot, _describe(exc, "start"))
+                time.sleep(min(2.0 * (attempt + 1), 10.0))
+
+    @staticmethod
+    def _healthy(env: GUIEnv) -> bool:
+        check = getattr(env, "healthy", None)
+        if check is None:
+            return True
+        try:
+            return bool(call_with_timeout(check, 10.0))
+        except Exception:
+            return False
+
+    def _discard(self, slot: _Slot, *, count: bool = True) -> None:
+        env, slot.env = slot.env, None
+        if env is None:
+            return
+        if count:
+            slot.restarts += 1
+        _kill(env)
+        try:
+            call_with_timeout(env.close, 15.0)
+        except Exception:
+            logger.debug("closing a broken env failed", exc_info=True)
+
+    def _count_infra(self, slot: _Slot, error: str) -> None:
+        with self._cond:
+            self.infra_failures += 1
+            self.last_errors = (self.last_errors + [f"env {slot.index}: {error}"])[-20:]
+        logger.warning("infra failure on env %d: %s", slot.index, error)
+
+
+def _kill(env: GUIEnv) -> None:
+    """Kill the env's processes by PID (children first) when it exposes them."""
+    pids = getattr(env, "pids", None)
+    if pids is None:
+        return
+    try:
+        import psutil
+
+        for pid in reversed(call_with_timeout(pids, 5.0)):
+            try:
+                psutil.Process(pid).kill()
+            except psutil.Error:
+                pass
+    except Exception:
+        logger.debug("could not kill env processes", exc_info=True)
+
+
+def _describe(exc: BaseException, what: str) -> str:
+    if isinstance(exc, _Timeout):
+        return f"{what} timed out ({exc})"
+    return f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
