@@ -43,9 +43,32 @@ _WEBDRIVER_KEYS = {
 }
 _MODIFIERS = {"alt": "A-", "ctrl": "C-", "win": "M-", "shift": "S-"}  # MiniWoB's order: A- C- M- S-
 # Browser shortcuts that would close, navigate or reload the page out from under the task.
-DENIED_CHORDS = frozenset({"C-w", "C-q", "A-<F4>", "C-t", "C-n", "C-S-n", "C-S-w", "C-S-t", "A-<ArrowLeft>",
-                           "A-<ArrowRight>", "<F5>", "C-r", "C-S-r", "<F11>", "<F12>", "C-o", "C-s", "C-p", "C-u",
-                           "C-l", "C-S-i", "C-S-j"})
+DENIED_CHORDS = frozenset(
+    {
+        "C-w",
+        "C-q",
+        "A-<F4>",
+        "C-t",
+        "C-n",
+        "C-S-n",
+        "C-S-w",
+        "C-S-t",
+        "A-<ArrowLeft>",
+        "A-<ArrowRight>",
+        "<F5>",
+        "C-r",
+        "C-S-r",
+        "<F11>",
+        "<F12>",
+        "C-o",
+        "C-s",
+        "C-p",
+        "C-u",
+        "C-l",
+        "C-S-i",
+        "C-S-j",
+    }
+)
 
 
 def task_names() -> list[str]:
@@ -65,8 +88,14 @@ class MiniWoBEnv:
     MiniWoB reward is in `info["env_reward"]`). A browser that dies gives `infra_failure=True`, never a score.
     """
 
-    def __init__(self, task: str | None = None, *, action_format: str | None = None, screenshot_scale: int = 1,
-                 wait_ms: float = 0.0):
+    def __init__(
+        self,
+        task: str | None = None,
+        *,
+        action_format: str | None = None,
+        screenshot_scale: int = 1,
+        wait_ms: float = 0.0,
+    ):
         _check_system()
         if not isinstance(screenshot_scale, int) or not 1 <= screenshot_scale <= 8:
             raise ValueError(f"screenshot_scale must be an integer 1..8, got {screenshot_scale!r}")

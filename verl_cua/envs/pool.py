@@ -59,6 +59,7 @@ class _Slot:
         self.index = index
         self.env: GUIEnv | None = None
         self.restarts = 0
+        self.start_error: str | None = None
 
 
 class EnvLease:
@@ -80,8 +81,9 @@ class EnvLease:
         """Reset to `task`; on infra failure a blank observation with `extra["infra_failure"] = True`."""
         self.infra_failure, self.error = False, None
         env = self._slot.env
-        if env is None:
-            return self._fail_obs("env could not be started", task)
+        if env is None:  # the start failure was counted when it happened
+            self.infra_failure, self.error = True, f"env could not be started: {self._slot.start_error}"
+            return self._fail_obs(self.error, task)
         try:
             self._last = call_with_timeout(lambda: env.reset(task), self._pool.reset_timeout)
             return self._last
@@ -132,7 +134,8 @@ class EnvLease:
         self._pool._count_infra(self._slot, error)
 
     def _fail_obs(self, error: str, task: Any) -> Observation:
-        self._mark_broken(error)
+        if not self.infra_failure:
+            self._mark_broken(error)
         image = self._last.screenshot if self._last is not None else Image.new("RGB", BLANK)
         return Observation(image, "", {"infra_failure": True, "error": error, "task": task})
 
@@ -196,6 +199,7 @@ class EnvPool:
 
     def map(self, fn: Callable[[EnvLease, Any], T], items: Iterable[Any]) -> list[T]:
         """Run `fn(lease, item)` for every item, `size` at a time, each on its own leased env; results in order."""
+
         def run(item: Any) -> T:
             with self.acquire() as lease:
                 return fn(lease, item)
@@ -242,11 +246,14 @@ class EnvPool:
                 return
             try:
                 slot.env = call_with_timeout(self.factory, self.start_timeout)
+                slot.start_error = None
                 if slot.restarts or attempt:
                     logger.info("env %d rebuilt", slot.index)
             except Exception as exc:
-                self._count_infra(slot, _describe(exc, "start"))
-                time.sleep(min(2.0 * (attempt + 1), 10.0))
+                slot.start_error = _describe(exc, "start")
+                self._count_infra(slot, slot.start_error)
+                if attempt < self.start_retries:
+                    time.sleep(min(2.0 * (attempt + 1), 10.0))
 
     @staticmethod
     def _healthy(env: GUIEnv) -> bool:
