@@ -1,0 +1,153 @@
+"""Env throughput and overhead, measured side by side in one run: `python -m bench.envs [--steps N]`.
+
+MiniWoB++ (real headless Chromium): reset and step medians; our overhead over the raw `miniwob` client call
+on the same browser (parse + translate + screenshot conversion; target <= 5% of step time); memory (PSS) per
+instance; aggregate steps/s for 1, 2, 4 and 8 envs in an `EnvPool` (threads), and threads vs processes at 4.
+The local OSWorld desktop joins this benchmark with its provider.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import threading
+import time
+
+import numpy as np
+
+from verl_cua.actions import parse_action
+from verl_cua.envs import EnvPool, make_env
+
+TASK = "click-button"
+
+
+def _move_texts(screen: tuple[int, int], n: int) -> list[str]:
+    """Non-terminating pointer moves across the task area (each returns a fresh screenshot)."""
+    w, h = screen
+    return [f"```python\npyautogui.moveTo({(17 * i) % w}, {h - 1 - (11 * i) % 40})\n```" for i in range(n)]
+
+
+def overhead(steps: int) -> dict:
+    """Medians of reset, our step and the raw client step, interleaved on one browser."""
+    env = make_env("miniwob", task=TASK, action_format="pyautogui")
+    try:
+        resets = []
+        for _ in range(5):
+            t = time.perf_counter()
+            obs = env.reset(TASK)
+            resets.append(time.perf_counter() - t)
+        gym_env = env._gym_env.unwrapped
+        ours, raw = [], []
+        for text in _move_texts(obs.screen, steps):
+            t = time.perf_counter()
+            result = env.step(text)
+            ours.append(time.perf_counter() - t)
+            assert not result.done and result.info["action_valid"]
+            x, y = parse_action(text, format="pyautogui", screen=obs.screen).actions[0].x, 100
+            action = gym_env.create_action("MOVE_COORDS", coords=np.array([x + 0.5, y], dtype=np.float32))
+            t = time.perf_counter()
+            gym_env.step(action)
+            raw.append(time.perf_counter() - t)
+        pss = _pss(env.pids())
+    finally:
+        env.close()
+    ours_med, raw_med = statistics.median(ours), statistics.median(raw)
+    return {
+        "reset_median_ms": round(1000 * statistics.median(resets), 1),
+        "step_median_ms": round(1000 * ours_med, 1),
+        "raw_step_median_ms": round(1000 * raw_med, 1),
+        "overhead_pct": round(100 * (ours_med - raw_med) / raw_med, 1),
+        "pss_mb_per_instance": round(pss / 2**20),
+    }
+
+
+def _pss(pids: list[int]) -> int:
+    import psutil
+
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_full_info().pss
+        except psutil.Error:
+            pass
+    return total
+
+
+def pooled(n_envs: int, steps: int) -> float:
+    """Aggregate steps/s with `n_envs` browsers stepping at once in one EnvPool (threads)."""
+    with EnvPool(lambda: make_env("miniwob", task=TASK, action_format="pyautogui"), n_envs) as pool:
+        pool.warm()
+        leases = [pool.acquire() for _ in range(n_envs)]
+        screens = [lease.reset(TASK).screen for lease in leases]
+        barrier = threading.Barrier(n_envs + 1)
+
+        def run(i: int) -> None:
+            texts = _move_texts(screens[i], steps)
+            barrier.wait()
+            for text in texts:
+                leases[i].step(text)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n_envs)]
+        for t in threads:
+            t.start()
+        barrier.wait()
+        start = time.perf_counter()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        for lease in leases:
+            lease.release()
+    return n_envs * steps / elapsed
+
+
+def _process_worker(args: tuple) -> float:
+    steps, barrier = args
+    env = make_env("miniwob", task=TASK, action_format="pyautogui")
+    try:
+        screen = env.reset(TASK).screen
+        texts = _move_texts(screen, steps)
+        barrier.wait()
+        start = time.perf_counter()
+        for text in texts:
+            env.step(text)
+        return time.perf_counter() - start
+    finally:
+        env.close()
+
+
+def processes(n_envs: int, steps: int) -> float:
+    """The same load with one process per env, for the threads-vs-processes choice."""
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(n_envs)
+        with ctx.Pool(n_envs) as workers:
+            times = workers.map(_process_worker, [(steps, barrier)] * n_envs)
+    return n_envs * steps / max(times)
+
+
+def main() -> None:
+    """Print the table and the JSON figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40, help="steps per env per measurement")
+    parser.add_argument("--parallel", default="1,2,4,8", help="pool sizes to measure")
+    args = parser.parse_args()
+    res = {"miniwob": overhead(args.steps)}
+    res["miniwob"]["steps_per_s"] = {n: round(pooled(int(n), args.steps), 1) for n in args.parallel.split(",")}
+    res["miniwob"]["steps_per_s_4_processes"] = round(processes(4, args.steps), 1)
+    m = res["miniwob"]
+    print(f"MiniWoB++ ({TASK}, headless Chromium, {args.steps} steps per env)")
+    print(
+        f"  reset median {m['reset_median_ms']} ms, step median {m['step_median_ms']} ms "
+        f"(raw client {m['raw_step_median_ms']} ms): our overhead {m['overhead_pct']}% of step time"
+    )
+    print(f"  memory per instance (PSS, chromedriver + chromium): {m['pss_mb_per_instance']} MB")
+    for n, rate in m["steps_per_s"].items():
+        print(f"  {n} env(s) in an EnvPool (threads): {rate} steps/s")
+    print(f"  4 envs, one process each: {m['steps_per_s_4_processes']} steps/s")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
