@@ -66,7 +66,7 @@ def test_absurd_values_are_invalid_not_internal_errors(fmt, text, image):
 def test_pathological_inputs_are_answered_in_linear_time(fmt, text):
     start = time.perf_counter()
     result = parse_action(text, format=fmt, screen=SCREEN)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 3.0  # the quadratic versions took 20-200 s
     assert result.error is None or "internal parser error" not in result.error
 
 

@@ -112,4 +112,4 @@ def test_huge_garbage_and_deep_nesting_are_rejected_quickly():
             start = time.perf_counter()
             result = parse_action(text, format=fmt, screen=SCREEN)
             assert not result.valid and "internal parser error" not in result.error
-            assert time.perf_counter() - start < 2.0
+            assert time.perf_counter() - start < 3.0
