@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BLANK = (64, 64)
+BACKENDS = ("thread", "ray")
 
 
 class _Timeout(Exception):
@@ -151,6 +152,8 @@ class EnvPool:
 
     Health is checked (`env.healthy()`, when the env has it) before each lease; a broken env is killed by PID
     (`env.pids()`, when it has them) and rebuilt. `map(fn, items)` runs `fn(lease, item)` over items on all envs.
+    `backend="ray"` builds each env in a Ray actor instead, on `hosts` (custom resource
+    `verl_cua_desktop:<host>`, see `verl_cua.envs.ray_backend`), for fleets larger than one machine.
     """
 
     def __init__(
@@ -163,9 +166,15 @@ class EnvPool:
         evaluate_timeout: float | None = 120.0,
         start_timeout: float | None = 120.0,
         start_retries: int = 2,
+        backend: str = "thread",
+        hosts: list[str] | None = None,
+        ray_num_cpus: float = 0.0,
     ):
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"pool size must be a positive integer, got {size!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown pool backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+        self.backend, self.hosts, self.ray_num_cpus = backend, hosts, ray_num_cpus
         self.factory = factory
         self.size = size
         self.reset_timeout, self.step_timeout, self.evaluate_timeout = reset_timeout, step_timeout, evaluate_timeout
@@ -245,7 +254,7 @@ class EnvPool:
             if slot.env is not None:
                 return
             try:
-                slot.env = call_with_timeout(self.factory, self.start_timeout)
+                slot.env = call_with_timeout(self._factory_for(slot), self.start_timeout)
                 slot.start_error = None
                 if slot.restarts or attempt:
                     logger.info("env %d rebuilt", slot.index)
@@ -254,6 +263,14 @@ class EnvPool:
                 self._count_infra(slot, slot.start_error)
                 if attempt < self.start_retries:
                     time.sleep(min(2.0 * (attempt + 1), 10.0))
+
+    def _factory_for(self, slot: _Slot) -> Callable[[], GUIEnv]:
+        if self.backend == "thread":
+            return self.factory
+        from verl_cua.envs.ray_backend import ray_factory
+
+        timeout = None if self.start_timeout is None else self.start_timeout * 0.9
+        return ray_factory(self.factory, slot.index, self.hosts, self.ray_num_cpus, timeout)
 
     @staticmethod
     def _healthy(env: GUIEnv) -> bool:
@@ -285,7 +302,14 @@ class EnvPool:
 
 
 def _kill(env: GUIEnv) -> None:
-    """Kill the env's processes by PID (children first) when it exposes them."""
+    """Kill the env's processes by PID (children first) when it exposes them; remote envs kill their own."""
+    kill = getattr(env, "kill", None)
+    if kill is not None:
+        try:
+            kill()
+        except Exception:
+            logger.debug("could not kill a remote env", exc_info=True)
+        return
     pids = getattr(env, "pids", None)
     if pids is None:
         return

@@ -1,0 +1,69 @@
+"""The Ray pool backend on a local Ray cluster: envs in actors placed by the desktop-host resource, real
+MiniWoB browsers inside, and the same infra-failure contract as the thread backend."""
+
+import functools
+import os
+import signal
+
+import pytest
+
+from verl_cua.envs import EnvPool, make_env
+from verl_cua.envs.ray_backend import RayEnv
+from verl_cua.testing.miniwob_oracle import solution
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray(chromium):
+    ray.init(num_cpus=4, resources={"verl_cua_desktop:local": 4}, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+# a partial of library code: Ray workers import it by reference (a test-module function would not resolve there)
+factory = functools.partial(make_env, "miniwob", task="click-button", action_format="pyautogui")
+
+
+def solve(lease, task):
+    obs = lease.reset(task)
+    result = None
+    for text in lease.env.apply(lambda env: solution(env, obs)):  # the DOM lives in the actor
+        result = lease.step(text)
+    return result.reward, lease.evaluate(), lease.infra_failure
+
+
+def test_episodes_run_in_actors_on_the_desktop_host(local_ray):
+    with EnvPool(factory, 2, backend="ray", hosts=["local"]) as pool:
+        with pool.acquire() as lease:
+            assert isinstance(lease.env, RayEnv)
+            assert os.getpid() not in lease.env.pids()
+        assert pool.map(solve, ["click-button", "enter-text", "click-test"]) == [(1.0, 1.0, False)] * 3
+
+
+def test_killed_browser_in_an_actor_is_an_infra_failure_and_recovers(local_ray):
+    with EnvPool(factory, 1, backend="ray", hosts=["local"], step_timeout=20) as pool:
+        lease = pool.acquire()
+        lease.reset("click-test")
+        for pid in lease.env.pids()[1:]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        result = lease.step("WAIT")
+        assert result.info["infra_failure"] and lease.evaluate() == 0.0
+        lease.release()
+        assert solve(pool.acquire(), "click-test") == (1.0, 1.0, False)
+        assert pool.stats()["restarts"] == 1
+
+
+def test_unplaceable_env_is_an_infra_failure_not_a_hang(local_ray):
+    with EnvPool(factory, 1, backend="ray", hosts=["no-such-host"], start_timeout=5, start_retries=0) as pool:
+        with pool.acquire() as lease:
+            obs = lease.reset("click-test")
+            assert obs.extra["infra_failure"] and "start" in obs.extra["error"]
+
+
+def test_unknown_backend_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="valid backends: thread, ray"):
+        EnvPool(factory, 1, backend="dask")
