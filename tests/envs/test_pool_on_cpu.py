@@ -102,3 +102,7 @@ def test_pool_rejects_bad_size_and_times_out_when_exhausted(chromium):
         with pytest.raises(TimeoutError, match="no free env"):
             pool.acquire(timeout=0.2)
         held.release()
+        held.release()  # a second release is a no-op, not a second free slot
+        with pytest.raises(EnvUsageError, match="released"):
+            held.step("DONE")
+        assert len(pool._free) == 1

@@ -164,13 +164,18 @@ class MiniWoBEnv:
         return float(self._success)
 
     def close(self) -> None:
-        """Quit the browser and its driver."""
+        """Quit the browser and its driver; processes that survive a failed quit are killed by PID."""
         if self._gym_env is not None:
+            try:
+                leftover = self.pids()
+            except Exception:
+                leftover = []
             try:
                 self._gym_env.close()
             except Exception:  # already dead: nothing left to release
                 logger.debug("closing a dead MiniWoB env", exc_info=True)
             self._gym_env = None
+            _kill_pids(leftover)
 
     # -- health and processes (used by EnvPool and the fault tests) ----------------------------------------------
     def healthy(self) -> bool:
@@ -297,6 +302,19 @@ def _key_index(config) -> dict[str, int]:
         cached = {k: i for i, k in enumerate(ALL_POSSIBLE_KEYS)}
         config._verl_cua_key_index = cached
     return cached
+
+
+def _kill_pids(pids: list[int]) -> None:
+    """SIGKILL whatever of `pids` still runs (chromium orphaned by a driver that died first)."""
+    import psutil
+
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                proc.kill()
+        except psutil.Error:
+            pass
 
 
 def _task_spec(task: Any, current: str | None) -> tuple[str, int | None]:

@@ -72,14 +72,21 @@ class EnvLease:
         self.infra_failure = False
         self.error: str | None = None
         self._last: Observation | None = None
+        self._released = False
 
     @property
     def env(self) -> GUIEnv | None:
         """The env itself (None if it could not be built)."""
+        self._check_held()
         return self._slot.env
+
+    def _check_held(self) -> None:
+        if self._released:
+            raise EnvUsageError("this lease was released; acquire() a new one")
 
     def reset(self, task: Any) -> Observation:
         """Reset to `task`; on infra failure a blank observation with `extra["infra_failure"] = True`."""
+        self._check_held()
         self.infra_failure, self.error = False, None
         env = self._slot.env
         if env is None:  # the start failure was counted when it happened
@@ -95,6 +102,7 @@ class EnvLease:
 
     def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
         """Step the env; an infra failure ends the episode with `info["infra_failure"] = True`."""
+        self._check_held()
         env = self._slot.env
         if self.infra_failure or env is None:
             return self._fail_step(self.error or "env is not available")
@@ -111,6 +119,7 @@ class EnvLease:
 
     def evaluate(self) -> float:
         """The env's score; 0.0 with `infra_failure` set when the env broke (callers must check the flag)."""
+        self._check_held()
         env = self._slot.env
         if self.infra_failure or env is None:
             return 0.0
@@ -199,6 +208,9 @@ class EnvPool:
         return EnvLease(self, slot)
 
     def _release(self, lease: EnvLease) -> None:
+        if lease._released:
+            return  # releasing twice must not free the slot twice
+        lease._released = True
         slot = lease._slot
         if lease.infra_failure and slot.env is not None:
             self._discard(slot)
