@@ -13,6 +13,7 @@ from verl_cua.envs.base import (
 from verl_cua.envs.pool import EnvLease, EnvPool
 
 register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv")
+register_env("osworld", "verl_cua.envs.osworld.env:OSWorldEnv")
 
 __all__ = [
     "ENV_REGISTRY",

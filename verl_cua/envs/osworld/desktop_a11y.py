@@ -1,0 +1,113 @@
+"""AT-SPI reads for the local desktop server: the accessibility tree as XML and the text of a terminal.
+
+Runs inside the desktop (Debian python3 with python3-pyatspi), next to desktop_server.py. The XML uses the
+namespace URIs OSWorld's agents expect for Ubuntu trees (state, component, attributes, value), so their
+tree linearisers read it unchanged.
+"""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree as ET
+
+NS = {
+    "st": "https://accessibility.ubuntu.example.org/ns/state",
+    "cp": "https://accessibility.ubuntu.example.org/ns/component",
+    "attr": "https://accessibility.ubuntu.example.org/ns/attributes",
+    "val": "https://accessibility.ubuntu.example.org/ns/value",
+}
+MAX_DEPTH = 50
+MAX_NODES = 20000
+MAX_CHILDREN = 500
+
+
+def _pyatspi():
+    try:
+        import pyatspi
+    except ImportError:
+        raise RuntimeError(
+            "the accessibility tree needs AT-SPI: apt-get install -y python3-pyatspi at-spi2-core"
+        ) from None
+    return pyatspi
+
+
+def _tag(role: str) -> str:
+    tag = role.replace(" ", "-") or "unknown"
+    return tag if tag[0].isalpha() else f"x-{tag}"
+
+
+def _node(acc, depth: int, budget: list[int]) -> ET.Element | None:
+    if budget[0] <= 0 or depth > MAX_DEPTH:
+        return None
+    budget[0] -= 1
+    try:
+        el = ET.Element(_tag(acc.getRoleName()), {"name": acc.name or ""})
+        for state in acc.getState().getStates():
+            el.set(f"{{{NS['st']}}}{str(state).split('_', 2)[-1].lower()}", "true")
+        try:
+            for pair in acc.getAttributes():
+                key, _, value = pair.partition(":")
+                if key.replace("-", "").replace("_", "").isalnum():
+                    el.set(f"{{{NS['attr']}}}{key}", value)
+        except Exception:
+            pass
+        try:
+            comp = acc.queryComponent()
+            x, y = comp.getPosition(0)
+            w, h = comp.getSize()
+            el.set(f"{{{NS['cp']}}}screencoord", f"({x}, {y})")
+            el.set(f"{{{NS['cp']}}}size", f"({w}, {h})")
+        except Exception:
+            pass
+        try:
+            text = acc.queryText()
+            el.text = text.getText(0, min(text.characterCount, 4096))
+        except Exception:
+            pass
+        try:
+            el.set(f"{{{NS['val']}}}value", str(acc.queryValue().currentValue))
+        except Exception:
+            pass
+        for i in range(min(acc.childCount, MAX_CHILDREN)):
+            child = _node(acc.getChildAtIndex(i), depth + 1, budget)
+            if child is not None:
+                el.append(child)
+        return el
+    except Exception:  # an app closing mid-walk: skip its node
+        return None
+
+
+def accessibility_tree() -> str:
+    """The whole desktop as XML (`desktop-frame` root, one child per application)."""
+    pyatspi = _pyatspi()
+    for prefix, uri in NS.items():
+        ET.register_namespace(prefix, uri)
+    root = ET.Element("desktop-frame", {"name": "main"})
+    budget = [MAX_NODES]
+    desktop = pyatspi.Registry.getDesktop(0)
+    for i in range(desktop.childCount):
+        child = _node(desktop.getChildAtIndex(i), 1, budget)
+        if child is not None:
+            root.append(child)
+    return ET.tostring(root, encoding="unicode")
+
+
+def terminal_text() -> str | None:
+    """Text of the first terminal widget any app exposes over AT-SPI, or None when there is none."""
+    try:
+        pyatspi = _pyatspi()
+        desktop = pyatspi.Registry.getDesktop(0)
+    except Exception:
+        return None
+    stack = [desktop.getChildAtIndex(i) for i in range(desktop.childCount)]
+    seen = 0
+    while stack and seen < MAX_NODES:
+        acc = stack.pop()
+        seen += 1
+        try:
+            if acc.getRoleName() == "terminal":
+                text = acc.queryText()
+                return text.getText(0, text.characterCount)
+            stack.extend(acc.getChildAtIndex(i) for i in range(min(acc.childCount, MAX_CHILDREN)))
+        except Exception:
+            continue
+    return None

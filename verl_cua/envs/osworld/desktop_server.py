@@ -1,0 +1,586 @@
+"""A clean-room server for OSWorld's VM HTTP protocol, run inside a local Xvfb desktop (no VM).
+
+Written for verl-cua from the protocol OSWorld's client speaks (desktop_env.controllers); it shares no code
+with OSWorld's in-VM server. It is copied into the desktop's runtime directory and run by the desktop's own
+Python (Debian python3 + pyautogui), as the unprivileged desktop user, so it imports nothing from verl-cua.
+
+It starts Xvfb (with an Xauthority cookie) and openbox as its own children, declares itself the child
+subreaper so that every app it launches stays its descendant, serves on 127.0.0.1 only, and refuses any
+request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or `X-Verl-Cua-Token`).
+`POST /_verl_cua/revert` kills every app process (Xvfb and openbox stay), reaps zombies and restores HOME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import ctypes
+import email.parser
+import email.policy
+import hmac
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+PR_SET_CHILD_SUBREAPER = 36
+EXEC_TIMEOUT = 120.0
+OPEN_FILE_TIMEOUT = 60.0
+MAX_BODY = 512 * 1024 * 1024
+
+
+class Desktop:
+    """The X display, window manager and app processes of one local desktop."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.display = args.display
+        self.width, self.height = (int(v) for v in args.screen.split("x"))
+        self.home = args.home
+        self.template = args.template
+        self.infra: dict[str, subprocess.Popen] = {}
+        self.waiting: set[int] = set()  # pids a handler waits on (the reaper must not steal their status)
+        self.spawn_lock = threading.Lock()  # spawn+register is atomic with respect to the reaper
+        self.lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start Xvfb and openbox and wait until the display answers."""
+        auth = os.environ["XAUTHORITY"]
+        xvfb = ["Xvfb", self.display, "-screen", "0", f"{self.width}x{self.height}x24", "-nolisten", "tcp"]
+        self.infra["xvfb"] = self.spawn([*xvfb, "-auth", auth], quiet=True)
+        deadline = time.monotonic() + 20
+        while self.output(["xdpyinfo"]) is None:
+            if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Xvfb {self.display} did not start")
+            time.sleep(0.05)
+        self.infra["openbox"] = self.spawn(["openbox"], quiet=True)
+
+    def spawn(self, command, *, shell: bool = False, quiet: bool = False, **kwargs) -> subprocess.Popen:
+        """Popen registered with the reaper (so it never reaps a child somebody waits on)."""
+        streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if quiet else {}
+        with self.spawn_lock:
+            proc = subprocess.Popen(command, shell=shell, **streams, **kwargs)
+            self.waiting.add(proc.pid)
+        return proc
+
+    def output(self, argv: list[str], timeout: float = 10.0) -> str | None:
+        """stdout of a short helper command (xdotool, wmctrl), or None when it fails."""
+        result = self.run(argv, shell=False, timeout=timeout)
+        return result["output"] if result["returncode"] == 0 else None
+
+    def infra_pids(self) -> set[int]:
+        """PIDs that survive a revert: this server, Xvfb and openbox."""
+        return {os.getpid()} | {p.pid for p in self.infra.values() if p.poll() is None}
+
+    def revert(self, timeout: float = 10.0) -> dict:
+        """Kill every app process (SIGTERM, then SIGKILL), reap them, restore HOME from the template."""
+        keep = self.infra_pids()
+        victims = [pid for pid in _descendants(os.getpid()) if pid not in keep]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in victims:
+                _signal(pid, sig)
+            deadline = time.monotonic() + (timeout / 2 if sig == signal.SIGTERM else timeout)
+            while time.monotonic() < deadline:
+                self.reap()
+                victims = [pid for pid in victims if _alive(pid)]
+                if not victims:
+                    break
+                time.sleep(0.05)
+        if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
+            self.infra["openbox"] = self.spawn(["openbox"], quiet=True)
+        _restore_tree(self.template, self.home)
+        return {"status": "success", "killed": len(victims) == 0, "left": victims}
+
+    def reap(self) -> None:
+        """Reap zombie children nobody waits on (apps killed, orphans handed to us as subreaper)."""
+        with self.spawn_lock:
+            for pid in _children(os.getpid()):
+                if pid in self.waiting or _state(pid) != "Z":
+                    continue
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+    def run(self, command, *, shell: bool, timeout: float, cwd: str | None = None) -> dict:
+        """Run a command to completion with a timeout; OSWorld's `{status, output, error, returncode}` reply."""
+        if isinstance(command, str) and not shell:
+            command = shlex.split(command)
+        proc = self.spawn(
+            command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal(-proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return {"status": "error", "output": out, "error": f"timed out after {timeout:g} s", "returncode": -1}
+        finally:
+            self.waiting.discard(proc.pid)
+        return {"status": "success", "output": out, "error": err, "returncode": proc.returncode}
+
+    def launch(self, command, *, shell: bool) -> int:
+        """Start an app in the background; it stays our descendant (and is killed on revert)."""
+        if isinstance(command, str) and not shell:
+            command = shlex.split(command)
+        with self.spawn_lock:  # not registered: nobody waits on an app, the reaper collects it
+            proc = subprocess.Popen(
+                command, shell=shell, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        return proc.pid
+
+    # -- X queries ----------------------------------------------------------------------------------------------
+    def screenshot(self) -> bytes:
+        """PNG of the whole screen with the mouse pointer drawn in."""
+        from PIL import ImageDraw, ImageGrab
+
+        image = ImageGrab.grab(xdisplay=self.display)
+        x, y = self.cursor()
+        arrow = [
+            (x, y),
+            (x, y + 17),
+            (x + 4, y + 13),
+            (x + 7, y + 20),
+            (x + 9, y + 19),
+            (x + 6, y + 12),
+            (x + 12, y + 12),
+        ]
+        draw = ImageDraw.Draw(image)
+        draw.polygon(arrow, fill="white", outline="black")
+        buf = io.BytesIO()
+        image.save(buf, format="PNG", compress_level=1)
+        return buf.getvalue()
+
+    def cursor(self) -> tuple[int, int]:
+        """Pointer position on the root window."""
+        out = self.output(["xdotool", "getmouselocation", "--shell"]) or ""
+        fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        return int(fields.get("X", 0)), int(fields.get("Y", 0))
+
+    def windows(self) -> list[tuple[str, str, str]]:
+        """`(id, wm_class, title)` of every managed window (wmctrl)."""
+        out = self.output(["wmctrl", "-lx"]) or ""
+        rows = []
+        for line in out.splitlines():
+            parts = line.split(None, 4)
+            if len(parts) >= 3:
+                rows.append((parts[0], parts[2], parts[4] if len(parts) > 4 else ""))
+        return rows
+
+    def find_window(self, name: str, *, strict: bool, by_class: bool) -> str | None:
+        """Window id whose title (or WM_CLASS) equals or contains `name`."""
+        for wid, wm_class, title in self.windows():
+            hay = wm_class if by_class else title
+            if (hay == name) if strict else (name.lower() in hay.lower()):
+                return wid
+        return None
+
+
+# -- process helpers ----------------------------------------------------------------------------------------------
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def _descendants(pid: int) -> list[int]:
+    out, stack = [], _children(pid)
+    while stack:
+        child = stack.pop()
+        out.append(child)
+        stack.extend(_children(child))
+    return out
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in ("Z", "X")
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _restore_tree(template: str, target: str) -> None:
+    """Make `target` an exact copy of `template` (contents replaced, the directory itself kept)."""
+    os.makedirs(target, exist_ok=True)
+    for entry in os.scandir(target):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
+    shutil.copytree(template, target, symlinks=True, dirs_exist_ok=True)
+
+
+def _tree(path: str, depth: int = 0) -> dict:
+    node = {"name": os.path.basename(path) or path, "type": "directory" if os.path.isdir(path) else "file"}
+    if node["type"] == "directory" and depth < 32:
+        node["children"] = [_tree(os.path.join(path, n), depth + 1) for n in sorted(os.listdir(path))]
+    return node
+
+
+# -- HTTP -------------------------------------------------------------------------------------------------------
+class Handler(BaseHTTPRequestHandler):
+    """Routes OSWorld's endpoints; every request must carry the instance token."""
+
+    server_version = "verl-cua-desktop/1"
+    desktop: Desktop
+    token: str
+
+    def log_message(self, format, *args):  # noqa: A002 - quiet; errors are returned to the client
+        pass
+
+    # -- plumbing -----------------------------------------------------------------------------------------------
+    def _authorized(self) -> bool:
+        header = self.headers.get("Authorization", "")
+        given = self.headers.get("X-Verl-Cua-Token", "")
+        if header.startswith("Bearer "):
+            given = header[7:]
+        elif header.startswith("Basic "):
+            try:
+                given = base64.b64decode(header[6:]).decode().split(":", 1)[0]
+            except ValueError:
+                given = ""
+        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            raise ValueError(f"request body over {MAX_BODY} bytes")
+        return self.rfile.read(length) if length else b""
+
+    def _params(self, body: bytes) -> dict:
+        ctype = self.headers.get("Content-Type", "")
+        if ctype.startswith("multipart/form-data"):
+            msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+                b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body
+            )
+            out = {}
+            for part in msg.iter_parts():
+                name = part.get_param("name", header="content-disposition")
+                payload = part.get_payload(decode=True)
+                out[name] = payload if part.get_filename() else payload.decode()
+            return out
+        if ctype.startswith("application/x-www-form-urlencoded"):
+            return {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        return json.loads(body) if body.strip() else {}
+
+    def _send(self, status: int, payload, ctype: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _dispatch(self, method: str) -> None:
+        if not self._authorized():
+            self._send(HTTPStatus.UNAUTHORIZED, {"status": "error", "error": "missing or wrong token"})
+            return
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        route = ROUTES.get((method, path))
+        if route is None:
+            self._send(HTTPStatus.NOT_FOUND, {"status": "error", "error": f"no endpoint {method} {path}"})
+            return
+        try:
+            params = self._params(self._body()) if method == "POST" else {}
+            status, payload, *ctype = route(self, params)
+        except Exception as exc:  # a bad request or a failed call: reported to the client, the server lives on
+            status, payload, ctype = 500, {"status": "error", "error": f"{type(exc).__name__}: {exc}"}, []
+        self._send(status, payload, *ctype)
+
+    def do_GET(self):  # noqa: N802 - http.server naming
+        self._dispatch("GET")
+
+    def do_POST(self):  # noqa: N802 - http.server naming
+        self._dispatch("POST")
+
+    # -- endpoints ------------------------------------------------------------------------------------------------
+    def screenshot(self, _):
+        return 200, self.desktop.screenshot(), "image/png"
+
+    def execute(self, p):
+        return 200, self.desktop.run(
+            p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home
+        )
+
+    def execute_with_verification(self, p):
+        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home)
+        check = p.get("verification") or {}
+        deadline = time.monotonic() + float(p.get("max_wait_time", 10))
+        while time.monotonic() < deadline:
+            ok = True
+            if check.get("window_exists"):
+                ok = self.desktop.find_window(check["window_exists"], strict=False, by_class=False) is not None
+            if ok and check.get("command_success"):
+                ok = self.desktop.run(check["command_success"], shell=True, timeout=30)["returncode"] == 0
+            if ok:
+                return 200, {**result, "verification": "passed"}
+            time.sleep(float(p.get("check_interval", 1.0)))
+        return 500, {**result, "status": "error", "error": "verification did not pass in time"}
+
+    def run_python(self, p):
+        with tempfile.NamedTemporaryFile("w", suffix=".py", dir=self.desktop.home, delete=False) as f:
+            f.write(p["code"])
+        try:
+            result = self.desktop.run(
+                [sys.executable, f.name], shell=False, timeout=EXEC_TIMEOUT, cwd=self.desktop.home
+            )
+        finally:
+            os.unlink(f.name)
+        result["message"] = "ok" if result["returncode"] == 0 else "failed"
+        return 200, result
+
+    def run_bash_script(self, p):
+        timeout = float(p.get("timeout") or 30)
+        cwd = p.get("working_dir") or self.desktop.home
+        return 200, self.desktop.run(["bash", "-c", p["script"]], shell=False, timeout=timeout, cwd=cwd)
+
+    def terminal(self, _):
+        from desktop_a11y import terminal_text
+
+        return 200, {"output": terminal_text()}
+
+    def accessibility(self, _):
+        from desktop_a11y import accessibility_tree
+
+        return 200, {"AT": accessibility_tree()}
+
+    def screen_size(self, _):
+        return 200, {"width": self.desktop.width, "height": self.desktop.height}
+
+    def window_size(self, p):
+        wid = self.desktop.find_window(p.get("app_class_name", ""), strict=False, by_class=True)
+        if wid is None:
+            return 404, {"status": "error", "error": "no such window"}
+        out = self.desktop.output(["xdotool", "getwindowgeometry", "--shell", str(int(wid, 16))]) or ""
+        fields = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        return 200, {"width": int(fields.get("WIDTH", 0)), "height": int(fields.get("HEIGHT", 0))}
+
+    def desktop_path(self, _):
+        return 200, {"desktop_path": os.path.join(self.desktop.home, "Desktop")}
+
+    def platform(self, _):
+        return 200, b"Linux", "text/plain"
+
+    def cursor_position(self, _):
+        return 200, list(self.desktop.cursor())
+
+    def list_directory(self, p):
+        path = os.path.expanduser(p["path"])
+        if not os.path.isdir(path):
+            return 404, {"status": "error", "error": f"not a directory: {path}"}
+        return 200, {"directory_tree": _tree(path)}
+
+    def file(self, p):
+        path = os.path.expanduser(p.get("file_path", ""))
+        if not os.path.isfile(path):
+            return 404, {"status": "error", "error": f"no such file: {path}"}
+        with open(path, "rb") as f:
+            return 200, f.read(), "application/octet-stream"
+
+    def upload(self, p):
+        path = os.path.expanduser(p["file_path"])
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        data = p["file_data"]
+        with open(path, "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+        return 200, {"status": "success", "path": path}
+
+    def download_file(self, p):
+        path = os.path.expanduser(p["path"])
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with urllib.request.urlopen(p["url"], timeout=300) as response, open(path, "wb") as f:  # noqa: S310
+            shutil.copyfileobj(response, f)
+        return 200, {"status": "success", "path": path}
+
+    def open_file(self, p):
+        path = os.path.expanduser(p["path"])
+        if not os.path.exists(path):
+            return 404, {"status": "error", "error": f"no such file: {path}"}
+        self.desktop.launch(["xdg-open", path], shell=False)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        deadline = time.monotonic() + float(p.get("timeout", OPEN_FILE_TIMEOUT))
+        while time.monotonic() < deadline:
+            if self.desktop.find_window(stem, strict=False, by_class=False):
+                return 200, {"status": "success", "path": path}
+            time.sleep(0.2)
+        return 500, {"status": "error", "error": f"no window for {os.path.basename(path)} after the timeout"}
+
+    def launch(self, p):
+        pid = self.desktop.launch(p["command"], shell=bool(p.get("shell")))
+        return 200, {"status": "success", "pid": pid}
+
+    def activate_window(self, p):
+        wid = self.desktop.find_window(p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class")))
+        if wid is None:
+            return 404, {"status": "error", "error": f"no window {p['window_name']!r}"}
+        self.desktop.output(["wmctrl", "-i", "-a", wid])
+        return 200, {"status": "success"}
+
+    def close_window(self, p):
+        wid = self.desktop.find_window(p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class")))
+        if wid is None:
+            return 404, {"status": "error", "error": f"no window {p['window_name']!r}"}
+        self.desktop.output(["wmctrl", "-i", "-c", wid])
+        return 200, {"status": "success"}
+
+    def unsupported(self, _):
+        return 501, {"status": "error", "error": "not available on the local desktop (no GNOME, no recorder)"}
+
+    def revert(self, _):
+        with self.desktop.lock:
+            return 200, self.desktop.revert()
+
+    def health(self, _):
+        return 200, {"status": "success", "pid": os.getpid(), "infra": sorted(self.desktop.infra_pids())}
+
+
+ROUTES = {
+    ("GET", "/screenshot"): Handler.screenshot,
+    ("POST", "/execute"): Handler.execute,
+    ("POST", "/setup/execute"): Handler.execute,
+    ("POST", "/setup/execute_with_verification"): Handler.execute_with_verification,
+    ("POST", "/run_python"): Handler.run_python,
+    ("POST", "/run_bash_script"): Handler.run_bash_script,
+    ("GET", "/terminal"): Handler.terminal,
+    ("GET", "/accessibility"): Handler.accessibility,
+    ("POST", "/screen_size"): Handler.screen_size,
+    ("POST", "/window_size"): Handler.window_size,
+    ("POST", "/desktop_path"): Handler.desktop_path,
+    ("GET", "/platform"): Handler.platform,
+    ("GET", "/cursor_position"): Handler.cursor_position,
+    ("POST", "/list_directory"): Handler.list_directory,
+    ("POST", "/file"): Handler.file,
+    ("POST", "/setup/upload"): Handler.upload,
+    ("POST", "/setup/download_file"): Handler.download_file,
+    ("POST", "/setup/open_file"): Handler.open_file,
+    ("POST", "/setup/launch"): Handler.launch,
+    ("POST", "/setup/activate_window"): Handler.activate_window,
+    ("POST", "/setup/close_window"): Handler.close_window,
+    ("POST", "/wallpaper"): Handler.unsupported,
+    ("POST", "/setup/change_wallpaper"): Handler.unsupported,
+    ("POST", "/start_recording"): Handler.unsupported,
+    ("POST", "/end_recording"): Handler.unsupported,
+    ("POST", "/_verl_cua/revert"): Handler.revert,
+    ("GET", "/_verl_cua/health"): Handler.health,
+}
+
+
+def relay(host: str, port: int, target_port: int) -> None:
+    """Forward TCP from (host, port) to 127.0.0.1:target_port (Chromium's CDP listens on 127.0.0.1 only)."""
+    import socket
+
+    listener = socket.create_server((host, port))
+
+    def pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def serve():
+        while True:
+            client, _ = listener.accept()
+            try:
+                upstream = socket.create_connection(("127.0.0.1", target_port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def main() -> None:
+    """Start the desktop and serve until SIGTERM; the token is read from a file, never from argv."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.0/8) only")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--cdp-port", type=int, default=0, help="public CDP port relayed to $VERL_CUA_CDP_PORT")
+    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--display", required=True)
+    parser.add_argument("--screen", default="1920x1080")
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--template", required=True)
+    args = parser.parse_args()
+    if not args.host.startswith("127."):
+        parser.error("the desktop server binds to a loopback address only")
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    with open(args.token_file) as f:
+        token = f.read().strip()
+    os.unlink(args.token_file)
+    desktop = Desktop(args)
+    _restore_tree(args.template, args.home)
+    desktop.start()
+
+    Handler.desktop, Handler.token = desktop, token
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    if args.cdp_port:
+        relay(args.host, args.cdp_port, int(os.environ["VERL_CUA_CDP_PORT"]))
+    server.daemon_threads = True
+
+    def stop(*_):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def reaper():
+        while True:
+            desktop.reap()
+            time.sleep(1.0)
+
+    threading.Thread(target=reaper, daemon=True).start()
+    print(f"ready {args.port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:  # SIGTERM first so Xvfb removes its socket and lock file, then SIGKILL what is left
+        pids = _descendants(os.getpid())
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                _signal(pid, sig)
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline and any(_alive(p) for p in pids):
+                desktop.reap()
+                time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    main()

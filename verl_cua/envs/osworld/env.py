@@ -1,0 +1,232 @@
+"""The `osworld` env: OSWorld's own DesktopEnv (client, setup controller, evaluators) on any provider.
+
+`provider="local"` runs the task on a sandboxed Xvfb desktop on this host (no VM); every other name (docker,
+vmware, virtualbox, aws, azure, gcp, aliyun, volcengine) is OSWorld's own provider, passed through unchanged.
+Actions are parsed by verl_cua.actions and rendered to the `pyautogui` or `computer_13` action space; model
+text is never executed. Step reward is 0; the score comes from `evaluate()` (OSWorld's metric, in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from verl_cua.actions import ParsedAction
+from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, step_info, to_parsed
+from verl_cua.envs.osworld import evaluators
+from verl_cua.envs.osworld.tasks import load_task, stage_cache
+
+logger = logging.getLogger(__name__)
+
+ACTION_SPACES = ("pyautogui", "computer_13")
+VM_PROVIDERS = ("docker", "vmware", "virtualbox", "aws", "azure", "gcp", "aliyun", "volcengine")
+PROVIDERS = ("local", *VM_PROVIDERS)
+TERMINAL = ("WAIT", "DONE", "FAIL")
+DEFAULT_PAUSE = {"local": 0.5}  # seconds after an action before the screenshot; OSWorld's VMs use 2.0
+
+
+class OSWorldEnv:
+    """One OSWorld desktop. `reset(task)` takes a task dict, a JSON path, or a name in our task set."""
+
+    def __init__(
+        self,
+        provider: str = "local",
+        *,
+        action_space: str = "pyautogui",
+        action_format: str | None = None,
+        screen: tuple[int, int] = (1920, 1080),
+        pause: float | None = None,
+        require_a11y_tree: bool = False,
+        require_terminal: bool = False,
+        cache_dir: str | None = None,
+        start_timeout: float = 60.0,
+        **provider_kwargs: Any,
+    ):
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown OSWorld provider {provider!r}; valid providers: {', '.join(PROVIDERS)}")
+        if action_space not in ACTION_SPACES:
+            raise ValueError(f"unknown action_space {action_space!r}; valid: {', '.join(ACTION_SPACES)}")
+        evaluators.install()  # before desktop_env.desktop_env imports `metrics, getters`
+        self.provider = provider
+        self.action_space = action_space
+        self.action_format = action_format
+        self.pause = DEFAULT_PAUSE.get(provider, 2.0) if pause is None else float(pause)
+        self._own_cache = cache_dir is None
+        self.cache_dir = Path(cache_dir or tempfile.mkdtemp(prefix="verl-cua-osworld-cache-"))
+        self.local = None
+        self._task: dict | None = None
+        self._last: Observation | None = None
+        self._done = False
+        self.last_eval_error: str | None = None
+        kwargs = dict(
+            action_space=action_space, screen_size=tuple(screen), headless=True, cache_dir=str(self.cache_dir),
+            require_a11y_tree=require_a11y_tree, require_terminal=require_terminal,
+        )  # fmt: skip
+        try:
+            if provider == "local":
+                from verl_cua.envs.osworld.local_desktop import LocalDesktop
+                from verl_cua.envs.osworld.provider import LocalProvider, LocalVMManager, desktop_env_with_provider
+
+                if provider_kwargs:
+                    raise ValueError(f"the local provider takes no {', '.join(sorted(provider_kwargs))}")
+                self.local = LocalDesktop(screen=tuple(screen), start_timeout=start_timeout)
+                self._desktop = desktop_env_with_provider(LocalVMManager(), LocalProvider(self.local), **kwargs)
+                self._tighten_retries()
+            else:
+                from desktop_env.desktop_env import DesktopEnv
+
+                self._desktop = DesktopEnv(provider_name=provider, **kwargs, **provider_kwargs)
+        except ImportError as exc:
+            raise ImportError(f"the osworld env needs OSWorld's client ({exc}): bash envs/osworld/install.sh") from exc
+        except (ValueError, EnvUsageError):
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise InfraFailure(f"OSWorld {provider} desktop did not start: {type(exc).__name__}: {exc}") from exc
+
+    # -- GUIEnv -------------------------------------------------------------------------------------------------
+    def reset(self, task: Any) -> Observation:
+        """Revert the desktop if used, run the task's setup steps, and return the first screenshot."""
+        config, base = load_task(task)
+        stage_cache(config, base, self.cache_dir)
+        self._check_alive("reset")
+        try:
+            obs = self._desktop.reset(task_config=config)
+        except Exception as exc:
+            raise InfraFailure(f"OSWorld reset of {config['id']} failed: {type(exc).__name__}: {exc}") from exc
+        self._tighten_retries()
+        self._task, self._done = config, False
+        self._last = self._observation(obs)
+        return self._last
+
+    def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
+        """Render one model output to the action space and send it; an invalid output is not sent."""
+        if self._last is None:
+            raise EnvUsageError("step() before reset()")
+        if self._done:
+            return StepResult(self._last, 0.0, True, step_info(action_valid=True, error="episode over; reset() first"))
+        parsed = to_parsed(action, format or self.action_format, self._last.screen)
+        if not parsed.valid:
+            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=parsed.error))
+        try:
+            payloads = self._render(parsed)
+        except ValueError as exc:
+            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=str(exc)))
+        done = False
+        try:
+            self._check_alive("step")
+            for i, payload in enumerate(payloads):
+                last = i == len(payloads) - 1
+                obs, _reward, done, _info = self._desktop.step(payload, pause=self.pause if last else 0.0)
+            self._last = self._observation(obs)
+        except InfraFailure as exc:
+            self._done = True
+            return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=str(exc)))
+        except Exception as exc:
+            self._done = True
+            err = f"OSWorld step failed: {type(exc).__name__}: {exc}"
+            return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=err))
+        self._done = bool(done) or parsed.terminal is not None
+        return StepResult(self._last, 0.0, self._done, step_info(action_valid=True))
+
+    def evaluate(self) -> float:
+        """OSWorld's metric for the task, in [0, 1]; a dead desktop raises InfraFailure, a crashing metric gives 0."""
+        if self._task is None:
+            raise EnvUsageError("evaluate() before reset()")
+        self._check_alive("evaluate")
+        self.last_eval_error = None
+        try:
+            score = float(self._desktop.evaluate())
+        except evaluators.MissingDependency:
+            raise
+        except Exception as exc:
+            if not self.healthy():
+                raise InfraFailure(f"desktop died during evaluate: {type(exc).__name__}: {exc}") from exc
+            self.last_eval_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("OSWorld metric for %s raised (scored 0): %s", self._task["id"], self.last_eval_error)
+            return 0.0
+        return min(1.0, max(0.0, score))
+
+    def close(self) -> None:
+        """Stop the desktop (local: kill its process tree) and remove our cache directory."""
+        desktop = getattr(self, "_desktop", None)
+        if desktop is not None:
+            try:
+                desktop.close()
+            except Exception:
+                logger.debug("closing a dead OSWorld desktop", exc_info=True)
+            self._desktop = None
+        if self.local is not None:
+            self.local.stop()
+        if self._own_cache:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    # -- health and processes (EnvPool) ---------------------------------------------------------------------------
+    def healthy(self) -> bool:
+        """Whether the desktop answers (local: server and Xvfb up; VM: a screenshot comes back)."""
+        if getattr(self, "_desktop", None) is None:
+            return False
+        if self.local is not None:
+            return self.local.healthy()
+        try:
+            return self._desktop.controller.get_screenshot() is not None
+        except Exception:
+            return False
+
+    def pids(self) -> list[int]:
+        """The local desktop's process tree (none for a VM provider)."""
+        return self.local.pids() if self.local is not None else []
+
+    def kill(self) -> None:
+        """Kill the desktop at once (the pool's last resort)."""
+        if self.local is not None:
+            self.local.stop()
+        else:
+            self.close()
+
+    @property
+    def desktop_env(self):
+        """The underlying OSWorld DesktopEnv (for getters and debugging)."""
+        return self._desktop
+
+    # -- internals ------------------------------------------------------------------------------------------------
+    def _render(self, parsed: ParsedAction) -> list:
+        if self.action_space == "pyautogui":
+            return [parsed.to_pyautogui()]
+        out = []
+        for action in parsed.to_computer13():
+            kind = action["action_type"]
+            out.append(kind if kind in TERMINAL else action)  # DesktopEnv ends episodes on the bare words only
+        return out
+
+    def _check_alive(self, what: str) -> None:
+        if getattr(self, "_desktop", None) is None:
+            raise InfraFailure(f"OSWorld desktop is closed ({what})")
+        if self.local is not None and not self.local.alive():
+            raise InfraFailure(f"local desktop died before {what}")
+
+    def _tighten_retries(self) -> None:
+        """OSWorld's client retries 3x with 5 s sleeps; a local desktop answers in ms or is dead."""
+        if self.local is not None:
+            for controller in (self._desktop.controller, self._desktop.setup_controller):
+                if hasattr(controller, "retry_interval"):
+                    controller.retry_interval = 0.2
+
+    def _observation(self, obs: dict) -> Observation:
+        data = obs.get("screenshot")
+        if not data:
+            raise InfraFailure("the desktop returned no screenshot")
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        extra = {"task_id": self._task["id"] if self._task else None}
+        for key in ("accessibility_tree", "terminal"):
+            if obs.get(key) is not None:
+                extra[key] = obs[key]
+        return Observation(image.convert("RGB"), obs.get("instruction") or "", extra)

@@ -1,0 +1,215 @@
+"""Lazy access to OSWorld's metrics and getters (`desktop_env.evaluators`), one submodule at a time.
+
+Upstream's `metrics/__init__` imports every metric module, and with them easyocr (torch), librosa, OpenCV,
+scikit-image, PyMuPDF and more. We replace the two package modules in `sys.modules` by lazy ones that find a
+name's submodule by reading the sources (no import) and import only that one. A heavy package the submodule
+imports but that is not installed becomes a stub: the module still loads, and the metric that really uses the
+package fails, when called, with one line naming the package to install.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+import types
+from pathlib import Path
+
+PACKAGES = ("metrics", "getters")
+INSTALL_HINT = "bash envs/osworld/install.sh"
+# import name -> pip name, for the one-line errors
+PIP_NAMES = {
+    "fitz": "pymupdf",
+    "skimage": "scikit-image",
+    "cv2": "opencv-python-headless",
+    "docx": "python-docx",
+    "odf": "odfpy",
+    "acoustid": "pyacoustid",
+    "bs4": "beautifulsoup4",
+    "yaml": "PyYAML",
+    "pptx": "python-pptx",
+    "imagehash": "ImageHash",
+    "PyPDF2": "PyPDF2",
+    "easyocr": "easyocr (pulls torch)",
+    "librosa": "librosa",
+    "borb": "borb",
+    "formulas": "formulas",
+    "fastdtw": "fastdtw",
+    "mutagen": "mutagen",
+    "scipy": "scipy",
+    "pydrive": "pydrive",
+    "playwright": "playwright",
+}
+_lock = threading.RLock()
+
+
+class MissingDependency(ImportError):
+    """An OSWorld metric or getter needs a package that is not installed."""
+
+
+class EvaluatorError(LookupError):
+    """A task names a metric or getter that OSWorld does not have."""
+
+
+def _stub_module(name: str) -> types.ModuleType:
+    """A module standing in for a missing package: any use raises MissingDependency naming it."""
+    top = name.split(".")[0]
+    message = f"this OSWorld evaluator needs the package {PIP_NAMES.get(top, top)}: pip install it (or {INSTALL_HINT})"
+
+    class _Meta(type):
+        def __getattr__(cls, attr):
+            raise MissingDependency(message)
+
+    def _new(cls, *args, **kwargs):
+        raise MissingDependency(message)
+
+    module = types.ModuleType(name)
+    module.__path__ = []  # a package, so `from stub.sub import x` works
+    module.__verl_cua_stub__ = message
+
+    def __getattr__(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Meta(attr, (), {"__new__": _new, "__module__": name})
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Active only while an evaluator submodule imports: missing packages load as stubs."""
+
+    def find_spec(self, fullname, path, target=None):
+        if not _imported_by_desktop_env():
+            return None  # a third-party package's own optional import (pandas -> pyarrow): leave it alone
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            try:
+                if finder.find_spec(fullname, path, target) is not None:
+                    return None
+            except (ImportError, ValueError):
+                continue
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        return _stub_module(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+def _imported_by_desktop_env() -> bool:
+    """Whether the import statement being resolved sits in one of desktop_env's own modules."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith(("importlib", "_frozen_importlib")) and name != __name__:
+            return name.startswith("desktop_env.")
+        frame = frame.f_back
+    return False
+
+
+@functools.cache
+def _root() -> Path:
+    spec = importlib.util.find_spec("desktop_env")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"the osworld env needs OSWorld's desktop-env client: {INSTALL_HINT}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def index(package: str) -> dict[str, str]:
+    """Public function name -> submodule, for `metrics` or `getters`, read from the sources without importing."""
+    names: dict[str, str] = {}
+    for path in sorted((_root() / "evaluators" / package).glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+                names.setdefault(node.name, path.stem)
+    return names
+
+
+def _load(package: str, attr: str):
+    submodule = index(package).get(attr)
+    if submodule is None:
+        raise AttributeError(attr)
+    name = f"desktop_env.evaluators.{package}.{submodule}"
+    with _lock:
+        module = sys.modules.get(name)
+        if module is None:
+            finder = _StubFinder()
+            sys.meta_path.append(finder)
+            try:
+                module = importlib.import_module(name)
+            finally:
+                sys.meta_path.remove(finder)
+    return getattr(module, attr)
+
+
+def _lazy_package(package: str) -> types.ModuleType:
+    full = f"desktop_env.evaluators.{package}"
+    module = types.ModuleType(full, f"OSWorld {package}, imported one submodule at a time by verl-cua")
+    module.__path__ = [str(_root() / "evaluators" / package)]
+    module.__package__ = full
+    module.__getattr__ = functools.partial(_load, package)
+    return module
+
+
+def install() -> None:
+    """Put the lazy `desktop_env.evaluators.metrics` / `.getters` in place (idempotent, before DesktopEnv loads)."""
+    with _lock:
+        evaluators = sys.modules.get("desktop_env.evaluators")
+        if evaluators is None:
+            evaluators = importlib.import_module("desktop_env.evaluators")
+        for package in PACKAGES:
+            full = f"desktop_env.evaluators.{package}"
+            current = sys.modules.get(full)
+            if current is not None and getattr(current, "__getattr__", None) is not None:
+                continue
+            if current is not None:  # the eager upstream package is already loaded: keep it
+                continue
+            lazy = _lazy_package(package)
+            sys.modules[full] = lazy
+            setattr(evaluators, package, lazy)
+
+
+def metric(name: str):
+    """The OSWorld metric function `name`; unknown names raise EvaluatorError."""
+    return _resolve("metrics", name)
+
+
+def getter(kind: str):
+    """The OSWorld getter for a `{"type": kind}` config (function `get_<kind>`)."""
+    return _resolve("getters", f"get_{kind}")
+
+
+def _resolve(package: str, name: str):
+    if name not in index(package):
+        raise EvaluatorError(f"OSWorld has no {package[:-1]} {name!r}")
+    install()
+    return getattr(sys.modules[f"desktop_env.evaluators.{package}"], name)
+
+
+def missing_dependency(fn) -> str | None:
+    """The one-line install message if `fn`'s module stubbed a package `fn` itself uses, else None."""
+    module = sys.modules.get(getattr(fn, "__module__", ""), None)
+    if module is None:
+        return None
+    code = getattr(fn, "__code__", None)
+    used = set(code.co_names) if code else set()
+    for value_name in used:
+        value = getattr(module, value_name, None)
+        message = getattr(value, "__verl_cua_stub__", None) or getattr(
+            sys.modules.get(getattr(value, "__module__", "") or ""), "__verl_cua_stub__", None
+        )
+        if message:
+            return message
+    return None
