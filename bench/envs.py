@@ -1,9 +1,10 @@
 """Env throughput and overhead, measured side by side in one run: `python -m bench.envs [--steps N]`.
 
-MiniWoB++ (real headless Chromium): reset and step medians; our overhead over the raw `miniwob` client call
-on the same browser (parse + translate + screenshot conversion; target <= 5% of step time); memory (PSS) per
-instance; aggregate steps/s for 1, 2, 4 and 8 envs in an `EnvPool` (threads), and threads vs processes at 4.
-The local OSWorld desktop joins this benchmark with its provider.
+For MiniWoB++ (real headless Chromium) and the local OSWorld desktop (Xvfb + openbox + our server, driven by
+OSWorld's DesktopEnv with pause=0): reset and step medians; our overhead over the raw client call on the same
+browser/desktop (MiniWoB: `env.step(action)`; OSWorld: `execute_python_command` + `get_screenshot`; target
+<= 5% of step time); memory (PSS) per instance; aggregate steps/s for 1, 2, 4 and 8 envs in an `EnvPool`
+(threads); and, for MiniWoB, threads vs processes at 4.
 """
 
 from __future__ import annotations
@@ -21,6 +22,20 @@ from verl_cua.actions import parse_action
 from verl_cua.envs import EnvPool, make_env
 
 TASK = "click-button"
+XTERM_TASK = {
+    "id": "bench-xterm",
+    "instruction": "Benchmark: an xterm on the desktop.",
+    "config": [{"type": "launch", "parameters": {"command": ["xterm", "-geometry", "100x30+50+50"]}}],
+    "evaluator": {
+        "func": "exact_match",
+        "result": {"type": "rule", "rules": {}},
+        "expected": {"type": "rule", "rules": {}},
+    },
+}
+CALC_TASK = {**XTERM_TASK, "id": "bench-calc", "config": [
+    {"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}},
+    {"type": "sleep", "parameters": {"seconds": 6}},
+]}  # fmt: skip
 
 
 def _move_texts(screen: tuple[int, int], n: int) -> list[str]:
@@ -63,6 +78,50 @@ def overhead(steps: int) -> dict:
     }
 
 
+def _local_desktop(pause: float = 0.0):
+    return make_env("osworld", provider="local", action_format="pyautogui", pause=pause)
+
+
+def desktop_overhead(steps: int) -> dict:
+    """The same medians on one local OSWorld desktop; memory with an xterm and with LibreOffice Calc open."""
+    env = _local_desktop()
+    try:
+        resets = []
+        for _ in range(5):
+            env.step("pyautogui.press('shift')") if resets else None  # a used desktop: reset reverts it
+            t = time.perf_counter()
+            obs = env.reset(XTERM_TASK)
+            resets.append(time.perf_counter() - t)
+        controller = env.desktop_env.controller
+        ours, raw = [], []
+        for text in _move_texts(obs.screen, steps):
+            t = time.perf_counter()
+            result = env.step(text)
+            ours.append(time.perf_counter() - t)
+            assert not result.done and result.info["action_valid"], result.info
+            moved = parse_action(text, format="pyautogui", screen=obs.screen).actions[0]
+            code = f"pyautogui.moveTo({moved.x + 1}, {moved.y})"  # a new position, like ours: the pointer moves
+            t = time.perf_counter()
+            controller.execute_python_command(code)
+            controller.get_screenshot()
+            raw.append(time.perf_counter() - t)
+        pss_xterm = _pss(env.pids())
+        env.step("pyautogui.press('shift')")
+        env.reset(CALC_TASK)
+        pss_calc = _pss(env.pids())
+    finally:
+        env.close()
+    ours_med, raw_med = statistics.median(ours), statistics.median(raw)
+    return {
+        "reset_median_ms": round(1000 * statistics.median(resets), 1),
+        "step_median_ms": round(1000 * ours_med, 1),
+        "raw_step_median_ms": round(1000 * raw_med, 1),
+        "overhead_pct": round(100 * (ours_med - raw_med) / raw_med, 1),
+        "pss_mb_per_instance": round(pss_xterm / 2**20),
+        "pss_mb_per_instance_calc": round(pss_calc / 2**20),
+    }
+
+
 def _pss(pids: list[int]) -> int:
     import psutil
 
@@ -75,19 +134,24 @@ def _pss(pids: list[int]) -> int:
     return total
 
 
-def pooled(n_envs: int, steps: int) -> float:
-    """Aggregate steps/s with `n_envs` browsers stepping at once in one EnvPool (threads)."""
-    with EnvPool(lambda: make_env("miniwob", task=TASK, action_format="pyautogui"), n_envs) as pool:
+def pooled(n_envs: int, steps: int, env: str = "miniwob") -> float:
+    """Aggregate steps/s with `n_envs` browsers or desktops stepping at once in one EnvPool (threads)."""
+    if env == "miniwob":
+        factory, task = (lambda: make_env("miniwob", task=TASK, action_format="pyautogui")), TASK
+    else:
+        factory, task = _local_desktop, XTERM_TASK
+    with EnvPool(factory, n_envs) as pool:
         pool.warm()
         leases = [pool.acquire() for _ in range(n_envs)]
-        screens = [lease.reset(TASK).screen for lease in leases]
+        screens = [lease.reset(task).screen for lease in leases]
         barrier = threading.Barrier(n_envs + 1)
 
         def run(i: int) -> None:
             texts = _move_texts(screens[i], steps)
             barrier.wait()
             for text in texts:
-                leases[i].step(text)
+                info = leases[i].step(text).info
+                assert not info["infra_failure"], info["error"]
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(n_envs)]
         for t in threads:
@@ -132,11 +196,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40, help="steps per env per measurement")
     parser.add_argument("--parallel", default="1,2,4,8", help="pool sizes to measure")
+    parser.add_argument("--envs", default="miniwob,local_desktop", help="which envs to measure")
     args = parser.parse_args()
-    res = {"miniwob": overhead(args.steps)}
-    res["miniwob"]["steps_per_s"] = {n: round(pooled(int(n), args.steps), 1) for n in args.parallel.split(",")}
-    res["miniwob"]["steps_per_s_4_processes"] = round(processes(4, args.steps), 1)
-    m = res["miniwob"]
+    sizes = [int(n) for n in args.parallel.split(",")]
+    res = {}
+    if "local_desktop" in args.envs:
+        res["local_desktop"] = desktop_overhead(args.steps)
+        res["local_desktop"]["steps_per_s"] = {n: round(pooled(n, args.steps, "local_desktop"), 1) for n in sizes}
+        _print_desktop(res["local_desktop"], args.steps)
+    if "miniwob" in args.envs:
+        res["miniwob"] = overhead(args.steps)
+        res["miniwob"]["steps_per_s"] = {n: round(pooled(n, args.steps), 1) for n in sizes}
+        res["miniwob"]["steps_per_s_4_processes"] = round(processes(4, args.steps), 1)
+        _print_miniwob(res["miniwob"], args.steps)
+    print(json.dumps(res))
+
+
+def _print_desktop(m: dict, steps: int) -> None:
+    print(f"Local OSWorld desktop (Xvfb 1920x1080 + openbox + xterm, DesktopEnv pause=0, {steps} steps per env)")
+    print(
+        f"  reset median {m['reset_median_ms']} ms (revert + setup), step median {m['step_median_ms']} ms "
+        f"(raw client {m['raw_step_median_ms']} ms): our overhead {m['overhead_pct']}% of step time"
+    )
+    print(
+        f"  memory per instance (PSS, whole desktop tree): {m['pss_mb_per_instance']} MB with an xterm, "
+        f"{m['pss_mb_per_instance_calc']} MB with LibreOffice Calc open"
+    )
+    for n, rate in m["steps_per_s"].items():
+        print(f"  {n} desktop(s) in an EnvPool (threads): {rate} steps/s")
+
+
+def _print_miniwob(m: dict, steps: int) -> None:
+    args = argparse.Namespace(steps=steps)
     print(f"MiniWoB++ ({TASK}, headless Chromium, {args.steps} steps per env)")
     print(
         f"  reset median {m['reset_median_ms']} ms, step median {m['step_median_ms']} ms "
@@ -146,7 +237,6 @@ def main() -> None:
     for n, rate in m["steps_per_s"].items():
         print(f"  {n} env(s) in an EnvPool (threads): {rate} steps/s")
     print(f"  4 envs, one process each: {m['steps_per_s_4_processes']} steps/s")
-    print(json.dumps(res))
 
 
 if __name__ == "__main__":

@@ -20,3 +20,19 @@ def chromium():
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def local_desktop():
+    """The local OSWorld desktop's system side (envs/local_desktop/setup.sh): fail in CI when missing, else skip."""
+    from verl_cua.envs.osworld.local_desktop import DesktopStartError, check_system
+
+    try:
+        check_system()
+        import desktop_env  # noqa: F401
+    except (DesktopStartError, ImportError) as exc:
+        message = f"local desktop unavailable ({exc}); run envs/local_desktop/setup.sh and envs/osworld/install.sh"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return True

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README contract): creates/uses a venv, installs verl-cua[dev], lints, runs the CPU suite.
+# The test command (README contract): creates/uses a venv, installs verl-cua[dev,miniwob,osworld] and OSWorld's
+# client, the system packages of the real-browser and local-desktop tests, lints, runs the CPU suite.
 # Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), PYTEST_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,14 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # tests/constraints.txt pins torch/torchvision to the builds on this machine's disk, so no dependency can
 # pull a multi-GB CUDA torch from the index.
-"${PIP[@]}" install -c tests/constraints.txt -e '.[dev,miniwob]'
+"${PIP[@]}" install -c tests/constraints.txt -e '.[dev,miniwob,osworld]'
+
+# The local OSWorld desktop (Xvfb, openbox, LibreOffice, the desktop's own Python outside this tree) and
+# OSWorld's client (desktop-env --no-deps; its pins clash with verl).
+if [ "$(id -u)" -eq 0 ] || [ -x "${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}/bin/python" ]; then
+    bash envs/local_desktop/setup.sh
+fi
+PYTHON="$VENV/bin/python" bash envs/osworld/install.sh
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check --quiet .

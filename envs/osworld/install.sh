@@ -18,6 +18,8 @@ if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(m.version('desk
     "${PIP[@]}" install --no-deps "desktop-env==$DESKTOP_ENV_VERSION"
 fi
 # The light packages: pyproject's `osworld` extra (installed from this checkout, without touching torch).
-"${PIP[@]}" install -e ".[osworld]"
+CONSTRAINTS=()
+[ -f tests/constraints.txt ] && CONSTRAINTS=(-c tests/constraints.txt)
+"${PIP[@]}" install "${CONSTRAINTS[@]}" -e ".[osworld]"
 "$PYTHON" -c "from verl_cua.envs.osworld.check import check_client; check_client()"
 echo "osworld client ready: desktop-env $DESKTOP_ENV_VERSION (--no-deps) in $("$PYTHON" -c 'import sys; print(sys.prefix)')"

@@ -9,3 +9,13 @@ def test_env_bench_reports_medians_overhead_memory_and_pool_rates(chromium):
     assert figures["pss_mb_per_instance"] > 50  # chromedriver + a real chromium
     assert -100 < figures["overhead_pct"] < 100
     assert pooled(2, 3) > 0
+
+
+def test_env_bench_reports_the_local_desktop_figures(local_desktop):
+    from bench.envs import desktop_overhead
+
+    figures = desktop_overhead(steps=4)
+    assert 0 < figures["raw_step_median_ms"] and 0 < figures["step_median_ms"] < 5000
+    assert figures["pss_mb_per_instance"] > 20  # Xvfb + server + openbox + xterm
+    assert figures["pss_mb_per_instance_calc"] > figures["pss_mb_per_instance"]  # LibreOffice really opened
+    assert pooled(2, 2, "local_desktop") > 0

@@ -229,4 +229,6 @@ class OSWorldEnv:
         for key in ("accessibility_tree", "terminal"):
             if obs.get(key) is not None:
                 extra[key] = obs[key]
-        return Observation(image.convert("RGB"), obs.get("instruction") or "", extra)
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        return Observation(image, obs.get("instruction") or "", extra)

@@ -15,6 +15,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import sys
 import threading
 import types
@@ -163,8 +164,16 @@ def _lazy_package(package: str) -> types.ModuleType:
     return module
 
 
+def _quiet_proxy_pool(record: logging.LogRecord) -> bool:
+    """Drop the AWS proxy pool's import-time error about its missing config file (we use no proxies)."""
+    return "Failed to load proxies" not in record.getMessage()
+
+
 def install() -> None:
     """Put the lazy `desktop_env.evaluators.metrics` / `.getters` in place (idempotent, before DesktopEnv loads)."""
+    proxy_logger = logging.getLogger("desktopenv.providers.aws.ProxyPool")
+    if _quiet_proxy_pool not in proxy_logger.filters:
+        proxy_logger.addFilter(_quiet_proxy_pool)
     with _lock:
         evaluators = sys.modules.get("desktop_env.evaluators")
         if evaluators is None:

@@ -1,0 +1,143 @@
+"""The local OSWorld desktop on a real Xvfb/openbox/xterm: token, loopback binding, isolation from the project
+tree, revert (apps killed, HOME restored), and a desktop killed by PID mid-episode (infra failure, pool rebuild)."""
+
+import base64
+import os
+import shutil
+import signal
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from verl_cua.envs import EnvPool, make_env
+from verl_cua.envs.osworld import local_desktop
+from verl_cua.envs.osworld.local_desktop import REPO_ROOT, DesktopStartError, LocalDesktop
+
+TERM = {
+    "id": "test-xterm",
+    "instruction": "Use the terminal.",
+    "config": [
+        {"type": "launch", "parameters": {"command": ["xterm", "-geometry", "100x30+50+50"]}},
+        {"type": "sleep", "parameters": {"seconds": 0.8}},
+    ],
+    "evaluator": {
+        "func": "exact_match",
+        "result": {"type": "vm_command_line", "command": "cat ~/out.txt 2>/dev/null", "shell": True},
+        "expected": {"type": "rule", "rules": {"expected": "ok\n"}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def env(local_desktop):
+    env = make_env("osworld", provider="local", action_format="pyautogui", pause=0.3)
+    yield env
+    env.close()
+
+
+def _raw(url: str, headers: dict | None = None) -> int:
+    """Status of a GET made without requests (so no netrc token is added)."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def _bash(env, script: str) -> str:
+    return env.desktop_env.controller.run_bash_script(script)["output"]
+
+
+def test_server_refuses_requests_without_the_instance_token(env):
+    url = env.local.url + "/screenshot"
+    assert _raw(url) == 401
+    assert _raw(url, {"Authorization": "Bearer " + "0" * 32}) == 401
+    wrong = base64.b64encode(b"not-the-token:x").decode()
+    assert _raw(url, {"Authorization": "Basic " + wrong}) == 401
+    assert _raw(url, {"Authorization": "Bearer " + env.local.token}) == 200
+
+
+def test_server_and_cdp_relay_listen_on_a_loopback_address_only(env):
+    server = next(p for p in psutil.Process(env.local.proc.pid).children(recursive=True) if "desktop_server" in " ".join(p.cmdline()))
+    listening = [c.laddr for c in server.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert {a.port for a in listening} == {env.local.port, env.local.cdp_port}
+    assert all(a.ip.startswith("127.") for a in listening)
+
+
+def test_agent_cannot_read_or_write_the_project_tree(env):
+    env.reset(TERM)
+    probe = REPO_ROOT / "pyproject.toml"
+    assert probe.is_file()
+    typed = f"cat {probe} > ~/leak.txt 2> ~/err.txt; touch {REPO_ROOT}/pwned; echo done > ~/out.txt\n"
+    result = env.step(f"pyautogui.click(300, 200); pyautogui.typewrite({typed!r})")
+    assert result.info["action_valid"] and not result.info["infra_failure"]
+    deadline = time.monotonic() + 10
+    while "done" not in _bash(env, "cat ~/out.txt 2>/dev/null") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _bash(env, "cat ~/out.txt") == "done\n"  # the typed command line did run
+    assert _bash(env, "wc -c < ~/leak.txt").strip() == "0"
+    assert "Permission denied" in _bash(env, "cat ~/err.txt")
+    assert not (REPO_ROOT / "pwned").exists()
+    if os.geteuid() == 0:
+        assert _bash(env, "id -u").strip() != "0"  # the desktop runs as an unprivileged user
+    assert _bash(env, "echo $HOME").strip() != os.path.expanduser("~")
+
+
+def test_revert_kills_apps_and_restores_home(env):
+    env.reset(TERM)
+    server = env.local.request("GET", "/_verl_cua/health").json()
+    apps = [p for p in psutil.Process(server["pid"]).children(recursive=True) if p.pid not in server["infra"]]
+    assert any(p.name() == "xterm" for p in apps)
+    _bash(env, "mkdir -p ~/junk && echo x > ~/junk/file")
+    env.step("pyautogui.press('a')")  # marks the desktop used: the next reset reverts
+    env.reset(TERM)
+    for p in apps:
+        assert not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    assert _bash(env, "ls ~/junk 2>&1; ls -A ~ | sort | tr '\\n' ' '").startswith("ls: cannot access")
+    assert env.evaluate() == 0.0
+
+
+def test_desktop_killed_mid_episode_is_an_infra_failure_and_the_pool_recovers(local_desktop):
+    pool = EnvPool(lambda: make_env("osworld", provider="local", action_format="pyautogui", pause=0.2), size=1)
+    try:
+        with pool.acquire() as lease:
+            lease.reset(TERM)
+            first = lease.env
+            for pid in reversed(first.pids()):  # the Xvfb, the server, the sandbox root: all by PID
+                os.kill(pid, signal.SIGKILL)
+            result = lease.step("pyautogui.click(10, 10)")
+            assert result.info["infra_failure"] and result.done
+            assert lease.evaluate() == 0.0 and lease.infra_failure
+        start = time.monotonic()
+        with pool.acquire() as lease:
+            obs = lease.reset(TERM)
+            assert lease.env is not first and not lease.infra_failure
+            assert obs.screenshot.size == (1920, 1080)
+        assert time.monotonic() - start < 30
+        assert pool.stats()["restarts"] == 1 and pool.stats()["infra_failures"] >= 1
+    finally:
+        pool.close()
+
+
+def test_missing_system_package_names_the_setup_command(monkeypatch):
+    real = shutil.which
+    monkeypatch.setattr(local_desktop.shutil, "which", lambda b: None if b == "Xvfb" else real(b))
+    with pytest.raises(DesktopStartError, match=r"Xvfb: run bash envs/local_desktop/setup.sh") as info:
+        LocalDesktop()
+    assert "\n" not in str(info.value)
+
+
+def test_stop_leaves_no_process_and_no_runtime_dir(local_desktop):
+    desktop = LocalDesktop(screen=(800, 600))
+    desktop.start()
+    pids, runtime = desktop.pids(), desktop.runtime
+    assert len(pids) >= 4 and Path(runtime).is_dir()
+    desktop.stop()
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not Path(runtime).exists()
