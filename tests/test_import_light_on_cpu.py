@@ -38,3 +38,32 @@ def test_actions_import_and_parse_every_format_without_torch_verl_or_ray():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("OK")
+
+
+def test_envs_layer_imports_without_torch_verl_or_ray():
+    """Every envs module (MiniWoB, pool, OSWorld env, local desktop, OSWorld's DesktopEnv) loads with them blocked."""
+    script = textwrap.dedent(
+        """
+        import importlib.util, sys
+
+        BLOCKED = ("torch", "verl", "ray", "torchvision", "vllm", "sglang")
+        for name in BLOCKED:
+            sys.modules[name] = None
+        from verl_cua.envs import EnvPool, make_env, ENV_REGISTRY
+        import verl_cua.envs.miniwob, verl_cua.envs.pool
+        import verl_cua.envs.osworld.env, verl_cua.envs.osworld.local_desktop, verl_cua.envs.osworld.tasks
+        if importlib.util.find_spec("desktop_env") is not None:
+            import verl_cua.envs.osworld.provider
+            from verl_cua.envs.osworld import evaluators
+            evaluators.install()
+            from desktop_env.desktop_env import DesktopEnv
+            evaluators.metric("compare_table"), evaluators.getter("vm_file")
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None)
+        assert not loaded, loaded
+        assert sorted(ENV_REGISTRY) == ["miniwob", "osworld"], sorted(ENV_REGISTRY)
+        print("OK")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("OK")

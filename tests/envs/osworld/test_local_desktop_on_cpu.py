@@ -63,7 +63,11 @@ def test_server_refuses_requests_without_the_instance_token(env):
 
 
 def test_server_and_cdp_relay_listen_on_a_loopback_address_only(env):
-    server = next(p for p in psutil.Process(env.local.proc.pid).children(recursive=True) if "desktop_server" in " ".join(p.cmdline()))
+    server = next(
+        p
+        for p in psutil.Process(env.local.proc.pid).children(recursive=True)
+        if "desktop_server" in " ".join(p.cmdline())
+    )
     listening = [c.laddr for c in server.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
     assert {a.port for a in listening} == {env.local.port, env.local.cdp_port}
     assert all(a.ip.startswith("127.") for a in listening)
@@ -127,7 +131,10 @@ def test_desktop_killed_mid_episode_is_an_infra_failure_and_the_pool_recovers(lo
 def test_missing_system_package_names_the_setup_command(monkeypatch):
     real = shutil.which
     monkeypatch.setattr(local_desktop.shutil, "which", lambda b: None if b == "Xvfb" else real(b))
-    with pytest.raises(DesktopStartError, match=r"Xvfb: run bash envs/local_desktop/setup.sh") as info:
+    with pytest.raises(
+        DesktopStartError,
+        match=r"needs Xvfb: apt-get install -y --no-install-recommends xvfb \(or run bash envs/local_desktop/setup.sh",
+    ) as info:
         LocalDesktop()
     assert "\n" not in str(info.value)
 

@@ -64,6 +64,8 @@ def _stub_module(name: str) -> types.ModuleType:
 
     class _Meta(type):
         def __getattr__(cls, attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
             raise MissingDependency(message)
 
     def _new(cls, *args, **kwargs):
@@ -76,7 +78,7 @@ def _stub_module(name: str) -> types.ModuleType:
     def __getattr__(attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return _Meta(attr, (), {"__new__": _new, "__module__": name})
+        return _Meta(attr, (), {"__new__": _new, "__module__": name, "__verl_cua_stub__": message})
 
     module.__getattr__ = __getattr__
     return module
@@ -126,7 +128,19 @@ def _root() -> Path:
 
 @functools.cache
 def index(package: str) -> dict[str, str]:
-    """Public function name -> submodule, for `metrics` or `getters`, read from the sources without importing."""
+    """Public function name -> submodule, for `metrics` or `getters`, read from the sources without importing.
+
+    The package's `__init__` decides, as upstream's eager import does: the names its `from .sub import ...`
+    statements export (the last import of a name wins); without such statements, every public function."""
+    init = ast.parse((_root() / "evaluators" / package / "__init__.py").read_text(encoding="utf-8", errors="replace"))
+    exported = {
+        alias.asname or alias.name: node.module
+        for node in init.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names
+    }
+    if exported:
+        return exported
     names: dict[str, str] = {}
     for path in sorted((_root() / "evaluators" / package).glob("*.py")):
         if path.stem == "__init__":
@@ -152,7 +166,29 @@ def _load(package: str, attr: str):
                 module = importlib.import_module(name)
             finally:
                 sys.meta_path.remove(finder)
-    return getattr(module, attr)
+    fn = getattr(module, attr)
+    message = missing_dependency(fn)
+    if message is None:
+        return fn
+    return _refusing(fn, message)
+
+
+def _refusing(fn, message: str):
+    """`fn` that raises MissingDependency before running: upstream metrics wrap their work in `except
+    Exception` (compare_image_text scores 0, compare_audios scores 1.0 with librosa missing), which would
+    otherwise swallow the stub's error and return a score."""
+
+    @functools.wraps(fn)
+    def refuse(*args, **kwargs):
+        raise MissingDependency(message)
+
+    refuse.__verl_cua_missing__ = message
+    return refuse
+
+
+def infeasible():
+    """OSWorld's placeholder metric for infeasible tasks (upstream's `metrics.infeasible`; DesktopEnv scores
+    such tasks by the last action, but looks the name up at reset)."""
 
 
 def _lazy_package(package: str) -> types.ModuleType:
@@ -161,6 +197,8 @@ def _lazy_package(package: str) -> types.ModuleType:
     module.__path__ = [str(_root() / "evaluators" / package)]
     module.__package__ = full
     module.__getattr__ = functools.partial(_load, package)
+    if package == "metrics":
+        module.infeasible = infeasible
     return module
 
 
@@ -208,17 +246,36 @@ def _resolve(package: str, name: str):
 
 
 def missing_dependency(fn) -> str | None:
-    """The one-line install message if `fn`'s module stubbed a package `fn` itself uses, else None."""
-    module = sys.modules.get(getattr(fn, "__module__", ""), None)
-    if module is None:
-        return None
+    """The one-line install message if `fn`, or an OSWorld helper it calls, uses a package that was stubbed."""
+    message = getattr(fn, "__verl_cua_missing__", None)
+    if message:
+        return message
     code = getattr(fn, "__code__", None)
-    used = set(code.co_names) if code else set()
-    for value_name in used:
-        value = getattr(module, value_name, None)
-        message = getattr(value, "__verl_cua_stub__", None) or getattr(
-            sys.modules.get(getattr(value, "__module__", "") or ""), "__verl_cua_stub__", None
-        )
+    if code is None:
+        return None
+    return _stub_used(code, getattr(fn, "__globals__", {}), set())
+
+
+def _stub_used(code: types.CodeType, namespace: dict, seen: set) -> str | None:
+    """The stub message of the first stubbed module/class `code` names (following desktop_env functions)."""
+    if code in seen:
+        return None
+    seen.add(code)
+    for value_name in code.co_names:
+        value = namespace.get(value_name)
+        if value is None:
+            continue
+        message = getattr(value, "__verl_cua_stub__", None) if isinstance(value, type | types.ModuleType) else None
         if message:
             return message
+        inner = getattr(value, "__code__", None)
+        if isinstance(value, types.FunctionType) and (value.__module__ or "").startswith("desktop_env."):
+            message = _stub_used(inner, value.__globals__, seen)
+            if message:
+                return message
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            message = _stub_used(const, namespace, seen)
+            if message:
+                return message
     return None

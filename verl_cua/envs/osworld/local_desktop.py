@@ -35,7 +35,16 @@ RUNTIME_ROOT = Path(os.environ.get("VERL_CUA_DESKTOP_RUNTIME", "/tmp/verl-cua-de
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HOME_TEMPLATE = REPO_ROOT / "envs" / "local_desktop" / "home"
 SERVER_FILES = ("desktop_server.py", "desktop_a11y.py")
-REQUIRED_BINARIES = ("Xvfb", "xauth", "openbox", "dbus-run-session", "xdotool", "wmctrl", "xdpyinfo", "unshare")
+REQUIRED_BINARIES = {  # binary -> Debian package
+    "Xvfb": "xvfb",
+    "xauth": "xauth",
+    "openbox": "openbox",
+    "dbus-run-session": "dbus",
+    "xdotool": "xdotool",
+    "wmctrl": "wmctrl",
+    "xdpyinfo": "x11-utils",
+    "unshare": "util-linux",
+}
 FIRST_DISPLAY = 100
 BROWSERS = ("chromium", "google-chrome", "chromium-browser")
 BROWSER_WRAPPER = """#!/bin/sh
@@ -59,7 +68,11 @@ def check_system() -> None:
     """One-line error naming the setup command when a system package or the desktop Python is missing."""
     missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
     if missing:
-        raise DesktopStartError(f"the local desktop needs {', '.join(missing)}: run {SETUP_HINT} (as root)")
+        packages = " ".join(sorted({REQUIRED_BINARIES[b] for b in missing}))
+        raise DesktopStartError(
+            f"the local desktop needs {', '.join(missing)}: apt-get install -y --no-install-recommends {packages} "
+            f"(or run {SETUP_HINT} as root for everything it uses)"
+        )
     if not os.access(f"{DESKTOP_VENV}/bin/python", os.X_OK):
         raise DesktopStartError(f"the local desktop needs its Python at {DESKTOP_VENV}: run {SETUP_HINT}")
 

@@ -52,7 +52,7 @@ def task_names(root: Path = TASK_ROOT) -> list[str]:
 
 def task_path(name: str, root: Path = TASK_ROOT) -> Path:
     """The JSON file of task `name` in our task set."""
-    matches = [p for p in root.rglob(f"{name}.json")]
+    matches = [p for p in root.rglob("*.json") if p.stem == name]  # not a glob of `name`: "*" is no task
     if not matches:
         raise TaskError(f"unknown OSWorld task {name!r}; our task set has: {', '.join(task_names(root))}")
     return matches[0]
@@ -81,9 +81,11 @@ def load_task(task: Any, root: Path = TASK_ROOT) -> tuple[dict, Path | None]:
 
 def _read(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes())
     except json.JSONDecodeError as exc:
         raise TaskError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not valid JSON (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
     if not isinstance(data, dict):
         raise TaskError(f"{path}: a task is a JSON object")
     return data
@@ -91,7 +93,7 @@ def _read(path: Path) -> dict:
 
 def validate_task(task: dict) -> None:
     """Raise TaskError (one line, naming the field) unless OSWorld can run `task`."""
-    tid = task.get("id") if isinstance(task.get("id"), str) else "?"
+    tid = task.get("id") if _valid_id(task.get("id")) else "?"
 
     def fail(field: str, problem: str):
         raise TaskError(f"task {tid}: {field}: {problem}")
@@ -99,6 +101,8 @@ def validate_task(task: dict) -> None:
     for key in ("id", "instruction"):
         if not isinstance(task.get(key), str) or not task[key].strip():
             fail(key, "missing or not a non-empty string")
+    if not _valid_id(task["id"]):  # it names the episode's cache directory
+        fail("id", f"{task['id']!r} is not a file name (printable, no '/' or '\\', not '.' or '..')")
     for key in ("config",):
         _check_steps(task.get(key, []), key, fail)
     ev = task.get("evaluator")
@@ -132,16 +136,39 @@ def validate_task(task: dict) -> None:
         for i, spec in enumerate(specs):
             where = f"evaluator.{key}" + (f"[{i}]" if isinstance(func, list) else "")
             if spec is None or spec == {}:
-                if key == "expected":
+                # DesktopEnv skips null entries of a list, but takes len() of a lone `expected` (null crashes it)
+                if key == "expected" and (spec == {} or isinstance(func, list)):
                     continue
-                fail(where, "missing getter")
+                fail(where, "missing getter" if key == "result" else "null; use {} for no expected value")
             if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
                 fail(f"{where}.type", "missing")
             if f"get_{spec['type']}" not in getters:
                 fail(f"{where}.type", f"{spec['type']!r} is not an OSWorld getter")
+            if spec["type"] == "cache_file" and not _relative_file(spec.get("path")):
+                fail(f"{where}.path", "a cache_file getter needs a relative path inside the task's directory")
     options = ev.get("options", {})
-    if isinstance(func, list) and "options" in ev and (not isinstance(options, list) or len(options) != len(funcs)):
-        fail("evaluator.options", f"must be a list of {len(funcs)} option objects, one per metric")
+    if isinstance(func, list) and "options" in ev:
+        if not isinstance(options, list) or len(options) != len(funcs):
+            fail("evaluator.options", f"must be a list of {len(funcs)} option objects, one per metric")
+        for i, opt in enumerate(options):
+            if opt is not None and not isinstance(opt, dict):
+                fail(f"evaluator.options[{i}]", "must be an object (the metric's keyword arguments) or null")
+    elif not isinstance(options, dict):
+        fail("evaluator.options", "must be an object (the metric's keyword arguments)")
+
+
+def _valid_id(tid: Any) -> bool:
+    return (
+        isinstance(tid, str)
+        and bool(tid.strip())
+        and tid.isprintable()
+        and not any(c in tid for c in "/\\")
+        and tid not in (".", "..")
+    )
+
+
+def _relative_file(path: Any) -> bool:
+    return isinstance(path, str) and bool(path) and not Path(path).is_absolute() and ".." not in Path(path).parts
 
 
 def _check_steps(steps: Any, field: str, fail) -> None:
@@ -153,8 +180,8 @@ def _check_steps(steps: Any, field: str, fail) -> None:
             fail(f"{field}[{i}].type", "missing")
         if step["type"] not in valid:
             fail(f"{field}[{i}].type", f"{step['type']!r} is not an OSWorld setup step; valid: {', '.join(valid)}")
-        if not isinstance(step.get("parameters", {}), dict):
-            fail(f"{field}[{i}].parameters", "must be an object")
+        if not isinstance(step.get("parameters"), dict):  # SetupController reads cfg["parameters"]
+            fail(f"{field}[{i}].parameters", "missing or not an object")
 
 
 def _resolve_local_paths(task: dict, base: Path) -> None:
