@@ -84,7 +84,7 @@ class FakeVM:
                 return self._send(404, b"{}")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self.thread.start()
 
     def run(self, command) -> str:

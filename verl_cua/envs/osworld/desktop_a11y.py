@@ -92,13 +92,16 @@ def accessibility_tree() -> str:
 
 
 def terminal_text() -> str | None:
-    """Text of the first terminal widget any app exposes over AT-SPI, or None when there is none."""
+    """Text of the first terminal widget a terminal app exposes over AT-SPI, or None when there is none."""
     try:
         pyatspi = _pyatspi()
         desktop = pyatspi.Registry.getDesktop(0)
     except Exception:
         return None
-    stack = [desktop.getChildAtIndex(i) for i in range(desktop.childCount)]
+    apps = [desktop.getChildAtIndex(i) for i in range(desktop.childCount)]
+    # only terminal applications (gnome-terminal-server, xfce4-terminal, ...): walking LibreOffice's tree on
+    # every setup call (OSWorld's SetupController pings /terminal) would cost a second
+    stack = [app for app in apps if app is not None and "term" in (app.name or "").lower()]
     seen = 0
     while stack and seen < MAX_NODES:
         acc = stack.pop()
