@@ -6,12 +6,15 @@ whose `containers.run(...)` records its arguments and, in place of the VM, serve
 (a stdlib http.server in a thread) on the host port the provider mapped to container port 5000.
 """
 
+import importlib.util
 import io
 import json
 import os
 import re
+import sys
 import threading
 import time
+import wave
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import docker
@@ -19,13 +22,16 @@ import pytest
 from PIL import Image
 
 from verl_cua.envs import InfraFailure, make_env
+from verl_cua.envs.osworld.evaluators import MissingDependency
 
 docker_provider = pytest.importorskip("desktop_env.providers.docker.provider")
 
 IMAGE = "happysixd/osworld-docker"
 SCREEN = (320, 200)
 COLOURS = ["red", "blue", "green", "yellow"]  # one per container, so an observation says which VM it came from
-CLICK = '<tool_call>\n{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [500, 250]}}\n</tool_call>'
+# a Qwen3-VL tool call, coordinates normalised to 0..1000: (500, 250) is pixel (160, 50) of a 320x200 screen
+CLICK = json.dumps({"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [500, 250]}})
+CLICK = f"<tool_call>\n{CLICK}\n</tool_call>"
 EVALUATOR = {
     "func": "exact_match",
     "result": {"type": "vm_command_line", "command": "cat ~/hello.txt", "shell": True},
@@ -292,3 +298,57 @@ def test_fake_client_vm_that_never_boots_is_removed_and_an_infra_failure(docker_
         _docker_env()
     assert len(client.runs) == 1 and client.runs[0].removed and client.running == client.running[:1]
     assert sum(clock.sleeps) >= 300  # the provider's full readiness timeout, on the virtual clock
+
+
+def _wav(path):
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(8000)
+        w.writeframes(b"\x00\x10" * 800)
+    return str(path)
+
+
+@pytest.mark.parametrize("metric,package", [("compare_image_text", "easyocr"), ("compare_audios", "librosa")])
+def test_fake_client_evaluate_with_a_missing_package_raises_instead_of_scoring(docker_fakes, tmp_path, metric, package):
+    """Upstream's metric catches every exception (easyocr missing scored 0, librosa missing scored 1.0)."""
+    loaded = sys.modules.get(package)
+    if (importlib.util.find_spec(package) is not None) if loaded is None else not hasattr(loaded, "__verl_cua_stub__"):
+        pytest.skip(f"{package} is installed here")
+    if metric == "compare_image_text":
+        Image.new("RGB", (24, 12), "white").save(tmp_path / "shot.png")
+        result, expected = str(tmp_path / "shot.png"), {"type": "text", "text": "hello"}
+    else:
+        result, expected = _wav(tmp_path / "a.wav"), _wav(tmp_path / "b.wav")
+    task = {
+        "id": f"docker-{metric}",
+        "instruction": "Check the result.",
+        "config": [],
+        "evaluator": {
+            "func": metric,
+            "result": {"type": "rule", "rules": result},
+            "expected": {"type": "rule", "rules": expected},
+        },
+    }
+    env = _docker_env()
+    try:
+        env.reset(task)
+        with pytest.raises(MissingDependency, match=f"needs the package {package}") as info:
+            env.evaluate()
+        assert len(str(info.value).splitlines()) == 1 and env.last_eval_error is None
+    finally:
+        env.close()
+
+
+def test_fake_client_infeasible_task_scores_the_agent_saying_fail(docker_fakes):
+    """DesktopEnv looks `infeasible` up in `metrics` at reset, then scores 1 only if the last action was FAIL."""
+    client, _ = docker_fakes
+    task = {"id": "docker-infeasible", "instruction": "Book a flight to Mars.", "evaluator": {"func": "infeasible"}}
+    env = _docker_env(action_format="pyautogui")
+    try:
+        env.reset(task)
+        result = env.step("FAIL")
+        assert result.done and result.info["action_valid"] and env.evaluate() == 1.0
+        env.reset(task)  # used by the step: a fresh container
+        assert len(client.runs) == 2
+        assert env.step("DONE").done and env.evaluate() == 0.0
+    finally:
+        env.close()

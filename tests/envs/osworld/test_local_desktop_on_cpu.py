@@ -92,6 +92,22 @@ def test_agent_cannot_read_or_write_the_project_tree(env):
     assert _bash(env, "echo $HOME").strip() != os.path.expanduser("~")
 
 
+def test_desktop_tmp_is_private_and_emptied_on_revert(env, tmp_path):
+    env.reset(TERM)
+    host_file = Path("/tmp") / f"verl-cua-host-{os.getpid()}"
+    host_file.write_text("host secret")
+    try:
+        assert _bash(env, f"cat {host_file} 2>&1").startswith("cat: ")  # the host's /tmp is not the desktop's
+        _bash(env, "echo mine > /tmp/desktop-file")
+        assert not Path("/tmp/desktop-file").exists()
+        assert _bash(env, "cat /tmp/desktop-file") == "mine\n"
+        env.step("pyautogui.press('shift')")
+        env.reset(TERM)
+        assert _bash(env, "ls -A /tmp | grep -v '^\\.X' | tr '\\n' ' '").strip() == ""
+    finally:
+        host_file.unlink()
+
+
 def test_revert_kills_apps_and_restores_home(env):
     env.reset(TERM)
     server = env.local.request("GET", "/_verl_cua/health").json()

@@ -7,7 +7,8 @@ Python (Debian python3 + pyautogui), as the unprivileged desktop user, so it imp
 It starts Xvfb (with an Xauthority cookie) and openbox as its own children, declares itself the child
 subreaper so that every app it launches stays its descendant, serves on 127.0.0.1 only, and refuses any
 request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or `X-Verl-Cua-Token`).
-`POST /_verl_cua/revert` kills every app process (Xvfb and openbox stay), reaps zombies and restores HOME.
+`POST /_verl_cua/revert` kills every app process (Xvfb and openbox stay), reaps zombies, restores HOME and
+empties /tmp (private to the desktop: the launcher mounts a tmpfs there).
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class Desktop:
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
             self.infra["openbox"] = self.spawn(["openbox"], quiet=True)
         _restore_tree(self.template, self.home)
+        _clear_tmp()
         return {"status": "success", "killed": len(victims) == 0, "left": victims}
 
     def reap(self) -> None:
@@ -235,6 +237,21 @@ def _restore_tree(template: str, target: str) -> None:
         else:
             os.unlink(entry.path)
     shutil.copytree(template, target, symlinks=True, dirs_exist_ok=True)
+
+
+def _clear_tmp() -> None:
+    """Empty this desktop's private /tmp, except the X server's socket and lock."""
+    tmp = tempfile.gettempdir()
+    for entry in os.scandir(tmp):
+        if entry.name in (".X11-unix", ".ICE-unix") or (entry.name.startswith(".X") and entry.name.endswith("-lock")):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _tree(path: str, depth: int = 0) -> dict:

@@ -166,11 +166,20 @@ def _load(package: str, attr: str):
                 module = importlib.import_module(name)
             finally:
                 sys.meta_path.remove(finder)
+                _drop_stubs()
     fn = getattr(module, attr)
     message = missing_dependency(fn)
     if message is None:
         return fn
     return _refusing(fn, message)
+
+
+def _drop_stubs() -> None:
+    """Take the stubs out of `sys.modules` (the evaluator modules keep theirs): any other code's `import cv2`
+    must still fail as usual, not get a stub (a `try: import cv2 except ImportError` fallback would break)."""
+    for mod_name, mod in list(sys.modules.items()):
+        if isinstance(mod, types.ModuleType) and "__verl_cua_stub__" in vars(mod):
+            sys.modules.pop(mod_name, None)
 
 
 def _refusing(fn, message: str):

@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 SETUP_HINT = "bash envs/local_desktop/setup.sh"
 DESKTOP_USER = os.environ.get("VERL_CUA_DESKTOP_USER", "verl-cua-desktop")
 DESKTOP_VENV = os.environ.get("VERL_CUA_DESKTOP_VENV", "/opt/verl-cua/desktop-venv")
-RUNTIME_ROOT = Path(os.environ.get("VERL_CUA_DESKTOP_RUNTIME", "/tmp/verl-cua-desktop"))
+# outside /tmp: each desktop gets a private, empty /tmp of its own (a tmpfs in its mount namespace)
+RUNTIME_ROOT = Path(os.environ.get("VERL_CUA_DESKTOP_RUNTIME", "/var/tmp/verl-cua-desktop"))
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HOME_TEMPLATE = REPO_ROOT / "envs" / "local_desktop" / "home"
 SERVER_FILES = ("desktop_server.py", "desktop_a11y.py")
@@ -149,6 +150,8 @@ def hidden_paths() -> list[str]:
         path = Path(p)
         if not path.is_dir() or any(s == path or path in s.parents for s in safe):
             continue  # never hide what the desktop itself needs
+        if path == Path("/tmp") or Path("/tmp") in path.parents:
+            continue  # the desktop's /tmp is a private, empty tmpfs already
         out.append(p)
     return out
 
@@ -311,7 +314,7 @@ class LocalDesktop:
             wrapper = runtime / "bin" / name
             wrapper.write_text(BROWSER_WRAPPER)
             wrapper.chmod(0o755)
-        for name in ("xdg", "tmp"):
+        for name in ("xdg",):
             (runtime / name).mkdir(mode=0o700)
         token_file = runtime / "token"
         token_file.write_text(self.token)
@@ -332,7 +335,7 @@ class LocalDesktop:
             "LANG": "C.UTF-8",
             "XDG_SESSION_TYPE": "x11",
             "XDG_RUNTIME_DIR": str(runtime / "xdg"),
-            "TMPDIR": str(runtime / "tmp"),
+            "TMPDIR": "/tmp",
             "GTK_MODULES": "gail:atk-bridge",
             "SAL_USE_VCLPLUGIN": "gtk3",
             "NO_AT_BRIDGE": "0",
@@ -341,8 +344,9 @@ class LocalDesktop:
         return [f"{k}={v}" for k, v in env.items()]
 
     def _sandbox_prefix(self, uid: int, gid: int) -> list[str]:
-        """unshare a mount namespace, hide `hidden_paths()` under empty tmpfs, then drop to the desktop user."""
+        """unshare a mount namespace, give it a private /tmp, hide `hidden_paths()`, drop to the desktop user."""
         hide = (
+            "mount -t tmpfs -o mode=1777,size=2g verl-cua-tmp /tmp || exit 97; "
             'while [ "$1" != -- ]; do mount -t tmpfs -o ro,mode=000,size=4k verl-cua-hidden "$1" || exit 97; shift; '
             'done; shift; exec "$@"'
         )

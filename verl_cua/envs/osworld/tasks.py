@@ -30,19 +30,29 @@ class TaskError(EnvUsageError):
     """A task JSON that OSWorld cannot run: missing field, unknown metric, getter or setup step."""
 
 
-@functools.cache
 def setup_steps() -> tuple[str, ...]:
     """Setup step types OSWorld's SetupController offers (`_<type>_setup` methods), read from its source."""
+    return tuple(sorted(_setup_signatures()))
+
+
+@functools.cache
+def _setup_signatures() -> dict[str, tuple[frozenset[str], frozenset[str], bool]]:
+    """Step type -> (parameter names, required ones, takes **kwargs), from SetupController's source."""
     source = evaluators._root() / "controllers" / "setup.py"
     tree = ast.parse(source.read_text(encoding="utf-8", errors="replace"))
-    names = {
-        node.name[1 : -len("_setup")]
-        for cls in tree.body
-        if isinstance(cls, ast.ClassDef) and cls.name == "SetupController"
-        for node in cls.body
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and node.name.endswith("_setup")
-    }
-    return tuple(sorted(names))
+    out = {}
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name == "SetupController"):
+            continue
+        for node in cls.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and node.name.endswith("_setup"):
+                a = node.args
+                positional = [x.arg for x in a.posonlyargs + a.args][1:]  # without self
+                required = positional[: len(positional) - len(a.defaults)]
+                required += [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
+                names = frozenset(positional + [x.arg for x in a.kwonlyargs])
+                out[node.name[1 : -len("_setup")]] = (names, frozenset(required), a.kwarg is not None)
+    return out
 
 
 def task_names(root: Path = TASK_ROOT) -> list[str]:
@@ -113,18 +123,17 @@ def validate_task(task: dict) -> None:
     funcs = func if isinstance(func, list) else [func]
     if not funcs or not all(isinstance(f, str) for f in funcs):
         fail("evaluator.func", "missing, or not a metric name / list of metric names")
-    if func == INFEASIBLE:
-        return
+    infeasible = func == INFEASIBLE  # scored by the last action; DesktopEnv still resolves any getters it names
     metrics = evaluators.index("metrics")
     for i, f in enumerate(funcs):
-        if f not in metrics:
+        if f not in metrics and not infeasible:
             fail(f"evaluator.func{'' if func is f else f'[{i}]'}", f"{f!r} is not an OSWorld metric")
     if isinstance(func, list) and ev.get("conj", "and") not in ("and", "or"):
         fail("evaluator.conj", f"must be 'and' or 'or', got {ev['conj']!r}")
     getters = evaluators.index("getters")
     for key in ("result", "expected"):
         if key not in ev:
-            if key == "result":
+            if key == "result" and not infeasible:
                 fail("evaluator.result", "missing")
             continue
         specs = ev[key]
@@ -136,10 +145,12 @@ def validate_task(task: dict) -> None:
         for i, spec in enumerate(specs):
             where = f"evaluator.{key}" + (f"[{i}]" if isinstance(func, list) else "")
             if spec is None or spec == {}:
-                # DesktopEnv skips null entries of a list, but takes len() of a lone `expected` (null crashes it)
-                if key == "expected" and (spec == {} or isinstance(func, list)):
+                # DesktopEnv skips null entries of an `expected` list, but takes len() of a lone getter
+                if spec == {} and (key == "expected" or infeasible):
                     continue
-                fail(where, "missing getter" if key == "result" else "null; use {} for no expected value")
+                if spec is None and key == "expected" and isinstance(func, list):
+                    continue
+                fail(where, "missing getter" if key == "result" and not infeasible else "null; use {} for none")
             if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
                 fail(f"{where}.type", "missing")
             if f"get_{spec['type']}" not in getters:
@@ -174,14 +185,22 @@ def _relative_file(path: Any) -> bool:
 def _check_steps(steps: Any, field: str, fail) -> None:
     if not isinstance(steps, list):
         fail(field, "must be a list of setup steps")
-    valid = setup_steps()
+    signatures = _setup_signatures()
     for i, step in enumerate(steps):
         if not isinstance(step, dict) or not isinstance(step.get("type"), str):
             fail(f"{field}[{i}].type", "missing")
-        if step["type"] not in valid:
-            fail(f"{field}[{i}].type", f"{step['type']!r} is not an OSWorld setup step; valid: {', '.join(valid)}")
-        if not isinstance(step.get("parameters"), dict):  # SetupController reads cfg["parameters"]
+        if step["type"] not in signatures:
+            valid = ", ".join(sorted(signatures))
+            fail(f"{field}[{i}].type", f"{step['type']!r} is not an OSWorld setup step; valid: {valid}")
+        params = step.get("parameters")
+        if not isinstance(params, dict):  # SetupController reads cfg["parameters"] and calls the step with **it
             fail(f"{field}[{i}].parameters", "missing or not an object")
+        names, required, any_name = signatures[step["type"]]
+        for name in sorted(set(params) - names) if not any_name else []:
+            where = f"{field}[{i}].parameters" + (f".{name}" if name.isidentifier() else f"[{name!r}]")
+            fail(where, f"not a parameter of {step['type']!r}; it takes {', '.join(sorted(names)) or 'none'}")
+        for name in sorted(required - set(params)):
+            fail(f"{field}[{i}].parameters.{name}", f"missing (required by {step['type']!r})")
 
 
 def _resolve_local_paths(task: dict, base: Path) -> None:
