@@ -209,8 +209,12 @@ class OSWorldEnv:
     def _check_alive(self, what: str) -> None:
         if getattr(self, "_desktop", None) is None:
             raise InfraFailure(f"OSWorld desktop is closed ({what})")
-        if self.local is not None and not self.local.alive():
-            raise InfraFailure(f"local desktop died before {what}")
+        if self.local is not None:
+            if not self.local.alive():
+                raise InfraFailure(f"local desktop died before {what}")
+            from verl_cua.envs.osworld.local_desktop import NETRC
+
+            NETRC.ensure()
 
     def _tighten_retries(self) -> None:
         """OSWorld's client retries 3x with 5 s sleeps; a local desktop answers in ms or is dead."""

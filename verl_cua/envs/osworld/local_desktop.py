@@ -108,10 +108,18 @@ class _Netrc:
             self._entries[host] = token
             self._write()
 
-    def remove(self, host: str) -> None:
+    def remove(self, host: str, token: str) -> None:
+        """Drop `host`'s entry if it is still `token`'s (a new desktop may have the host by now)."""
         with self._lock:
-            if self._entries.pop(host, None) is not None:
+            if self._entries.get(host) == token:
+                del self._entries[host]
                 self._write()
+
+    def ensure(self) -> None:
+        """Point $NETRC at our file again if something replaced it."""
+        with self._lock:
+            if self._path is not None and os.environ.get("NETRC") != str(self._path):
+                os.environ["NETRC"] = str(self._path)
 
     def _write(self) -> None:
         lines = [f"machine {h} login {t} password x" for h, t in self._entries.items()]
@@ -237,7 +245,8 @@ class LocalDesktop:
             _wait_gone(pids, 5.0)
             self.proc = None
         if self.token:
-            NETRC.remove(self.host)
+            NETRC.remove(self.host, self.token)
+            self.token = ""
         if self.runtime is not None:
             shutil.rmtree(self.runtime, ignore_errors=True)
             self.runtime = None
