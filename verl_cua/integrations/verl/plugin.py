@@ -1,27 +1,83 @@
 """verl plug-in entry point (`verl.plugins` group): registers verl-cua's names in every process that imports verl.
 
-verl loads this module at `import verl` and swallows errors at DEBUG level, so it stays import-light and
-idempotent; the trainer checks `registered()` at start. Registrations arrive with the agent loop and
-estimators (issues 4 and 5); today it registers nothing.
+verl loads this module during `import verl` and swallows its errors at DEBUG level, so it stays import-light
+(registrations into heavy verl modules wait until those modules are imported) and the trainer checks
+`missing_registrations()` at start. Registered: platform `cpu`, engine `fsdp`/`fsdp2` on `cpu`, agent loop
+`gui_agent`, rollout `hf` (CPU).
 """
 
 from __future__ import annotations
 
 import logging
 
+from verl_cua.integrations.verl.hooks import when_imported
+
 logger = logging.getLogger(__name__)
 
-_REGISTERED: set[str] = set()
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
+ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
+_DONE = False
 
 
-def register() -> set[str]:
-    """Register every verl-cua name with verl's registries (safe to call twice); returns the names registered."""
-    return set(_REGISTERED)
+def _register_cpu_platform() -> None:
+    import verl_cua.integrations.verl.cpu.platform  # noqa: F401  (registers "cpu")
 
 
-def registered() -> set[str]:
-    """Names this process has registered so far."""
-    return set(_REGISTERED)
+def _register_cpu_engine(_module) -> None:
+    import verl_cua.integrations.verl.cpu.engine  # noqa: F401  (registers fsdp/fsdp2 on "cpu")
+
+
+def _register_agent_loop(_module) -> None:
+    import verl_cua.integrations.verl.agent_loop  # noqa: F401  (registers "gui_agent")
+
+
+def _register_hf_rollout(_module) -> None:
+    from verl_cua.integrations.verl.hf_rollout import register_hf_rollout
+
+    register_hf_rollout()
+
+
+def register() -> None:
+    """Register every verl-cua name with verl's registries, now or when the registry's module is imported."""
+    global _DONE
+    if _DONE:
+        return
+    _DONE = True
+    _register_cpu_platform()
+    when_imported(FSDP_ENGINE_MODULE, _register_cpu_engine)
+    when_imported(AGENT_LOOP_MODULE, _register_agent_loop)
+    for name in ROLLOUT_MODULES:
+        when_imported(name, _register_hf_rollout)
+
+
+def missing_registrations() -> list[str]:
+    """The verl-cua names this process should see but does not (imports the registries it checks)."""
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    missing = []
+    if "gui_agent" not in _agent_loop_registry:
+        missing.append("agent loop 'gui_agent'")
+    if PlatformRegistry.get("cpu") is None:
+        missing.append("platform 'cpu'")
+    if ("hf", "async") not in _ROLLOUT_REGISTRY:
+        missing.append("rollout adapter 'hf'")
+    if "hf" not in RolloutReplicaRegistry._registry:
+        missing.append("rollout replica 'hf'")
+    return missing
+
+
+def check_registrations() -> None:
+    """Fail with one line when the plug-in did not register (verl hides plug-in import errors)."""
+    missing = missing_registrations()
+    if missing:
+        raise RuntimeError(
+            f"verl-cua's verl plug-in did not register {', '.join(missing)}; reinstall with "
+            "`pip install -e '.[verl]'` and check `python -c 'import verl_cua.integrations.verl.plugin'`"
+        )
 
 
 register()

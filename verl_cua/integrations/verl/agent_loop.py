@@ -1,0 +1,332 @@
+"""`gui_agent`: verl's agent loop for screenshot agents. Each episode leases an env from the worker's pool,
+shows the model screenshots, parses its output with `verl_cua.actions`, steps the env and scores the episode."""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import uuid4
+
+from omegaconf import OmegaConf
+from PIL import Image
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+from verl_cua.actions import parse_action
+from verl_cua.actions.geometry import smart_resize_size
+from verl_cua.actions.prompts import build_prompt
+from verl_cua.integrations.verl.cua_config import validate_cua_config
+from verl_cua.integrations.verl.env_service import env_service
+
+logger = logging.getLogger(__name__)
+
+NO_EXTRA = object()
+
+
+@dataclass
+class Episode:
+    """What one episode did, for the reward, the metrics and the teacher pass."""
+
+    task: Any
+    instruction: str = ""
+    actions: list[str] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+    invalid: int = 0
+    score: float = 0.0
+    success: bool = False
+    infra_failure: bool = False
+    infra_error: str | None = None
+    truncated: bool = False
+    final_screenshot: Image.Image | None = None
+    env_seconds: float = 0.0
+    generate_seconds: float = 0.0
+
+    @property
+    def steps(self) -> int:
+        """Model turns taken."""
+        return len(self.actions)
+
+    def feedback(self) -> str:
+        """The evaluator's verdict in words (SDPO's teacher reads it)."""
+        if self.infra_failure:
+            return f"The environment failed: {self.infra_error}"
+        verdict = "succeeded" if self.success else "failed"
+        text = f"The task {verdict} (score {self.score:.2f}) after {self.steps} steps."
+        bad = [e for e in self.errors if e]
+        if self.invalid:
+            text += f" {self.invalid} outputs were not valid actions; the last error: {bad[-1] if bad else 'unknown'}."
+        if self.truncated:
+            text += " The episode ran out of its token budget."
+        return text
+
+
+def png_bytes(image: Image.Image | None) -> bytes | None:
+    """A screenshot as PNG bytes (what crosses Ray and TransferQueue)."""
+    if image is None:
+        return None
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@register("gui_agent")
+class GUIAgentLoop(AgentLoopBase):
+    """Screenshots in, actions out: one env episode per sample, in `cua.env.rows` layout (episode or step)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cua = OmegaConf.to_container(self.config.cua, resolve=True)
+        validate_cua_config(cua)
+        self.env_cfg, self.action_cfg = cua["env"], cua["action"]
+        self.format = self.action_cfg["format"]
+        self.response_length = self.rollout_config.response_length
+        self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg["max_pixels"])
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput | list[AgentLoopOutput]:
+        """Run one episode of the row's task and return it as training rows."""
+        task = _row_task(kwargs)
+        service = env_service(self.env_cfg)
+        async with service.slot():
+            lease = await service.call(service.pool.acquire)
+            try:
+                if self.env_cfg["rows"] == "step":
+                    return await self._run_steps(lease, service, task, sampling_params)
+                return await self._run_episode(lease, service, task, sampling_params)
+            finally:
+                await service.call(lease.release)
+
+    async def _run_episode(self, lease, service, task, sampling_params) -> AgentLoopOutput:
+        ep = Episode(task=task)
+        obs = await self._env(ep, service, lease.reset, task)
+        if lease.infra_failure:
+            return self._infra_output(ep, lease, obs)
+        ep.instruction, screen = obs.instruction, obs.screen
+        image_size = self._image_size(screen)
+        spec = build_prompt(self.format, screen=screen, image=image_size)
+        shot = obs.screenshot.convert("RGB").resize(image_size)
+        messages = [
+            {"role": "system", "content": spec.system},
+            {
+                "role": "user",
+                "content": [{"type": "image", "image": shot}, {"type": "text", "text": spec.user_text(ep.instruction)}],
+            },
+        ]
+        images = [shot]
+        prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
+        runtime, mask, logprobs = list(prompt_ids), [], None
+        for step in range(self.env_cfg["max_steps"]):
+            budget = self.response_length - len(mask)
+            if budget <= 0:
+                ep.truncated = True
+                break
+            out = await self._generate(ep, runtime, images, sampling_params, budget)
+            if logprobs is None and out.log_probs:
+                logprobs = [0.0] * len(mask)
+            merged, mask, logprobs = await self.ct_merge_assistant_token(
+                runtime, out.token_ids, mask, logprobs, assistant_logprobs=out.log_probs or None
+            )
+            runtime = merged.token_ids
+            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size)
+            shot = result.observation.screenshot.convert("RGB").resize(image_size)
+            ep.final_screenshot = shot
+            if (
+                result.info.get("infra_failure")
+                or result.done
+                or parsed.terminal
+                or step + 1 >= self.env_cfg["max_steps"]
+            ):
+                break
+            previous = [*messages, {"role": "assistant", "content": text}]
+            turn = {
+                "role": "user",
+                "content": [
+                    {"type": "image", "image": shot},
+                    {"type": "text", "text": _observation_text(step + 1, parsed)},
+                ],
+            }
+            merged2, mask2, logprobs2 = await self.ct_merge_context_msg(
+                previous, [*previous, turn], runtime, mask, logprobs
+            )
+            if len(mask2) >= self.response_length:  # no room for the next screenshot and an answer: stop here
+                ep.truncated = True
+                break
+            messages, runtime, mask, logprobs = [*previous, turn], merged2.token_ids, mask2, logprobs2
+            images.append(shot)
+        await self._score(ep, service, lease)
+        return AgentLoopOutput(
+            prompt_ids=list(prompt_ids),
+            response_ids=runtime[len(prompt_ids) :],
+            response_mask=mask,
+            response_logprobs=logprobs,
+            multi_modal_data={"images": images},
+            reward_score=self._reward(ep),
+            num_turns=2 * ep.steps + 1,
+            metrics={"generate_sequences": ep.generate_seconds, "tool_calls": ep.env_seconds},
+            extra_fields=self._extra_fields(ep, rows=1),
+        )
+
+    async def _run_steps(self, lease, service, task, sampling_params) -> list[AgentLoopOutput]:
+        ep = Episode(task=task)
+        obs = await self._env(ep, service, lease.reset, task)
+        if lease.infra_failure:
+            return [self._infra_output(ep, lease, obs)]
+        ep.instruction, screen = obs.instruction, obs.screen
+        image_size = self._image_size(screen)
+        spec = build_prompt(self.format, screen=screen, image=image_size)
+        shots = [obs.screenshot.convert("RGB").resize(image_size)]
+        rows: list[tuple[list[int], Any, list[Image.Image]]] = []
+        for _step in range(self.env_cfg["max_steps"]):
+            recent = shots[-self.env_cfg["history_images"] :]
+            messages = _step_messages(spec, ep, recent)
+            prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
+            out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)
+            rows.append((prompt_ids, out, recent))
+            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size)
+            shots.append(result.observation.screenshot.convert("RGB").resize(image_size))
+            ep.final_screenshot = shots[-1]
+            if result.info.get("infra_failure") or result.done or parsed.terminal:
+                break
+        await self._score(ep, service, lease)
+        reward = self._reward(ep)
+        outputs = []
+        for i, (prompt_ids, out, recent) in enumerate(rows):
+            outputs.append(
+                AgentLoopOutput(
+                    prompt_ids=list(prompt_ids),
+                    response_ids=list(out.token_ids)[: self.response_length],
+                    response_mask=[1] * min(len(out.token_ids), self.response_length),
+                    response_logprobs=list(out.log_probs)[: self.response_length] if out.log_probs else None,
+                    multi_modal_data={"images": list(recent)},
+                    reward_score=reward,
+                    num_turns=2,
+                    metrics={"generate_sequences": ep.generate_seconds, "tool_calls": ep.env_seconds},
+                    extra_fields={**self._extra_fields(ep, rows=len(rows)), "step_index": i},
+                )
+            )
+        return outputs
+
+    # -- pieces --------------------------------------------------------------------------------------------------
+    async def _generate(self, ep: Episode, prompt_ids, images, sampling_params, budget: int):
+        params = dict(sampling_params)
+        params["max_tokens"] = max(1, min(self.action_cfg["max_tokens_per_step"], budget))
+        start = time.perf_counter()
+        out = await self.server_manager.generate(
+            request_id=uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=params, image_data=list(images)
+        )
+        ep.generate_seconds += time.perf_counter() - start
+        return out
+
+    async def _env(self, ep: Episode, service, fn, *args):
+        start = time.perf_counter()
+        try:
+            return await service.call(fn, *args)
+        finally:
+            ep.env_seconds += time.perf_counter() - start
+
+    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size):
+        parsed = parse_action(text, format=self.format, screen=screen, image=image_size)
+        ep.actions.append(text)
+        ep.errors.append(None if parsed.valid else parsed.error)
+        ep.invalid += 0 if parsed.valid else 1
+        result = await self._env(ep, service, lease.step, parsed)
+        if result.info.get("infra_failure"):
+            ep.infra_failure, ep.infra_error = True, result.info.get("error")
+        return result, parsed
+
+    async def _score(self, ep: Episode, service, lease) -> None:
+        if not ep.infra_failure:
+            ep.score = float(await self._env(ep, service, lease.evaluate))
+        if lease.infra_failure:
+            ep.infra_failure, ep.infra_error = True, lease.error
+            ep.score = 0.0
+        ep.success = not ep.infra_failure and ep.score >= self.env_cfg["success_threshold"]
+
+    def _reward(self, ep: Episode) -> float:
+        """Task success in [0, 1] minus the invalid-action penalty; 0 for infra failures (excluded from training)."""
+        if ep.infra_failure:
+            return 0.0
+        return float(max(0.0, min(1.0, ep.score)) - self.action_cfg["invalid_penalty"] * ep.invalid)
+
+    def _infra_output(self, ep: Episode, lease, obs) -> AgentLoopOutput:
+        ep.infra_failure, ep.infra_error = True, lease.error
+        ids = self.tokenizer.encode("infra failure", add_special_tokens=False)[:1] or [0]
+        return AgentLoopOutput(
+            prompt_ids=ids,
+            response_ids=ids,
+            response_mask=[0],
+            reward_score=0.0,
+            num_turns=1,
+            metrics={},
+            extra_fields=self._extra_fields(ep, rows=1),
+        )
+
+    def _extra_fields(self, ep: Episode, rows: int) -> dict[str, Any]:
+        return {
+            "cua_task": str(ep.task if not isinstance(ep.task, dict) else ep.task.get("task", ep.task)),
+            "cua_instruction": ep.instruction,
+            "cua_success": bool(ep.success),
+            "cua_score": float(ep.score),
+            "cua_infra_failure": bool(ep.infra_failure),
+            "cua_infra_error": ep.infra_error or "",
+            "cua_steps": ep.steps,
+            "cua_invalid_actions": ep.invalid,
+            "cua_truncated": bool(ep.truncated),
+            "cua_actions": list(ep.actions),
+            "cua_feedback": ep.feedback(),
+            "cua_final_screenshot": png_bytes(ep.final_screenshot),
+            "cua_rows": rows,
+            "cua_env_seconds": ep.env_seconds,
+            "cua_generate_seconds": ep.generate_seconds,
+            "reward_extra_info": {},
+        }
+
+    def _image_size(self, screen: tuple[int, int]) -> tuple[int, int]:
+        return smart_resize_size(screen, self._factor, self._factor * self._factor, self._max_pixels)
+
+
+def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
+    """The processor's pixel factor (patch x merge) and the pixel cap we resize screenshots to."""
+    ip = getattr(processor, "image_processor", None)
+    if ip is None:
+        raise ValueError("gui_agent needs a vision-language model with an image processor (Qwen2.5-VL, Qwen3-VL)")
+    factor = int(getattr(ip, "patch_size", 14)) * int(getattr(ip, "merge_size", 2))
+    size = getattr(ip, "size", None) or {}
+    cap = size.get("longest_edge") if isinstance(size, dict) else None
+    cap = cap or getattr(ip, "max_pixels", None) or max_pixels
+    return factor, int(min(max_pixels, cap))
+
+
+def _row_task(kwargs: dict[str, Any]) -> Any:
+    """The env task of a dataset row (`extra_info.task`, with `extra_info.seed` for seeded envs)."""
+    info = kwargs.get("extra_info") or {}
+    if "task" not in info:
+        raise ValueError(
+            "gui_agent rows need extra_info.task; build datasets with `python -m verl_cua.integrations.verl.dataset`"
+        )
+    task = info["task"]
+    seed = info.get("seed")
+    if seed is not None and int(seed) >= 0 and isinstance(task, str) and not task.endswith(".json"):
+        return {"task": task, "seed": int(seed)}
+    return task
+
+
+def _observation_text(step: int, parsed) -> str:
+    note = "" if parsed.valid else f" Your last output was not a valid action ({parsed.error})."
+    return f"Screenshot after step {step}.{note}"
+
+
+def _step_messages(spec, ep: Episode, recent: list[Image.Image]) -> list[dict[str, Any]]:
+    """Step-row prompt: the instruction, earlier actions as text, the last K screenshots."""
+    history = "".join(
+        f"\nStep {i + 1}: {a.strip()[:400]}" + ("" if e is None else " (invalid)")
+        for i, (a, e) in enumerate(zip(ep.actions, ep.errors, strict=False))
+    )
+    text = spec.user_text(ep.instruction) + (f"\nPrevious actions:{history}" if history else "")
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    content += [{"type": "image", "image": img} for img in recent]
+    return [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]

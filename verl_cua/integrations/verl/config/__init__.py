@@ -1,0 +1,1 @@
+"""Hydra configs: cua_trainer.yaml (verl ppo_trainer + cua group)."""

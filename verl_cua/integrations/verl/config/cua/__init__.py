@@ -1,0 +1,1 @@
+"""The cua config group."""

@@ -1,0 +1,1 @@
+"""Presets selected with preset=<name> (e.g. preset=cpu)."""

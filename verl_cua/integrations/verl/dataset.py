@@ -1,0 +1,96 @@
+"""Write verl's parquet rows for GUI tasks: `python -m verl_cua.integrations.verl.dataset --env miniwob ...`.
+
+One row per (task, seed): `prompt` (the task id; the real instruction comes from the env at reset),
+`agent_name=gui_agent`, `data_source=verl_cua/<env>`, `extra_info={task, seed, index, env}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ENVS = ("miniwob", "osworld")
+
+
+def miniwob_rows(tasks: list[str], seeds: list[int]) -> list[dict[str, Any]]:
+    """Rows for MiniWoB++ task names (checked against the installed miniwob package) and seeds."""
+    from verl_cua.envs.miniwob import task_names
+
+    known = set(task_names())
+    unknown = [t for t in tasks if t not in known]
+    if unknown:
+        raise ValueError(f"unknown MiniWoB task(s) {', '.join(unknown)}; e.g. {', '.join(sorted(known)[:8])}, ...")
+    return [_row("miniwob", task, seed) for task in tasks for seed in seeds]
+
+
+def osworld_rows(paths: list[str]) -> list[dict[str, Any]]:
+    """Rows for OSWorld task JSON files, or folders of them (each validated as OSWorld would load it)."""
+    from verl_cua.envs.osworld.tasks import load_task
+
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
+    if not files:
+        raise ValueError(f"no OSWorld task JSON under {', '.join(paths)}")
+    rows = []
+    for f in files:
+        config, _base = load_task(str(f))
+        rows.append(_row("osworld", str(f.resolve()), None, task_id=config["id"]))
+    return rows
+
+
+def _row(env: str, task: str, seed: int | None, task_id: str | None = None) -> dict[str, Any]:
+    return {
+        "data_source": f"verl_cua/{env}",
+        "prompt": [{"role": "user", "content": task_id or task}],
+        "agent_name": "gui_agent",
+        "ability": "computer_use",
+        "extra_info": {"env": env, "task": task, "seed": -1 if seed is None else int(seed), "task_id": task_id or task},
+    }
+
+
+def write_parquet(rows: list[dict[str, Any]], out: str | Path) -> Path:
+    """Number the rows (`extra_info.index`) and write them as parquet."""
+    import pandas as pd
+
+    for i, row in enumerate(rows):
+        row["extra_info"]["index"] = i
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(out)
+    return out
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        lo, hi = (int(x) for x in text.split("-", 1))
+        return list(range(lo, hi + 1))
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", required=True, choices=ENVS)
+    ap.add_argument("--tasks", required=True, help="MiniWoB names (comma-separated) or OSWorld JSON files/folders")
+    ap.add_argument("--seeds", default="0", help="MiniWoB seeds: 0-9 or 1,2,3")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    try:
+        if args.env == "miniwob":
+            rows = miniwob_rows([t.strip() for t in args.tasks.split(",") if t.strip()], _seeds(args.seeds))
+        else:
+            rows = osworld_rows([t.strip() for t in args.tasks.split(",") if t.strip()])
+    except ValueError as exc:
+        print(f"verl-cua dataset: {exc}", file=sys.stderr)
+        return 2
+    path = write_parquet(rows, args.out)
+    print(json.dumps({"rows": len(rows), "out": str(path)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""One `EnvPool` per agent-loop worker process, shared by every episode that process runs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from verl_cua.envs import EnvPool, make_env
+
+_LOCK = threading.Lock()
+_SERVICES: dict[str, EnvService] = {}
+
+
+class EnvService:
+    """A pool of envs plus the threads that drive them; episodes wait on a semaphore, never on a blocked thread."""
+
+    def __init__(self, env_cfg: Mapping[str, Any]):
+        name, kwargs = env_cfg["name"], dict(env_cfg.get("kwargs") or {})
+        self.size = int(env_cfg["pool_size"])
+        self.pool = EnvPool(
+            lambda: make_env(name, **kwargs),
+            self.size,
+            reset_timeout=float(env_cfg["reset_timeout"]),
+            step_timeout=float(env_cfg["step_timeout"]),
+            evaluate_timeout=float(env_cfg["evaluate_timeout"]),
+        )
+        self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="verl-cua-env")
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    def slot(self) -> asyncio.Semaphore:
+        """The semaphore of the running event loop that admits `size` episodes at a time."""
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._semaphores:
+            self._semaphores[loop_id] = asyncio.Semaphore(self.size)
+        return self._semaphores[loop_id]
+
+    async def call(self, fn, *args, **kwargs):
+        """Run a blocking env call on the pool's own threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+
+def env_service(env_cfg: Mapping[str, Any]) -> EnvService:
+    """The process-wide service for this env config (built on first use)."""
+    key = repr(sorted((k, repr(v)) for k, v in env_cfg.items()))
+    with _LOCK:
+        if key not in _SERVICES:
+            _SERVICES[key] = EnvService(env_cfg)
+        return _SERVICES[key]
+
+
+def close_all() -> None:
+    """Close every pool of this process (tests, shutdown)."""
+    with _LOCK:
+        services = list(_SERVICES.values())
+        _SERVICES.clear()
+    for service in services:
+        service.pool.close()

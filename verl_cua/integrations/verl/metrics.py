@@ -1,0 +1,32 @@
+"""GUI-agent metrics from the agent loop's `extra_fields`, one dict per training row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def gui_metrics(extra_fields: Sequence[dict[str, Any] | None]) -> dict[str, float]:
+    """Success, reward parts, invalid-action rate, infra failures and steps over the episodes of a batch.
+
+    A `step`-layout episode spans several rows; each episode counts once (its first row, `step_index` 0).
+    """
+    episodes = [e for e in extra_fields if e and "cua_success" in e and e.get("step_index", 0) == 0]
+    if not episodes:
+        return {}
+    n = len(episodes)
+    valid = [e for e in episodes if not e["cua_infra_failure"]]
+    steps = sum(e["cua_steps"] for e in valid)
+    invalid = sum(e["cua_invalid_actions"] for e in valid)
+    out = {
+        "cua/episodes": n,
+        "cua/infra_failures": sum(1 for e in episodes if e["cua_infra_failure"]),
+        "cua/success_rate": sum(e["cua_success"] for e in valid) / len(valid) if valid else 0.0,
+        "cua/score_mean": sum(e["cua_score"] for e in valid) / len(valid) if valid else 0.0,
+        "cua/invalid_action_rate": invalid / steps if steps else 0.0,
+        "cua/steps_mean": steps / len(valid) if valid else 0.0,
+        "cua/truncated_rate": sum(e["cua_truncated"] for e in valid) / len(valid) if valid else 0.0,
+        "cua/env_seconds_mean": sum(e["cua_env_seconds"] for e in episodes) / n,
+        "cua/generate_seconds_mean": sum(e["cua_generate_seconds"] for e in episodes) / n,
+    }
+    return out
