@@ -14,13 +14,14 @@ from verl_cua.integrations.verl.hooks import when_imported
 
 logger = logging.getLogger(__name__)
 
+PLATFORM_MODULE = "verl.plugin.platform"
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
 _DONE = False
 
 
-def _register_cpu_platform() -> None:
+def _register_cpu_platform(_module) -> None:
     import verl_cua.integrations.verl.cpu.platform  # noqa: F401  (registers "cpu")
 
 
@@ -44,7 +45,7 @@ def register() -> None:
     if _DONE:
         return
     _DONE = True
-    _register_cpu_platform()
+    when_imported(PLATFORM_MODULE, _register_cpu_platform)
     when_imported(FSDP_ENGINE_MODULE, _register_cpu_engine)
     when_imported(AGENT_LOOP_MODULE, _register_agent_loop)
     for name in ROLLOUT_MODULES:

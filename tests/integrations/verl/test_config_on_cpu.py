@@ -1,0 +1,83 @@
+"""The trainer config composes on verl's ppo_trainer; `cua.*` keys and values are checked with one-line errors."""
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+
+CONFIG_MODULE = "verl_cua.integrations.verl.config"
+
+
+def _compose(*overrides):
+    with initialize_config_module(CONFIG_MODULE, version_base=None):
+        return compose("cua_trainer", overrides=list(overrides))
+
+
+def test_composes_on_verl_ppo_trainer_with_our_defaults():
+    cfg = _compose("actor_rollout_ref.rollout.name=vllm")
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "gui_agent"
+    assert cfg.trainer.use_v1 and cfg.trainer.v1.trainer_mode == "sync"
+    assert cfg.trainer.device == "cuda"  # no preset: the GPU defaults stay verl's
+    assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 256  # verl's own default survives
+    validate_cua_config(OmegaConf.to_container(cfg.cua))
+
+
+def test_cpu_preset_sets_the_cpu_stack():
+    cfg = _compose("preset=cpu")
+    assert cfg.trainer.device == "cpu"
+    assert cfg.actor_rollout_ref.rollout.name == "hf"
+    assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    assert cfg.ray_kwargs.ray_init.num_cpus >= 16  # TransferQueue + workers need more Ray slots than 2 cores
+
+
+def test_swapping_the_estimator_changes_only_that_key():
+    base = OmegaConf.to_container(_compose("preset=cpu"), resolve=False)
+    other = OmegaConf.to_container(_compose("preset=cpu", "algorithm.adv_estimator=gae"), resolve=False)
+    other["algorithm"]["adv_estimator"] = base["algorithm"]["adv_estimator"]
+    assert other == base
+
+
+def test_cli_overrides_reach_cua_keys():
+    cfg = _compose("preset=cpu", "cua.env.rows=step", "cua.env.history_images=2", "cua.action.format=qwen25vl")
+    assert (cfg.cua.env.rows, cfg.cua.env.history_images, cfg.cua.action.format) == ("step", 2, "qwen25vl")
+    validate_cua_config(OmegaConf.to_container(cfg.cua))
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({"env": {"name": "windows"}}, "cua.env.name='windows' is not valid; valid: miniwob, osworld"),
+        ({"env": {"rows": "turn"}}, "cua.env.rows='turn' is not valid; valid: episode, step"),
+        ({"action": {"format": "claude"}}, "cua.action.format='claude' is not valid; valid: qwen3vl, qwen25vl"),
+        ({"env": {"max_step": 3}}, "unknown key cua.env.max_step; valid: name, kwargs, pool_size, max_steps"),
+        ({"nonsense": {}}, "unknown key cua.nonsense; valid: env, action"),
+        ({"env": {"pool_size": 0}}, "cua.env.pool_size must be a positive integer, got 0"),
+        ({"action": {"invalid_penalty": -1}}, "cua.action.invalid_penalty must be a number >= 0, got -1"),
+    ],
+)
+def test_bad_cua_values_give_one_line_naming_valid_choices(patch, expected):
+    cua = OmegaConf.to_container(_compose("preset=cpu").cua)
+    for section, values in patch.items():
+        cua.setdefault(section, {}).update(values)
+    with pytest.raises(CuaConfigError) as err:
+        validate_cua_config(cua)
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+
+
+def test_main_rejects_a_bad_value_before_starting_ray():
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_cua.main", "preset=cpu", "cua.env.name=windows", "hydra.run.dir=/tmp/cua-hydra"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip().splitlines()[-1] == "verl-cua: cua.env.name='windows' is not valid; valid: miniwob, osworld"
+    )
+    assert "ray init" not in proc.stdout

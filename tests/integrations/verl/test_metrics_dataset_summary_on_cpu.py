@@ -1,0 +1,109 @@
+"""GUI metrics count each episode once; dataset rows are verl's; the run summary reads verl's file logger."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from verl_cua.integrations.verl import dataset, summary
+from verl_cua.integrations.verl.metrics import gui_metrics
+
+
+def _ep(success, steps, invalid, infra=False, **extra):
+    return {
+        "cua_success": success,
+        "cua_score": 1.0 if success else 0.0,
+        "cua_infra_failure": infra,
+        "cua_steps": steps,
+        "cua_invalid_actions": invalid,
+        "cua_truncated": False,
+        "cua_env_seconds": 1.0,
+        "cua_generate_seconds": 2.0,
+        **extra,
+    }
+
+
+def test_gui_metrics_excludes_infra_failures_from_rates_and_counts_step_rows_once():
+    rows = [
+        _ep(True, 2, 0),
+        _ep(False, 4, 2),
+        _ep(False, 0, 0, infra=True),
+        _ep(False, 3, 3, step_index=0),
+        _ep(False, 3, 3, step_index=1),  # same episode, second step row
+        _ep(False, 3, 3, step_index=2),
+    ]
+    m = gui_metrics(rows)
+    assert m["cua/episodes"] == 4
+    assert m["cua/infra_failures"] == 1
+    assert m["cua/success_rate"] == pytest.approx(1 / 3)
+    assert m["cua/invalid_action_rate"] == pytest.approx(5 / 9)
+    assert m["cua/steps_mean"] == pytest.approx(3.0)
+    assert gui_metrics([None, {}]) == {}
+
+
+def test_miniwob_dataset_rows(tmp_path, chromium):
+    out = tmp_path / "train.parquet"
+    assert (
+        dataset.main(["--env", "miniwob", "--tasks", "click-test,enter-text", "--seeds", "0-1", "--out", str(out)]) == 0
+    )
+    df = pd.read_parquet(out)
+    assert len(df) == 4 and set(df["agent_name"]) == {"gui_agent"}
+    first = df.iloc[0]
+    assert first["extra_info"]["task"] == "click-test" and first["extra_info"]["seed"] == 0
+    assert sorted(int(r["index"]) for r in df["extra_info"]) == [0, 1, 2, 3]
+    assert list(first["prompt"][0].keys()) == ["role", "content"]
+
+
+def test_osworld_dataset_rows_validate_every_task(tmp_path):
+    from verl_cua.envs.osworld.tasks import TASK_ROOT
+
+    out = tmp_path / "os.parquet"
+    assert dataset.main(["--env", "osworld", "--tasks", str(TASK_ROOT / "calc"), "--out", str(out)]) == 0
+    df = pd.read_parquet(out)
+    assert len(df) == len(list((TASK_ROOT / "calc").glob("*.json"))) >= 1
+    assert all(r["task"].endswith(".json") and r["seed"] == -1 for r in df["extra_info"])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert dataset.main(["--env", "osworld", "--tasks", str(bad), "--out", str(tmp_path / "x.parquet")]) == 2
+
+
+def test_unknown_miniwob_task_is_one_line(capsys, chromium):
+    assert dataset.main(["--env", "miniwob", "--tasks", "no-such-task", "--out", "/tmp/unused.parquet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("verl-cua dataset: unknown MiniWoB task(s) no-such-task; e.g.") and "\n" not in err
+
+
+def test_summary_reads_verl_file_logger(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    lines = [
+        {
+            "step": 1,
+            "data": {
+                "critic/rewards/mean": -0.2,
+                "cua/success_rate": 0.0,
+                "cua/invalid_action_rate": 1.0,
+                "cua/infra_failures": 1,
+                "cua/episodes": 8,
+                "timing_s/step": 10.0,
+            },
+        },
+        {"step": 1, "data": {"val-core/x": 1.0}},  # validation line: ignored
+        {
+            "step": 2,
+            "data": {
+                "critic/rewards/mean": 0.5,
+                "cua/success_rate": 0.5,
+                "cua/invalid_action_rate": 0.25,
+                "cua/infra_failures": 0,
+                "cua/episodes": 8,
+                "timing_s/step": 9.0,
+            },
+        },
+    ]
+    log.write_text("\n".join(json.dumps(x) for x in lines))
+    out = tmp_path / "summary.json"
+    assert summary.main([str(log), "--seconds", "42", "--out", str(out)]) == 0
+    s = json.loads(out.read_text())
+    assert (s["steps"], s["reward_mean"], s["success_rate"], s["invalid_action_rate"]) == (2, 0.5, 0.5, 0.25)
+    assert s["infra_failures"] == 1 and s["seconds"] == 42
+    assert s["per_step"]["reward_mean"] == [-0.2, 0.5] and s["per_step"]["seconds_step"] == [10.0, 9.0]

@@ -1,0 +1,97 @@
+"""Summarise a training run from verl's file logger (JSONL): a rich table and a JSON file.
+
+`python -m verl_cua.integrations.verl.summary metrics.jsonl --seconds S --out summary.json`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+# summary key -> the verl / verl-cua metric it reads, per step
+PER_STEP = {
+    "reward_mean": "critic/rewards/mean",
+    "success_rate": "cua/success_rate",
+    "invalid_action_rate": "cua/invalid_action_rate",
+    "infra_failures": "cua/infra_failures",
+    "steps_per_episode": "cua/steps_mean",
+    "seconds_step": "timing_s/step",
+    "seconds_rollout": "timing_s/gen",
+    "seconds_old_log_prob": "timing_s/old_log_prob",
+    "seconds_update_actor": "timing_s/update_actor",
+    "seconds_update_weights": "timing_s/update_weights",
+    "env_seconds_per_episode": "cua/env_seconds_mean",
+    "generate_seconds_per_episode": "cua/generate_seconds_mean",
+}
+
+
+def read_steps(path: str | Path) -> list[dict[str, Any]]:
+    """The per-step metric dicts of verl's file logger, in step order (validation-only lines skipped)."""
+    steps = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            data = record.get("data", {})
+            if "cua/episodes" in data or "critic/rewards/mean" in data:
+                steps.append({"step": record.get("step"), **data})
+    return steps
+
+
+def summarise(steps: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """The summary: last-step headline figures plus per-step lists of each figure."""
+    per_step = {key: [s.get(metric) for s in steps] for key, metric in PER_STEP.items()}
+    last = steps[-1] if steps else {}
+    return {
+        "steps": len(steps),
+        "reward_mean": last.get(PER_STEP["reward_mean"]),
+        "success_rate": last.get(PER_STEP["success_rate"]),
+        "invalid_action_rate": last.get(PER_STEP["invalid_action_rate"]),
+        "infra_failures": int(sum(x or 0 for x in per_step["infra_failures"])),
+        "seconds": seconds,
+        "per_step": per_step,
+    }
+
+
+def print_summary(summary: dict[str, Any], where: str) -> None:
+    """A rich table of the per-step figures and where the logs are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"verl-cua run: {summary['steps']} steps in {summary['seconds']:.0f} s")
+    cols = ["reward_mean", "success_rate", "invalid_action_rate", "infra_failures", "seconds_step", "seconds_rollout"]
+    table.add_column("step", justify="right")
+    for col in cols:
+        table.add_column(col, justify="right")
+    for i in range(summary["steps"]):
+        table.add_row(str(i + 1), *[_fmt(summary["per_step"][c][i]) for c in cols])
+    console = Console()
+    console.print(table)
+    console.print(f"metrics: {where}")
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("metrics")
+    ap.add_argument("--seconds", type=float, default=0.0)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    steps = read_steps(args.metrics)
+    if not steps:
+        print(f"verl-cua summary: no training steps in {args.metrics}", file=sys.stderr)
+        return 1
+    summary = summarise(steps, args.seconds)
+    Path(args.out).write_text(json.dumps(summary, indent=2))
+    print_summary(summary, f"{args.metrics} (summary: {args.out})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
