@@ -8,9 +8,15 @@ import logging
 import numpy as np
 import torch
 import transfer_queue as tq
+from tensordict import TensorDict
+from verl.protocol import DataProto
+from verl.trainer.ppo.ray_trainer import apply_kl_penalty
+from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils.device import get_device_name
+from verl.workers.utils.padding import response_to_nested
 
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
@@ -46,9 +52,57 @@ class CuaTrainer(PPOTrainerSync):
 
     # -- the step ----------------------------------------------------------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """verl's advantage step (KL-in-reward, rollout correction, the configured estimator), except that rows
+        whose desktop failed leave their group (a singleton group of their own) and get zero advantage."""
         batch = self.teacher_pass(batch, metrics)
-        batch = super()._compute_advantage(batch, metrics)
-        return self._mask_infra_failures(batch, metrics)
+        algo = self.config.algorithm
+        fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values"]
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=[*fields, "extra_fields"]
+        )
+        infra = infra_rows(_as_list(data.pop("extra_fields")))
+        response_mask = data["response_mask"]
+        data = DataProto(batch=data.to_padded_tensor())
+        data.batch["token_level_scores"] = data.batch["rm_scores"]
+        uids = [str(u) for u in data.batch.pop("uid").tolist()]
+        data.non_tensor_batch["uid"] = np.array(isolate_infra_uids(uids, infra), dtype=object)
+        if algo.use_kl_in_reward:
+            data, kl_metrics = apply_kl_penalty(data, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=algo.kl_penalty)
+            metrics.update(kl_metrics)
+        else:
+            data.batch["token_level_rewards"] = data.batch["token_level_scores"]
+        corr = algo.get("rollout_correction", None)
+        rollout_correction = (
+            corr is not None and "rollout_log_probs" in data.batch and not corr.get("bypass_mode", False)
+        )
+        if rollout_correction:
+            data, is_metrics = compute_rollout_correction_and_add_to_batch(data, corr)
+            metrics.update(is_metrics)
+        data = compute_advantage_for_multi_trajectories(
+            data,
+            batch_keys=batch.keys,
+            adv_estimator=algo.adv_estimator,
+            gamma=algo.gamma,
+            lam=algo.lam,
+            num_repeat=self.config.actor_rollout_ref.rollout.n,
+            norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
+            config=algo,
+        )
+        keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
+        data.batch["advantages"] = data.batch["advantages"] * keep
+        data.batch["returns"] = data.batch["returns"] * keep
+        metrics["cua/infra_rows_masked"] = int(sum(infra))
+        out_fields = ["advantages", "returns"]
+        if algo.use_kl_in_reward:
+            out_fields.append("token_level_rewards")
+        if rollout_correction:
+            out_fields.append("response_mask")
+            if "rollout_is_weights" in data.batch:
+                out_fields.append("rollout_is_weights")
+        output = {f: response_to_nested(data.batch[f], response_mask) for f in out_fields}
+        return tq.kv_batch_put(
+            keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(output, batch_size=len(batch))
+        )
 
     def teacher_pass(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         """Hook: the SDPO teacher pass (reprompted context, teacher log-probs) runs here; GRPO/GiGPO skip it."""
@@ -62,27 +116,6 @@ class CuaTrainer(PPOTrainerSync):
         self.entropulse_step(getattr(self, "_cua_step_metrics", {}))
         super().on_step_end()
 
-    def _mask_infra_failures(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        """Rows whose desktop failed get zero advantage: an infra failure is not the agent's failure."""
-        data = tq.kv_batch_get(
-            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "advantages"]
-        )
-        extra = _as_list(data["extra_fields"])
-        infra = np.array([bool((e or {}).get("cua_infra_failure", False)) for e in extra])
-        if infra.any():
-            advantages = data["advantages"]
-            rows = [a * (0.0 if bad else 1.0) for a, bad in zip(advantages.unbind(0), infra, strict=True)]
-            nested = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
-            from tensordict import TensorDict
-
-            batch = tq.kv_batch_put(
-                keys=batch.keys,
-                partition_id=batch.partition_id,
-                fields=TensorDict({"advantages": nested}, batch_size=len(batch)),
-            )
-        metrics["cua/infra_failures_masked"] = int(infra.sum())
-        return batch
-
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
@@ -93,6 +126,16 @@ class CuaTrainer(PPOTrainerSync):
         metrics.update(cua)
         self._cua_step_metrics = metrics
         return result
+
+
+def infra_rows(extra_fields: list) -> list[bool]:
+    """Which rows come from an episode whose env failed (agent loop `extra_fields["cua_infra_failure"]`)."""
+    return [bool((e or {}).get("cua_infra_failure", False)) for e in extra_fields]
+
+
+def isolate_infra_uids(uids: list[str], infra: list[bool]) -> list[str]:
+    """Give each infra-failed row a group of its own, so it neither joins nor shifts its siblings' statistics."""
+    return [f"{uid}::infra{i}" if bad else uid for i, (uid, bad) in enumerate(zip(uids, infra, strict=True))]
 
 
 def _as_list(value) -> list:
