@@ -8,7 +8,7 @@ set -euo pipefail
 DESKTOP_VENV=${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}
 APT_PACKAGES=(
     xvfb xauth openbox dbus dbus-x11 at-spi2-core x11-utils x11-xserver-utils xdotool wmctrl xterm
-    python3-venv python3-xlib python3-tk python3-pyatspi gnome-screenshot util-linux
+    python3-venv python3-xlib python3-tk python3-pyatspi gnome-screenshot util-linux iptables
     libreoffice-calc libreoffice-writer libreoffice-gtk3 chromium fonts-liberation
 )
 DESKTOP_PIP=("pyautogui==0.9.54" "pillow>=10")

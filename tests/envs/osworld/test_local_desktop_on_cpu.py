@@ -112,7 +112,8 @@ def test_desktop_tmp_is_private_and_emptied_on_revert(env, tmp_path):
 def test_revert_kills_apps_and_restores_home(env):
     env.reset(TERM)
     server = env.local.request("GET", "/_verl_cua/health").json()
-    apps = [p for p in psutil.Process(server["pid"]).children(recursive=True) if p.pid not in server["infra"]]
+    infra = set(server["infra"].values())
+    apps = [p for p in psutil.Process(server["pid"]).children(recursive=True) if p.pid not in infra]
     assert any(p.name() == "xterm" for p in apps)
     _bash(env, "mkdir -p ~/junk && echo x > ~/junk/file")
     env.step("pyautogui.press('a')")  # marks the desktop used: the next reset reverts

@@ -2,11 +2,12 @@
 
 Runs inside the desktop (Debian python3 with python3-pyatspi), next to desktop_server.py. The XML uses the
 namespace URIs OSWorld's agents expect for Ubuntu trees (state, component, attributes, value), so their
-tree linearisers read it unchanged.
+tree linearisers read it unchanged. Both walks stop at a deadline (a hung app must not hang the server).
 """
 
 from __future__ import annotations
 
+import time
 from xml.etree import ElementTree as ET
 
 NS = {
@@ -18,6 +19,7 @@ NS = {
 MAX_DEPTH = 50
 MAX_NODES = 20000
 MAX_CHILDREN = 500
+DEFAULT_SECONDS = 20.0
 
 
 def _pyatspi():
@@ -35,8 +37,8 @@ def _tag(role: str) -> str:
     return tag if tag[0].isalpha() else f"x-{tag}"
 
 
-def _node(acc, depth: int, budget: list[int]) -> ET.Element | None:
-    if budget[0] <= 0 or depth > MAX_DEPTH:
+def _node(acc, depth: int, budget: list[int], deadline: float) -> ET.Element | None:
+    if budget[0] <= 0 or depth > MAX_DEPTH or time.monotonic() > deadline:
         return None
     budget[0] -= 1
     try:
@@ -68,7 +70,9 @@ def _node(acc, depth: int, budget: list[int]) -> ET.Element | None:
         except Exception:
             pass
         for i in range(min(acc.childCount, MAX_CHILDREN)):
-            child = _node(acc.getChildAtIndex(i), depth + 1, budget)
+            if time.monotonic() > deadline:
+                break
+            child = _node(acc.getChildAtIndex(i), depth + 1, budget, deadline)
             if child is not None:
                 el.append(child)
         return el
@@ -76,8 +80,9 @@ def _node(acc, depth: int, budget: list[int]) -> ET.Element | None:
         return None
 
 
-def accessibility_tree() -> str:
-    """The whole desktop as XML (`desktop-frame` root, one child per application)."""
+def accessibility_tree(deadline: float | None = None) -> str:
+    """The whole desktop as XML (`desktop-frame` root, one child per application), cut short at `deadline`."""
+    deadline = time.monotonic() + DEFAULT_SECONDS if deadline is None else deadline
     pyatspi = _pyatspi()
     for prefix, uri in NS.items():
         ET.register_namespace(prefix, uri)
@@ -85,32 +90,48 @@ def accessibility_tree() -> str:
     budget = [MAX_NODES]
     desktop = pyatspi.Registry.getDesktop(0)
     for i in range(desktop.childCount):
-        child = _node(desktop.getChildAtIndex(i), 1, budget)
+        if time.monotonic() > deadline:
+            break
+        child = _node(desktop.getChildAtIndex(i), 1, budget, deadline)
         if child is not None:
             root.append(child)
     return ET.tostring(root, encoding="unicode")
 
 
-def terminal_text() -> str | None:
-    """Text of the first terminal widget a terminal app exposes over AT-SPI, or None when there is none."""
+def terminal_text(deadline: float | None = None) -> str | None:
+    """Text of the first terminal widget a terminal app exposes over AT-SPI; None when none is found by `deadline`."""
+    deadline = time.monotonic() + DEFAULT_SECONDS if deadline is None else deadline
     try:
         pyatspi = _pyatspi()
         desktop = pyatspi.Registry.getDesktop(0)
+        apps = []
+        for i in range(desktop.childCount):
+            if time.monotonic() > deadline:
+                return None
+            apps.append(desktop.getChildAtIndex(i))
     except Exception:
         return None
-    apps = [desktop.getChildAtIndex(i) for i in range(desktop.childCount)]
     # only terminal applications (gnome-terminal-server, xfce4-terminal, ...): walking LibreOffice's tree on
     # every setup call (OSWorld's SetupController pings /terminal) would cost a second
-    stack = [app for app in apps if app is not None and "term" in (app.name or "").lower()]
+    stack = []
+    for app in apps:
+        try:
+            if app is not None and "term" in (app.name or "").lower():
+                stack.append(app)
+        except Exception:
+            continue
     seen = 0
-    while stack and seen < MAX_NODES:
+    while stack and seen < MAX_NODES and time.monotonic() < deadline:
         acc = stack.pop()
         seen += 1
         try:
             if acc.getRoleName() == "terminal":
                 text = acc.queryText()
                 return text.getText(0, text.characterCount)
-            stack.extend(acc.getChildAtIndex(i) for i in range(min(acc.childCount, MAX_CHILDREN)))
+            for i in range(min(acc.childCount, MAX_CHILDREN)):
+                if time.monotonic() > deadline:
+                    return None
+                stack.append(acc.getChildAtIndex(i))
         except Exception:
             continue
     return None

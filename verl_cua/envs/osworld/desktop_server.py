@@ -4,11 +4,14 @@ Written for verl-cua from the protocol OSWorld's client speaks (desktop_env.cont
 with OSWorld's in-VM server. It is copied into the desktop's runtime directory and run by the desktop's own
 Python (Debian python3 + pyautogui), as the unprivileged desktop user, so it imports nothing from verl-cua.
 
-It starts Xvfb (with an Xauthority cookie) and openbox as its own children, declares itself the child
-subreaper so that every app it launches stays its descendant, serves on 127.0.0.1 only, and refuses any
-request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or `X-Verl-Cua-Token`).
-`POST /_verl_cua/revert` kills every app process (Xvfb and openbox stay), reaps zombies, restores HOME and
-empties /tmp (private to the desktop: the launcher mounts a tmpfs there).
+It starts Xvfb (with an Xauthority cookie, unix socket only) and openbox as its own children, declares itself
+the child subreaper so that every app it launches stays its descendant, serves on a loopback address only, and
+refuses any request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or
+`X-Verl-Cua-Token`). The token is read from stdin and kept in memory only; the process is made non-dumpable so
+that the apps (same user) cannot read it from /proc or ptrace it. `POST /_verl_cua/revert` kills every app
+process (all descendants found through /proc/*/stat, in rounds; Xvfb and openbox stay), reaps zombies, restores
+HOME (verified against the template) and empties /tmp (private to the desktop: the launcher mounts a tmpfs).
+Every call has a deadline.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import base64
 import ctypes
 import email.parser
 import email.policy
+import filecmp
 import hmac
 import io
 import json
@@ -25,6 +29,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,9 +40,14 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 EXEC_TIMEOUT = 120.0
 OPEN_FILE_TIMEOUT = 60.0
+MAX_TIMEOUT = 600.0  # cap on any client-given timeout or wait
+DRAIN_TIMEOUT = 5.0  # after killing a timed-out command: how long to wait for its pipes
+A11Y_TIMEOUT = 20.0  # whole AT-SPI walk (accessibility tree, terminal text)
+REQUEST_READ_TIMEOUT = 60.0  # a client that connects and stalls holds a thread no longer than this
 MAX_BODY = 512 * 1024 * 1024
 
 
@@ -59,6 +69,7 @@ class Desktop:
         """Start Xvfb and openbox and wait until the display answers."""
         auth = os.environ["XAUTHORITY"]
         xvfb = ["Xvfb", self.display, "-screen", "0", f"{self.width}x{self.height}x24", "-nolisten", "tcp"]
+        xvfb += ["-nolisten", "local"]  # no abstract socket (network-namespace wide): the private /tmp socket only
         self.infra["xvfb"] = self.spawn([*xvfb, "-auth", auth], quiet=True)
         deadline = time.monotonic() + 20
         while self.output(["xdpyinfo"]) is None:
@@ -80,35 +91,55 @@ class Desktop:
         result = self.run(argv, shell=False, timeout=timeout)
         return result["output"] if result["returncode"] == 0 else None
 
+    def infra_status(self) -> dict[str, int | None]:
+        """`{server, xvfb, openbox}` -> PID, None for a dead one."""
+        status: dict[str, int | None] = {"server": os.getpid()}
+        for name, proc in self.infra.items():
+            status[name] = proc.pid if proc.poll() is None else None
+        return status
+
     def infra_pids(self) -> set[int]:
         """PIDs that survive a revert: this server, Xvfb and openbox."""
-        return {os.getpid()} | {p.pid for p in self.infra.values() if p.poll() is None}
+        return {pid for pid in self.infra_status().values() if pid is not None}
 
-    def revert(self, timeout: float = 10.0) -> dict:
-        """Kill every app process (SIGTERM, then SIGKILL), reap them, restore HOME from the template."""
+    def apps(self) -> list[int]:
+        """Every live descendant of this server except Xvfb and openbox."""
         keep = self.infra_pids()
-        victims = [pid for pid in _descendants(os.getpid()) if pid not in keep]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        return [pid for pid in _descendants(os.getpid()) if pid not in keep and _alive(pid)]
+
+    def revert(self, grace: float = 3.0, timeout: float = 10.0) -> dict:
+        """Kill every app process (SIGTERM, then SIGSTOP+SIGKILL rounds), reap them, restore HOME and /tmp."""
+        victims = self.apps()
+        for pid in victims:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while victims and time.monotonic() < deadline:
+            self.reap()
+            victims = [pid for pid in victims if _alive(pid)]
+            time.sleep(0.05)
+        deadline = time.monotonic() + timeout
+        while True:  # each round re-reads the process table: what forked meanwhile is caught by the next one
+            self.reap()
+            victims = self.apps()
+            if not victims or time.monotonic() > deadline:
+                break
+            for pid in victims:  # freeze first, so nothing forks between the kills
+                _signal(pid, signal.SIGSTOP)
             for pid in victims:
-                _signal(pid, sig)
-            deadline = time.monotonic() + (timeout / 2 if sig == signal.SIGTERM else timeout)
-            while time.monotonic() < deadline:
-                self.reap()
-                victims = [pid for pid in victims if _alive(pid)]
-                if not victims:
-                    break
-                time.sleep(0.05)
+                _signal(pid, signal.SIGKILL)
+            time.sleep(0.02)
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
             self.infra["openbox"] = self.spawn(["openbox"], quiet=True)
         _restore_tree(self.template, self.home)
-        _clear_tmp()
-        return {"status": "success", "killed": len(victims) == 0, "left": victims}
+        tmp_left = _clear_tmp()
+        return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left}
 
     def reap(self) -> None:
         """Reap zombie children nobody waits on (apps killed, orphans handed to us as subreaper)."""
+        me = os.getpid()
         with self.spawn_lock:
-            for pid in _children(os.getpid()):
-                if pid in self.waiting or _state(pid) != "Z":
+            for pid, (ppid, state) in _process_table().items():
+                if ppid != me or pid in self.waiting or state != "Z":
                     continue
                 try:
                     os.waitpid(pid, os.WNOHANG)
@@ -123,11 +154,20 @@ class Desktop:
             command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         )  # fmt: skip
+        timeout = min(float(timeout), MAX_TIMEOUT)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            for pid in [proc.pid, *_descendants(proc.pid)]:
+                _signal(pid, signal.SIGKILL)
             _signal(-proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            try:  # a process that left the group may still hold the pipes: wait for them only so long
+                out, err = proc.communicate(timeout=DRAIN_TIMEOUT)
+            except subprocess.TimeoutExpired as exc:
+                out, err = _text(exc.output), _text(exc.stderr)
+                for stream in (proc.stdout, proc.stderr):
+                    stream.close()
+                proc.wait(timeout=DRAIN_TIMEOUT)
             return {"status": "error", "output": out, "error": f"timed out after {timeout:g} s", "returncode": -1}
         finally:
             self.waiting.discard(proc.pid)
@@ -192,20 +232,37 @@ class Desktop:
 
 
 # -- process helpers ----------------------------------------------------------------------------------------------
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+def _text(data) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, state) of every process, from /proc/*/stat (children of any thread have the process as ppid)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            table[int(name)] = (int(fields[1]), fields[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
 
 
 def _descendants(pid: int) -> list[int]:
-    out, stack = [], _children(pid)
+    """Every descendant of `pid` (one snapshot of the process table)."""
+    children: dict[int, list[int]] = {}
+    for child, (ppid, _state) in _process_table().items():
+        children.setdefault(ppid, []).append(child)
+    out, stack = [], list(children.get(pid, []))
     while stack:
         child = stack.pop()
         out.append(child)
-        stack.extend(_children(child))
+        stack.extend(children.get(child, []))
     return out
 
 
@@ -228,30 +285,88 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
+def _unlock(path: str) -> None:
+    """Give us rwx on a directory tree the apps may have made read-only (symlinks are never followed)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return
+    os.chmod(path, 0o700)
+    for dirpath, dirnames, _files in os.walk(path):
+        for name in dirnames:
+            sub = os.path.join(dirpath, name)
+            if not os.path.islink(sub):
+                try:
+                    os.chmod(sub, 0o700)
+                except OSError:
+                    pass
+
+
+def _retry_writable(func, path, _exc) -> None:
+    """rmtree error handler: make the parent (and the path) writable, then try once more."""
+    for p in (os.path.dirname(path), path):
+        if os.path.isdir(p) and not os.path.islink(p):
+            try:
+                os.chmod(p, 0o700)
+            except OSError:
+                pass
+    func(path)
+
+
+def _remove(path: str) -> None:
+    """Delete a file, link or directory tree, whatever its permissions (raises when it cannot)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        _unlock(path)
+        handler = {"onexc": _retry_writable} if sys.version_info >= (3, 12) else {"onerror": _retry_writable}
+        shutil.rmtree(path, **handler)
+    else:
+        try:
+            os.unlink(path)
+        except PermissionError:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.unlink(path)
+
+
+def _listing(root: str) -> dict[str, tuple]:
+    """relative path -> (kind, mode, size or link target) of a tree."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            extra = os.readlink(path) if stat.S_ISLNK(st.st_mode) else (0 if stat.S_ISDIR(st.st_mode) else st.st_size)
+            out[os.path.relpath(path, root)] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), extra)
+    return out
+
+
 def _restore_tree(template: str, target: str) -> None:
-    """Make `target` an exact copy of `template` (contents replaced, the directory itself kept)."""
+    """Make `target` an exact copy of `template` (the directory itself kept); raise when it does not match after."""
     os.makedirs(target, exist_ok=True)
+    os.chmod(target, 0o700)
     for entry in os.scandir(target):
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            os.unlink(entry.path)
+        _remove(entry.path)
     shutil.copytree(template, target, symlinks=True, dirs_exist_ok=True)
+    os.chmod(target, 0o700)  # copytree copied the template root's mode; HOME is private
+    want, have = _listing(template), _listing(target)
+    differ = sorted(set(want) ^ set(have)) or [p for p in want if want[p] != have[p]]
+    differ = differ or [
+        p for p, (kind, _, _) in want.items()
+        if kind == stat.S_IFREG and not filecmp.cmp(os.path.join(template, p), os.path.join(target, p), shallow=False)
+    ]  # fmt: skip
+    if differ:
+        raise RuntimeError(f"HOME does not match its template after the restore: {differ[:5]}")
 
 
-def _clear_tmp() -> None:
-    """Empty this desktop's private /tmp, except the X server's socket and lock."""
+def _clear_tmp() -> list[str]:
+    """Empty this desktop's private /tmp, except the X server's socket and lock; what could not be removed."""
     tmp = tempfile.gettempdir()
+    left = []
     for entry in os.scandir(tmp):
         if entry.name in (".X11-unix", ".ICE-unix") or (entry.name.startswith(".X") and entry.name.endswith("-lock")):
             continue
         try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
+            _remove(entry.path)
         except OSError:
-            pass
+            left.append(entry.name)
+    return left
 
 
 def _tree(path: str, depth: int = 0) -> dict:
@@ -266,6 +381,7 @@ class Handler(BaseHTTPRequestHandler):
     """Routes OSWorld's endpoints; every request must carry the instance token."""
 
     server_version = "verl-cua-desktop/1"
+    timeout = REQUEST_READ_TIMEOUT  # socket timeout: a stalled client cannot hold a thread for ever
     desktop: Desktop
     token: str
 
@@ -349,7 +465,8 @@ class Handler(BaseHTTPRequestHandler):
     def execute_with_verification(self, p):
         result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home)
         check = p.get("verification") or {}
-        deadline = time.monotonic() + float(p.get("max_wait_time", 10))
+        deadline = time.monotonic() + min(float(p.get("max_wait_time", 10)), MAX_TIMEOUT)
+        interval = min(max(float(p.get("check_interval", 1.0)), 0.05), 10.0)
         while time.monotonic() < deadline:
             ok = True
             if check.get("window_exists"):
@@ -358,7 +475,7 @@ class Handler(BaseHTTPRequestHandler):
                 ok = self.desktop.run(check["command_success"], shell=True, timeout=30)["returncode"] == 0
             if ok:
                 return 200, {**result, "verification": "passed"}
-            time.sleep(float(p.get("check_interval", 1.0)))
+            time.sleep(interval)
         return 500, {**result, "status": "error", "error": "verification did not pass in time"}
 
     def run_python(self, p):
@@ -381,12 +498,12 @@ class Handler(BaseHTTPRequestHandler):
     def terminal(self, _):
         from desktop_a11y import terminal_text
 
-        return 200, {"output": terminal_text()}
+        return 200, {"output": _within(A11Y_TIMEOUT, terminal_text, time.monotonic() + A11Y_TIMEOUT - 1)}
 
     def accessibility(self, _):
         from desktop_a11y import accessibility_tree
 
-        return 200, {"AT": accessibility_tree()}
+        return 200, {"AT": _within(A11Y_TIMEOUT, accessibility_tree, time.monotonic() + A11Y_TIMEOUT - 1)}
 
     def screen_size(self, _):
         return 200, {"width": self.desktop.width, "height": self.desktop.height}
@@ -432,8 +549,12 @@ class Handler(BaseHTTPRequestHandler):
     def download_file(self, p):
         path = os.path.expanduser(p["path"])
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with urllib.request.urlopen(p["url"], timeout=300) as response, open(path, "wb") as f:  # noqa: S310
-            shutil.copyfileobj(response, f)
+        deadline = time.monotonic() + MAX_TIMEOUT
+        with urllib.request.urlopen(p["url"], timeout=60) as response, open(path, "wb") as f:  # noqa: S310
+            while chunk := response.read(1 << 20):
+                f.write(chunk)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"download took over {MAX_TIMEOUT:g} s")
         return 200, {"status": "success", "path": path}
 
     def open_file(self, p):
@@ -442,7 +563,7 @@ class Handler(BaseHTTPRequestHandler):
             return 404, {"status": "error", "error": f"no such file: {path}"}
         self.desktop.launch(["xdg-open", path], shell=False)
         stem = os.path.splitext(os.path.basename(path))[0]
-        deadline = time.monotonic() + float(p.get("timeout", OPEN_FILE_TIMEOUT))
+        deadline = time.monotonic() + min(float(p.get("timeout", OPEN_FILE_TIMEOUT)), MAX_TIMEOUT)
         while time.monotonic() < deadline:
             if self.desktop.find_window(stem, strict=False, by_class=False):
                 return 200, {"status": "success", "path": path}
@@ -475,7 +596,27 @@ class Handler(BaseHTTPRequestHandler):
             return 200, self.desktop.revert()
 
     def health(self, _):
-        return 200, {"status": "success", "pid": os.getpid(), "infra": sorted(self.desktop.infra_pids())}
+        return 200, {"status": "success", "pid": os.getpid(), "infra": self.desktop.infra_status()}
+
+
+def _within(seconds: float, func, *args):
+    """`func(*args)` in a worker thread; TimeoutError when it has not returned after `seconds` (it is abandoned)."""
+    result: dict = {}
+
+    def work():
+        try:
+            result["value"] = func(*args)
+        except BaseException as exc:  # handed to the caller
+            result["error"] = exc
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"{getattr(func, '__name__', 'call')} took over {seconds:g} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 ROUTES = {
@@ -544,12 +685,11 @@ def relay(host: str, port: int, target_port: int) -> None:
 
 
 def main() -> None:
-    """Start the desktop and serve until SIGTERM; the token is read from a file, never from argv."""
+    """Start the desktop and serve until SIGTERM; the token is read from stdin (first line), never argv or a file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.0/8) only")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cdp-port", type=int, default=0, help="public CDP port relayed to $VERL_CUA_CDP_PORT")
-    parser.add_argument("--token-file", required=True)
     parser.add_argument("--display", required=True)
     parser.add_argument("--screen", default="1920x1080")
     parser.add_argument("--home", required=True)
@@ -559,10 +699,15 @@ def main() -> None:
         parser.error("the desktop server binds to a loopback address only")
 
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    with open(args.token_file) as f:
-        token = f.read().strip()
-    os.unlink(args.token_file)
+    # non-dumpable before the token is read: the apps run as our user, and must not ptrace us or read our memory
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 or libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl failed: {os.strerror(ctypes.get_errno())}")
+    token = sys.stdin.readline().strip()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the apps inherit /dev/null, not the pipe the token came through
+    os.close(devnull)
+    if len(token) < 16:
+        sys.exit("no token on stdin")
     desktop = Desktop(args)
     _restore_tree(args.template, args.home)
     desktop.start()

@@ -97,13 +97,17 @@ class OSWorldEnv:
         config, base = load_task(task)
         stage_cache(config, base, self.cache_dir)
         self._check_alive("reset")
+        self._task, self._last, self._done = config, None, False
         try:
             obs = self._desktop.reset(task_config=config)
+            self._tighten_retries()
+            self._last = self._observation(obs)
+        except InfraFailure:
+            self._task = None
+            raise
         except Exception as exc:
+            self._task = None
             raise InfraFailure(f"OSWorld reset of {config['id']} failed: {type(exc).__name__}: {exc}") from exc
-        self._tighten_retries()
-        self._task, self._done = config, False
-        self._last = self._observation(obs)
         return self._last
 
     def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
@@ -137,7 +141,8 @@ class OSWorldEnv:
         return StepResult(self._last, 0.0, self._done, step_info(action_valid=True))
 
     def evaluate(self) -> float:
-        """OSWorld's metric for the task, in [0, 1]; a dead desktop raises InfraFailure, a crashing metric gives 0."""
+        """OSWorld's metric in [0, 1]; InfraFailure if the desktop is unhealthy after it; a crashing metric gives 0."""
+        # OSWorld's getters swallow their errors: a score computed on a dying desktop is not the agent's
         if self._task is None:
             raise EnvUsageError("evaluate() before reset()")
         self._check_alive("evaluate")
@@ -152,6 +157,8 @@ class OSWorldEnv:
             self.last_eval_error = f"{type(exc).__name__}: {exc}"
             logger.warning("OSWorld metric for %s raised (scored 0): %s", self._task["id"], self.last_eval_error)
             return 0.0
+        if not self.healthy():
+            raise InfraFailure(f"the desktop was not healthy after evaluating {self._task['id']} (score {score:g})")
         return min(1.0, max(0.0, score))
 
     def close(self) -> None:

@@ -1,21 +1,28 @@
 """Launch one local desktop (Xvfb + openbox + D-Bus + our OSWorld-protocol server) in a sandbox, no VM.
 
-The desktop runs as an unprivileged user (created on first use when we are root) in its own mount namespace in
-which the project tree and the launching user's HOME are hidden under empty, unreadable tmpfs mounts; it has its
-own HOME (restored from a template on every revert), X display with an Xauthority cookie, and an HTTP server
-bound to 127.0.0.1 that refuses requests without this instance's token. Not root: the desktop runs as the
-current user in a user+mount namespace (`unshare --user --map-current-user --mount`) with the same hiding.
+Needs root. The desktop runs as an unprivileged user (created on first use) in its own mount namespace in which
+the project tree and the launching user's HOME are hidden under empty, unreadable tmpfs mounts (fail closed: a
+mount that fails stops the start); it has its own HOME (restored from a root-owned template on every revert),
+X display with an Xauthority cookie (no TCP, no abstract socket), and an HTTP server bound to its own loopback
+address that refuses requests without this instance's token. The runtime directory (template, server code,
+browser wrapper) is root-owned and read-only to the desktop user, which owns only its HOME and XDG runtime dir.
+The token reaches the server over a stdin pipe and lives only in the server's memory (non-dumpable process).
+Where iptables is installed, the desktop user's new outgoing connections to loopback, private and link-local
+addresses and to any of this host's own addresses are rejected (the resolver and each desktop's internal CDP
+port excepted), so the agent cannot reach Ray's dashboard or other services of the trainer;
+without iptables one warning is logged.
 """
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import logging
 import os
 import pwd
 import secrets
+import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +54,27 @@ REQUIRED_BINARIES = {  # binary -> Debian package
     "unshare": "util-linux",
 }
 FIRST_DISPLAY = 100
+INFRA = ("server", "xvfb", "openbox")  # what healthy() requires alive (the server's /_verl_cua/health names them)
+PROXY_EXEMPT = "127.77.0.0/16"  # every desktop's loopback address: never through the user's HTTP proxy
+SANDBOX_FAILED = 97  # exit status of the sandbox shell when a mount (private /tmp, a hidden path) fails
+# D-Bus session config: the standard one minus the user's service dirs ($XDG_DATA_HOME/dbus-1/services), so
+# the agent cannot register a bus-activated service that would start outside the server's process tree; the
+# socket is a file in the private /tmp (`unix:tmpdir` would be an abstract socket, reachable host-wide)
+DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:dir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>/usr/share/dbus-1/services</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
 BROWSERS = ("chromium", "google-chrome", "chromium-browser")
 BROWSER_WRAPPER = """#!/bin/sh
 # Debian chromium with this desktop's CDP port (OSWorld's Chrome getters connect to it over CDP).
@@ -66,7 +94,12 @@ class DesktopStartError(RuntimeError):
 
 
 def check_system() -> None:
-    """One-line error naming the setup command when a system package or the desktop Python is missing."""
+    """One-line error naming the setup command when not root, or a system package or the desktop Python is missing."""
+    if os.geteuid() != 0:
+        raise DesktopStartError(
+            "the local desktop must be started as root (it creates a sandbox user and mounts a private namespace): "
+            "run as root, or use a VM provider (e.g. provider=docker)"
+        )
     missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
     if missing:
         packages = " ".join(sorted({REQUIRED_BINARIES[b] for b in missing}))
@@ -76,6 +109,143 @@ def check_system() -> None:
         )
     if not os.access(f"{DESKTOP_VENV}/bin/python", os.X_OK):
         raise DesktopStartError(f"the local desktop needs its Python at {DESKTOP_VENV}: run {SETUP_HINT}")
+
+
+def _exempt_from_proxy() -> None:
+    """Put the desktops' loopback range in NO_PROXY and no_proxy (both, merged: requests prefers lowercase)."""
+    entries: list[str] = []
+    for var in ("no_proxy", "NO_PROXY"):
+        entries += [e.strip() for e in os.environ.get(var, "").split(",") if e.strip() and e.strip() not in entries]
+    if PROXY_EXEMPT not in entries:
+        entries.append(PROXY_EXEMPT)
+    value = ",".join(entries)
+    for var in ("no_proxy", "NO_PROXY"):
+        if os.environ.get(var) != value:
+            os.environ[var] = value
+
+
+FIREWALL_CHAIN = "VERL_CUA_DESKTOP"
+FIREWALL_TAG = "verl-cua-desktop"
+BLOCKED_V4 = ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10")
+BLOCKED_V6 = ("::1/128", "fc00::/7", "fe80::/10")
+
+
+def _nameservers(v6: bool) -> list[str]:
+    """The resolvers of /etc/resolv.conf of one address family (the desktop may always reach them on port 53)."""
+    try:
+        lines = Path("/etc/resolv.conf").read_text().splitlines()
+    except OSError:
+        return []
+    servers = [line.split()[1] for line in lines if line.startswith("nameserver") and len(line.split()) > 1]
+    return [ns for ns in servers if (":" in ns) == v6]
+
+
+class _Firewall:
+    """iptables/ip6tables OUTPUT rules for the desktop user (chain VERL_CUA_DESKTOP, every rule tagged).
+
+    Allowed: replies (ESTABLISHED/RELATED: the server answering the trainer), the resolvers on port 53, and each
+    running desktop's internal CDP port on 127.0.0.1 (its relay connects there). Rejected: every other loopback
+    (127.77.0.0/16 included: a service bound to 0.0.0.0 answers there too), private, CGNAT or link-local
+    destination and any address of this host. The Internet stays reachable.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._installed: dict[str, bool] = {}
+        self._warned = False
+
+    @staticmethod
+    def _run(tool: str, *args: str) -> bool:
+        try:
+            return subprocess.run([tool, "-w", "10", *args], capture_output=True, timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+    @staticmethod
+    def _rules(v6: bool) -> list[list[str]]:
+        tag = ["-m", "comment", "--comment", FIREWALL_TAG]
+        rules = [["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", *tag, "-j", "ACCEPT"]]
+        for ns in _nameservers(v6):
+            rules += [["-d", ns, "-p", proto, "--dport", "53", *tag, "-j", "ACCEPT"] for proto in ("udp", "tcp")]
+        rules.append(["-m", "addrtype", "--dst-type", "LOCAL", *tag, "-j", "REJECT"])
+        rules += [["-d", net, *tag, "-j", "REJECT"] for net in (BLOCKED_V6 if v6 else BLOCKED_V4)]
+        return rules
+
+    @staticmethod
+    def _jump(uid: int) -> list[str]:
+        return ["-m", "owner", "--uid-owner", str(uid), "-m", "comment", "--comment", FIREWALL_TAG, "-j",
+                FIREWALL_CHAIN]  # fmt: skip
+
+    def install(self, uid: int) -> bool:
+        """Install the rules once per process (idempotent); False, with one warning line, when that is impossible."""
+        with self._lock:
+            for tool, v6 in (("iptables", False), ("ip6tables", True)):
+                if tool not in self._installed:
+                    self._installed[tool] = self._install(tool, v6, uid)
+            ok = self._installed["iptables"]
+            if not all(self._installed.values()) and not self._warned:
+                self._warned = True
+                missing = [t for t, done in self._installed.items() if not done]
+                logger.warning(
+                    "local desktop: no %s rules (%s); the desktops can reach this host's loopback and private "
+                    "network services: apt-get install -y iptables",
+                    "/".join(missing),
+                    "not installed" if any(shutil.which(t) is None for t in missing) else "iptables failed",
+                )
+            return ok
+
+    def _install(self, tool: str, v6: bool, uid: int) -> bool:
+        if shutil.which(tool) is None:
+            return False
+        rules = self._rules(v6)
+        if not self._run(tool, "-n", "-L", FIREWALL_CHAIN) and not self._run(tool, "-N", FIREWALL_CHAIN):
+            return False
+        try:
+            listing = subprocess.run(
+                [tool, "-w", "10", "-S", FIREWALL_CHAIN], capture_output=True, text=True, timeout=30
+            ).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        appended = [shlex.split(line)[2:] for line in listing if line.startswith("-A ")]
+        cdp = [rule for rule in appended if f"{FIREWALL_TAG}:cdp" in rule]  # other live desktops' ports: kept
+        exact = len(appended) - len(cdp) == len(rules)
+        if not exact or not all(self._run(tool, "-C", FIREWALL_CHAIN, *rule) for rule in rules):
+            self._run(tool, "-F", FIREWALL_CHAIN)
+            if not all(self._run(tool, "-A", FIREWALL_CHAIN, *rule) for rule in [*cdp, *rules]):
+                return False
+        jump = self._jump(uid)
+        return self._run(tool, "-C", "OUTPUT", *jump) or self._run(tool, "-I", "OUTPUT", "1", *jump)
+
+    def allow_cdp(self, port: int) -> list[str] | None:
+        """Let the desktop user reach 127.0.0.1:`port` (a desktop's internal CDP port); the rule, for `revoke`."""
+        rule = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(port), "-m", "comment", "--comment",
+                f"{FIREWALL_TAG}:cdp", "-j", "ACCEPT"]  # fmt: skip
+        with self._lock:
+            if not self._installed.get("iptables") or not self._run("iptables", "-I", FIREWALL_CHAIN, "1", *rule):
+                return None
+        return rule
+
+    def revoke(self, rule: list[str]) -> None:
+        """Delete a rule `allow_cdp` added (every copy of it)."""
+        with self._lock:
+            for _ in range(10):
+                if not self._run("iptables", "-D", FIREWALL_CHAIN, *rule):
+                    break
+
+    def uninstall(self, uid: int) -> None:
+        """Remove the jump and the chain (for cleanup; running desktops lose their protection)."""
+        with self._lock:
+            for tool in ("iptables", "ip6tables"):
+                if shutil.which(tool) is None:
+                    continue
+                while self._run(tool, "-D", "OUTPUT", *self._jump(uid)):
+                    pass
+                self._run(tool, "-F", FIREWALL_CHAIN)
+                self._run(tool, "-X", FIREWALL_CHAIN)
+            self._installed.clear()
+
+
+FIREWALL = _Firewall()
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
@@ -99,11 +269,15 @@ class _Netrc:
         self._base = ""
 
     def add(self, host: str, token: str) -> None:
+        """Record `host`'s token (the file is created on first use and removed at interpreter exit)."""
         with self._lock:
+            _exempt_from_proxy()
             if self._path is None:
                 previous = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
                 self._base = Path(previous).read_text() if os.path.isfile(previous) else ""
-                self._path = Path(tempfile.mkdtemp(prefix="verl-cua-netrc-")) / "netrc"
+                directory = tempfile.mkdtemp(prefix="verl-cua-netrc-")
+                atexit.register(shutil.rmtree, directory, True)
+                self._path = Path(directory) / "netrc"
                 os.environ["NETRC"] = str(self._path)
             self._entries[host] = token
             self._write()
@@ -116,8 +290,9 @@ class _Netrc:
                 self._write()
 
     def ensure(self) -> None:
-        """Point $NETRC at our file again if something replaced it."""
+        """Point $NETRC at our file again if something replaced it (and keep the proxy exemption)."""
         with self._lock:
+            _exempt_from_proxy()
             if self._path is not None and os.environ.get("NETRC") != str(self._path):
                 os.environ["NETRC"] = str(self._path)
 
@@ -130,42 +305,60 @@ class _Netrc:
 
 
 NETRC = _Netrc()
+_USER_LOCK = threading.Lock()
 
 
 def _desktop_user() -> tuple[int, int]:
-    """UID/GID the desktop runs as: a dedicated system user when root (created once), else ourselves."""
-    if os.geteuid() != 0:
-        return os.getuid(), os.getgid()
-    try:
-        entry = pwd.getpwnam(DESKTOP_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
-             DESKTOP_USER],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        entry = pwd.getpwnam(DESKTOP_USER)
+    """UID/GID of the dedicated system user the desktop runs as (created once; concurrent creators tolerated)."""
+    with _USER_LOCK:
+        try:
+            entry = pwd.getpwnam(DESKTOP_USER)
+        except KeyError:
+            result = subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                 "/usr/sbin/nologin", DESKTOP_USER],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            try:  # another process may have created it meanwhile (useradd then fails with "already exists")
+                entry = pwd.getpwnam(DESKTOP_USER)
+            except KeyError:
+                raise DesktopStartError(
+                    f"cannot create the desktop user {DESKTOP_USER}: {result.stderr.strip()[:200]}"
+                ) from None
+    if entry.pw_uid == 0:
+        raise DesktopStartError(f"the desktop user {DESKTOP_USER} must not be root")
     return entry.pw_uid, entry.pw_gid
 
 
 def hidden_paths() -> list[str]:
-    """Paths the desktop must not see: the project tree, the launching user's HOME, the working directory."""
+    """Paths the desktop must not see (project tree, launching user's HOME, working dir): the outermost ones only."""
     paths = {str(REPO_ROOT), os.path.realpath(os.getcwd()), os.path.realpath(os.path.expanduser("~"))}
     paths.discard("/")
     safe = {RUNTIME_ROOT.resolve(), Path(DESKTOP_VENV).resolve()}
-    out = []
+    kept: list[Path] = []
     for p in sorted(paths):
         path = Path(p)
-        if not path.is_dir() or any(s == path or path in s.parents for s in safe):
-            continue  # never hide what the desktop itself needs
+        if not path.is_dir():
+            continue
         if path == Path("/tmp") or Path("/tmp") in path.parents:
             continue  # the desktop's /tmp is a private, empty tmpfs already
-        out.append(p)
-    return out
+        needed = next((s for s in safe if s == path or path in s.parents), None)
+        if needed is not None:  # fail closed: never leave it visible
+            raise DesktopStartError(
+                f"cannot hide {path} from the desktop: it holds {needed}, which the desktop needs; set "
+                "VERL_CUA_DESKTOP_RUNTIME / VERL_CUA_DESKTOP_VENV to a directory outside it"
+            )
+        kept.append(path)
+    # a path inside another hidden path is hidden already (and its mount point vanishes under the outer tmpfs)
+    return [str(p) for p in kept if not any(q in p.parents for q in kept)]
 
 
 class LocalDesktop:
-    """One sandboxed desktop process tree; `address` is what OSWorld's provider interface returns."""
+    """One sandboxed desktop process tree; `address` is what OSWorld's provider interface returns.
+
+    Thread-safe: start/stop/alive/pids hold one re-entrant lock (the pool may kill a desktop while another thread
+    asks whether it is alive).
+    """
 
     def __init__(self, *, screen: tuple[int, int] = (1920, 1080), start_timeout: float = 60.0):
         check_system()
@@ -173,7 +366,10 @@ class LocalDesktop:
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
         self.runtime: Path | None = None
+        self._lock = threading.RLock()
         self._display_lock = None
+        self._mntns = ""
+        self._cdp_rule: list[str] | None = None
         self.display = self.port = self.cdp_port = None
         self.host = "127.0.0.1"
         self.token = ""
@@ -181,45 +377,46 @@ class LocalDesktop:
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Boot Xvfb, openbox, D-Bus and the server; return when the first screenshot is served."""
-        self.stop()
-        uid, gid = _desktop_user()
-        self._allocate_display()
-        self.host = f"127.77.{self.display // 256}.{self.display % 256}"
-        self.port, self.cdp_port, self._cdp_internal = _free_port(self.host), _free_port(self.host), _free_port()
-        self.token = secrets.token_hex(16)
-        NETRC.add(self.host, self.token)
-        RUNTIME_ROOT.mkdir(parents=True, exist_ok=True)
-        RUNTIME_ROOT.chmod(0o711)
-        runtime = Path(tempfile.mkdtemp(prefix=f"d{self.display}-", dir=RUNTIME_ROOT))
-        self.runtime = runtime
-        self._prepare_runtime(runtime)
-        for path in [runtime, *runtime.rglob("*")]:
-            os.lchown(path, uid, gid)
-        argv = [*self._sandbox_prefix(uid, gid), "/usr/bin/env", "-i", *self._environment(runtime)]
-        argv += ["dbus-run-session", "--", f"{DESKTOP_VENV}/bin/python", str(runtime / "server" / "desktop_server.py")]
-        argv += [
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--cdp-port",
-            str(self.cdp_port),
-            "--token-file",
-            str(runtime / "token"),
-            "--display",
-            f":{self.display}",
-        ]
-        argv += ["--screen", f"{self.screen[0]}x{self.screen[1]}", "--home", str(runtime / "home")]
-        argv += ["--template", str(runtime / "home_template")]
-        log = open(runtime / "server.log", "wb")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        log.close()
-        self._wait_ready()
+        with self._lock:
+            self.stop()
+            uid, gid = _desktop_user()
+            hide = hidden_paths()
+            self._allocate_display()
+            self.host = f"127.77.{self.display // 256}.{self.display % 256}"
+            self.port, self.cdp_port, self._cdp_internal = _free_port(self.host), _free_port(self.host), _free_port()
+            if FIREWALL.install(uid):
+                self._cdp_rule = FIREWALL.allow_cdp(self._cdp_internal)
+            self.token = secrets.token_hex(16)
+            NETRC.add(self.host, self.token)
+            RUNTIME_ROOT.mkdir(parents=True, exist_ok=True)
+            os.chown(RUNTIME_ROOT, 0, 0)
+            RUNTIME_ROOT.chmod(0o711)
+            runtime = Path(tempfile.mkdtemp(prefix=f"d{self.display}-", dir=RUNTIME_ROOT))
+            self.runtime = runtime
+            self._prepare_runtime(runtime, uid, gid)
+            argv = [*self._sandbox_prefix(uid, gid, hide), "/usr/bin/env", "-i", *self._environment(runtime)]
+            argv += ["dbus-run-session", f"--config-file={runtime / 'dbus.conf'}", "--"]
+            argv += [f"{DESKTOP_VENV}/bin/python", str(runtime / "server" / "desktop_server.py")]
+            argv += ["--host", self.host, "--port", str(self.port), "--cdp-port", str(self.cdp_port)]
+            argv += ["--display", f":{self.display}", "--screen", f"{self.screen[0]}x{self.screen[1]}"]
+            argv += ["--home", str(runtime / "home"), "--template", str(runtime / "home_template")]
+            log = open(runtime / "server.log", "wb")  # noqa: SIM115 - handed to the child
+            os.chmod(runtime / "server.log", 0o600)
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True
+            )  # the token goes over stdin: never in a file, argv or environment the desktop user can read
+            log.close()
+            try:
+                self.proc.stdin.write(f"{self.token}\n".encode())
+                self.proc.stdin.close()
+            except OSError:
+                pass  # the sandbox died at once: _wait_ready reports why
+            self._wait_ready()
 
     def revert(self) -> None:
         """Kill every app and restore HOME (server-side); if the server does not answer, restart the desktop."""
         try:
-            response = self.request("POST", "/_verl_cua/revert", timeout=30)
+            response = self.request("POST", "/_verl_cua/revert", timeout=60)
             response.raise_for_status()
             if response.json().get("left"):
                 raise RuntimeError(f"processes survived the revert: {response.json()['left']}")
@@ -228,31 +425,28 @@ class LocalDesktop:
             self.start()
 
     def stop(self) -> None:
-        """Kill the whole desktop tree by PID and remove its runtime directory."""
-        if self.proc is not None:
-            pids = self.pids()
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                for pid in pids:
-                    try:
-                        os.kill(pid, sig)
-                    except ProcessLookupError:
-                        pass
+        """Kill the whole desktop (its process tree and every process in its mount namespace), remove its runtime."""
+        with self._lock:
+            proc, self.proc = self.proc, None
+            if proc is not None:
+                _kill_all(proc.pid, self._mntns)
                 try:
-                    self.proc.wait(timeout=3)
-                    break
+                    proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
-                    continue
-            _wait_gone(pids, 5.0)
-            self.proc = None
-        if self.token:
-            NETRC.remove(self.host, self.token)
-            self.token = ""
-        if self.runtime is not None:
-            shutil.rmtree(self.runtime, ignore_errors=True)
-            self.runtime = None
-        if self._display_lock is not None:
-            self._display_lock.close()
-            self._display_lock = None
+                    logger.warning("local desktop :%s sandbox root %s did not exit", self.display, proc.pid)
+                self._mntns = ""
+            if self._cdp_rule is not None:
+                FIREWALL.revoke(self._cdp_rule)
+                self._cdp_rule = None
+            if self.token:
+                NETRC.remove(self.host, self.token)
+                self.token = ""
+            if self.runtime is not None:
+                shutil.rmtree(self.runtime, ignore_errors=True)
+                self.runtime = None
+            if self._display_lock is not None:
+                self._display_lock.close()
+                self._display_lock = None
 
     # -- queries ------------------------------------------------------------------------------------------------
     @property
@@ -272,29 +466,38 @@ class LocalDesktop:
 
     def alive(self) -> bool:
         """Whether the sandbox process is still running (cheap; no request)."""
-        return self.proc is not None and self.proc.poll() is None
+        with self._lock:
+            proc = self.proc
+            return proc is not None and proc.poll() is None
 
     def healthy(self) -> bool:
-        """Whether the server answers and Xvfb runs."""
+        """Whether the server answers and reports the server, Xvfb and openbox alive (each checked here too)."""
         if not self.alive():
             return False
         try:
             response = self.request("GET", "/_verl_cua/health", timeout=5)
-            return response.status_code == 200 and len(response.json().get("infra", [])) >= 2
+            infra = response.json().get("infra") if response.status_code == 200 else None
         except (requests.RequestException, ValueError):
             return False
-
-    def pids(self) -> list[int]:
-        """The sandbox process and every descendant (Xvfb, server, apps)."""
-        if self.proc is None:
-            return []
+        if not isinstance(infra, dict):
+            return False
         import psutil
 
-        try:
-            root = psutil.Process(self.proc.pid)
-            return [root.pid] + [p.pid for p in root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
+        for name in INFRA:
+            pid = infra.get(name)
+            try:
+                if not isinstance(pid, int) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return False
+            except psutil.NoSuchProcess:
+                return False
+        return True
+
+    def pids(self) -> list[int]:
+        """The sandbox process, every descendant (Xvfb, server, apps) and anything else in its mount namespace."""
+        with self._lock:
+            if self.proc is None:
+                return []
+            return [p.pid for p in _sandbox_processes(self.proc.pid, self._mntns)]
 
     # -- internals ------------------------------------------------------------------------------------------------
     def _allocate_display(self) -> None:
@@ -312,27 +515,35 @@ class LocalDesktop:
             return
         raise DesktopStartError("no free X display number in :100-:1099")
 
-    def _prepare_runtime(self, runtime: Path) -> None:
-        (runtime / "server").mkdir()
+    def _prepare_runtime(self, runtime: Path, uid: int, gid: int) -> None:
+        """Root-owned, read-only to the desktop user except home/ and xdg/ (its own); Xauthority root:desktop 0640."""
+        runtime.chmod(0o755)
+        (runtime / "server").mkdir(mode=0o755)
         for name in SERVER_FILES:
-            shutil.copy2(Path(__file__).with_name(name), runtime / "server" / name)
+            shutil.copyfile(Path(__file__).with_name(name), runtime / "server" / name)
+            (runtime / "server" / name).chmod(0o644)
         shutil.copytree(HOME_TEMPLATE, runtime / "home_template", symlinks=True)
-        (runtime / "home").mkdir()
-        (runtime / "bin").mkdir()
+        for path in [runtime / "home_template", *(runtime / "home_template").rglob("*")]:
+            os.lchown(path, 0, 0)
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
+        (runtime / "bin").mkdir(mode=0o755)
         for name in BROWSERS:
             wrapper = runtime / "bin" / name
             wrapper.write_text(BROWSER_WRAPPER)
             wrapper.chmod(0o755)
-        for name in ("xdg",):
+        (runtime / "dbus.conf").write_text(DBUS_CONFIG)
+        (runtime / "dbus.conf").chmod(0o644)
+        for name in ("home", "xdg"):  # the only paths the desktop user owns
             (runtime / name).mkdir(mode=0o700)
-        token_file = runtime / "token"
-        token_file.write_text(self.token)
-        token_file.chmod(0o600)
+            os.chown(runtime / name, uid, gid)
         cookie = secrets.token_hex(16)
         subprocess.run(
             ["xauth", "-f", str(runtime / "Xauthority"), "add", f":{self.display}", ".", cookie],
             check=True, capture_output=True,
         )  # fmt: skip
+        os.chown(runtime / "Xauthority", 0, gid)
+        (runtime / "Xauthority").chmod(0o640)
 
     def _environment(self, runtime: Path) -> list[str]:
         env = {
@@ -352,19 +563,18 @@ class LocalDesktop:
         }
         return [f"{k}={v}" for k, v in env.items()]
 
-    def _sandbox_prefix(self, uid: int, gid: int) -> list[str]:
-        """unshare a mount namespace, give it a private /tmp, hide `hidden_paths()`, drop to the desktop user."""
-        hide = (
-            "mount -t tmpfs -o mode=1777,size=2g verl-cua-tmp /tmp || exit 97; "
-            'while [ "$1" != -- ]; do mount -t tmpfs -o ro,mode=000,size=4k verl-cua-hidden "$1" || exit 97; shift; '
-            'done; shift; exec "$@"'
+    @staticmethod
+    def _sandbox_prefix(uid: int, gid: int, hide: list[str]) -> list[str]:
+        """unshare a mount namespace, give it a private /tmp, hide `hide`, drop to the desktop user (fail closed)."""
+        script = (
+            f'fail() {{ echo "verl-cua sandbox: $1" >&2; exit {SANDBOX_FAILED}; }}; '
+            'mount -t tmpfs -o mode=1777,size=2g verl-cua-tmp /tmp || fail "cannot mount a private /tmp"; '
+            'while [ "$1" != -- ]; do mount -t tmpfs -o ro,mode=000,size=4k verl-cua-hidden "$1" '
+            '|| fail "cannot hide $1 from the desktop"; shift; done; shift; exec "$@"'
         )
-        if os.geteuid() == 0:
-            drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
-            return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", hide, "sh",
-                    *hidden_paths(), "--", *drop]  # fmt: skip
-        return ["unshare", "--user", "--map-current-user", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-                hide, "sh", *hidden_paths(), "--"]  # fmt: skip
+        drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
+        return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", *hide, "--",
+                *drop]  # fmt: skip
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -375,6 +585,7 @@ class LocalDesktop:
             try:
                 response = self.request("GET", "/screenshot", timeout=5)
                 if response.status_code == 200:
+                    self._mntns = _mount_namespace(self.proc.pid)
                     return
                 last = f"HTTP {response.status_code}"
             except requests.RequestException as exc:
@@ -386,6 +597,8 @@ class LocalDesktop:
             log = f"; server log: {log[0][:300]}" if log else ""
         rc = self.proc.poll()
         self.stop()
+        if rc == SANDBOX_FAILED:
+            raise DesktopStartError(f"local desktop not started, its sandbox could not be set up{log}")
         raise DesktopStartError(f"local desktop did not start ({last}, exit {rc}){log}")
 
     def __del__(self):
@@ -413,22 +626,72 @@ def _x_display_taken(n: int) -> bool:
         return True
 
 
-def _wait_gone(pids: list[int], timeout: float) -> None:
+def _mount_namespace(pid: int) -> str:
+    """`mnt:[inode]` of a process, or "" when it is gone (or a zombie)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return ""
+
+
+def _sandbox_processes(root_pid: int, mntns: str) -> list:
+    """psutil.Process objects of the tree under `root_pid` plus every process in mount namespace `mntns`.
+
+    A namespace member counts only if a process already known to be ours is still in that namespace after the
+    scan (then the namespace was alive throughout and its inode number cannot have been reused).
+    """
     import psutil
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = []
-        for pid in pids:
+    procs: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(root_pid)
+        for p in [root, *root.children(recursive=True)]:
+            procs[p.pid] = p
+    except psutil.NoSuchProcess:
+        pass
+    if mntns:
+        members = [p for p in psutil.process_iter() if p.pid not in procs and _mount_namespace(p.pid) == mntns]
+        if members and any(p.is_running() and _mount_namespace(p.pid) == mntns for p in list(procs.values())):
+            procs.update({p.pid: p for p in members})
+    return list(procs.values())
+
+
+def _kill_all(root_pid: int, mntns: str, deadline_s: float = 10.0) -> None:
+    """SIGTERM the sandbox's processes (objects taken up front: no PID reuse), then SIGKILL in rounds until none."""
+    import psutil
+
+    procs = _sandbox_processes(root_pid, mntns)
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _gone, alive = psutil.wait_procs(procs, timeout=3)
+    deadline = time.monotonic() + deadline_s
+    while True:  # a new round also catches what forked (or was orphaned to init) since the last snapshot
+        known = {p.pid: p for p in alive}
+        for p in _sandbox_processes(root_pid, mntns):
+            known.setdefault(p.pid, p)
+        alive = [p for p in known.values() if _running(p)]
+        if not alive or time.monotonic() > deadline:
+            break
+        for p in alive:
             try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    left.append(pid)
-            except psutil.NoSuchProcess:
+                p.kill()
+            except psutil.Error:
                 pass
-        if not left:
-            return
-        time.sleep(0.05)
-    logger.warning("processes still alive after stop: %s", left)
+        _gone, alive = psutil.wait_procs(alive, timeout=1)
+    if alive:
+        logger.warning("processes still alive after stop: %s", [p.pid for p in alive])
+
+
+def _running(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 if __name__ == "__main__":  # manual check: python -m verl_cua.envs.osworld.local_desktop
