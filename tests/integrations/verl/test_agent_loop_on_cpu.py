@@ -1,0 +1,130 @@
+"""`gui_agent` with verl's real AgentLoopBase, continuous-token builder, tokenizer and processor, on real MiniWoB++
+in Chromium. The LLM server is scripted (it answers the oracle's actions), so outcomes are known exactly."""
+
+import asyncio
+
+import pytest
+from transformers import AutoProcessor, AutoTokenizer
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from verl_cua.envs import make_env
+from verl_cua.integrations.verl import env_service
+from verl_cua.integrations.verl.agent_loop import GUIAgentLoop
+from verl_cua.testing.cpu_config import cpu_config
+from verl_cua.testing.miniwob_oracle import solution
+
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+HF_TYPE = {"qwen25vl": "qwen2_5_vl", "qwen3vl": "qwen3_vl"}
+
+
+class ScriptedServer:
+    """Answers each generate call with the next scripted text (as tokens, ending in <|im_end|>)."""
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts, self.calls = tokenizer, list(texts), []
+
+    async def generate(self, *, request_id, prompt_ids, sampling_params, image_data=None, **kwargs):
+        self.calls.append({"prompt_ids": list(prompt_ids), "images": len(image_data or []), **sampling_params})
+        text = self.texts.pop(0) if self.texts else "WAIT"
+        ids = self.tokenizer.encode(text, add_special_tokens=False)[: sampling_params["max_tokens"] - 1]
+        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+
+def oracle_texts(task: str, seed: int) -> list[str]:
+    env = make_env("miniwob", task=task, action_format="pyautogui")
+    try:
+        return solution(env, env.reset({"task": task, "seed": seed}))
+    finally:
+        env.close()
+
+
+def run_loop(model, texts, *overrides, task="click-test", seed=0):
+    family, path = model
+    cfg = cpu_config(path, "cua.env.pool_size=1", *overrides)
+    tokenizer, processor = AutoTokenizer.from_pretrained(path), AutoProcessor.from_pretrained(path)
+    server = ScriptedServer(tokenizer, texts)
+
+    async def main():
+        loop = GUIAgentLoop(
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=processor,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(cfg.data),
+            hf_model_type=HF_TYPE[family],
+        )
+        return await loop.run(dict(SAMPLING), extra_info={"task": task, "seed": seed})
+
+    try:
+        return asyncio.run(main()), server, tokenizer
+    finally:
+        env_service.close_all()
+
+
+def _image_pad_runs(ids, pad_id):
+    return sum(1 for i, t in enumerate(ids) if t == pad_id and (i == 0 or ids[i - 1] != pad_id))
+
+
+def test_oracle_episode_succeeds_and_the_mask_covers_model_tokens_only(tiny_model, chromium):
+    texts = oracle_texts("enter-text", 3)  # click the field, type, click submit: three model turns
+    out, server, tok = run_loop(tiny_model, texts, "cua.env.max_steps=5", task="enter-text", seed=3)
+    extra = out.extra_fields
+    assert extra["cua_success"] and out.reward_score == 1.0 and extra["cua_invalid_actions"] == 0
+    assert extra["cua_steps"] == 3 and len(server.calls) == 3
+    # every generated token has mask 1, everything else in the response (screenshots, turn scaffolding) 0
+    generated = sum(len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts)
+    assert sum(out.response_mask) == generated
+    assert len(out.response_mask) == len(out.response_ids) > generated
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    masked_pads = [m for t, m in zip(out.response_ids, out.response_mask, strict=True) if t == pad]
+    assert masked_pads and set(masked_pads) == {0}
+    # one screenshot per turn, all in context, each an image-pad run in the token sequence
+    images = out.multi_modal_data["images"]
+    assert len(images) == 3 and [c["images"] for c in server.calls] == [1, 2, 3]
+    assert _image_pad_runs(out.prompt_ids + out.response_ids, pad) == 3
+    assert out.response_logprobs is not None and len(out.response_logprobs) == len(out.response_ids)
+    assert extra["cua_final_screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_invalid_outputs_are_penalised_and_not_sent(tiny_model, chromium):
+    out, _server, _tok = run_loop(tiny_model, ["I think I should click.", "pyautogui.click("], "cua.env.max_steps=2")
+    extra = out.extra_fields
+    assert extra["cua_invalid_actions"] == 2 and not extra["cua_success"]
+    assert out.reward_score == pytest.approx(-0.2)  # 0 success - 0.1 x 2 invalid
+    assert "not valid" in extra["cua_feedback"]
+
+
+def test_step_rows_share_the_episode_reward_and_keep_the_last_k_screenshots(tiny_model, chromium):
+    texts = oracle_texts("enter-text", 3)
+    outs, server, tok = run_loop(
+        tiny_model,
+        texts,
+        "cua.env.rows=step",
+        "cua.env.history_images=2",
+        "cua.env.max_steps=5",
+        task="enter-text",
+        seed=3,
+    )
+    assert isinstance(outs, list) and len(outs) == 3
+    assert {o.reward_score for o in outs} == {1.0}
+    assert [o.extra_fields["step_index"] for o in outs] == [0, 1, 2]
+    assert [len(o.multi_modal_data["images"]) for o in outs] == [1, 2, 2]
+    assert all(sum(o.response_mask) == len(o.response_ids) for o in outs)  # step rows: only model tokens
+    third_prompt = tok.decode(outs[2].prompt_ids)
+    assert "Previous actions:" in third_prompt and "Step 2:" in third_prompt  # earlier turns as text
+
+
+def test_a_dead_env_is_an_infra_failure_with_zero_reward(tiny_model, chromium, monkeypatch):
+    from verl_cua.envs import miniwob
+
+    def broken_reset(self, task=None):
+        raise miniwob.InfraFailure("browser gone")
+
+    monkeypatch.setattr(miniwob.MiniWoBEnv, "reset", broken_reset)
+    out, server, _ = run_loop(tiny_model, ["WAIT"])
+    assert out.extra_fields["cua_infra_failure"] and "browser gone" in out.extra_fields["cua_infra_error"]
+    assert out.reward_score == 0.0 and server.calls == [] and sum(out.response_mask) == 0
