@@ -42,6 +42,7 @@ class Episode:
     final_screenshot: Image.Image | None = None
     env_seconds: float = 0.0
     generate_seconds: float = 0.0
+    weight_versions: list[int] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -82,12 +83,14 @@ class GUIAgentLoop(AgentLoopBase):
         self.env_cfg, self.action_cfg = cua["env"], cua["action"]
         self.format = self.action_cfg["format"]
         self.response_length = self.rollout_config.response_length
+        self._batch_step = None
         self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg["max_pixels"])
 
     # -- the loop ------------------------------------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput | list[AgentLoopOutput]:
         """Run one episode of the row's task and return it as training rows."""
         task = _row_task(kwargs)
+        self._batch_step = kwargs.get("global_steps")
         service = env_service(self.env_cfg)
         async with service.slot():
             lease = await service.call(service.pool.acquire)
@@ -219,6 +222,9 @@ class GUIAgentLoop(AgentLoopBase):
             request_id=uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=params, image_data=list(images)
         )
         ep.generate_seconds += time.perf_counter() - start
+        version = (out.extra_fields or {}).get("global_steps")
+        if version is not None:
+            ep.weight_versions.append(int(version))
         return out
 
     async def _env(self, ep: Episode, service, fn, *args):
@@ -283,7 +289,15 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_env_seconds": ep.env_seconds,
             "cua_generate_seconds": ep.generate_seconds,
             "reward_extra_info": {},
+            **self._weight_versions(ep),
         }
+
+    def _weight_versions(self, ep: Episode) -> dict[str, int | None]:
+        """The policy versions the episode was generated with (verl's off-policy staleness tags)."""
+        versions = ep.weight_versions or ([int(self._batch_step)] if self._batch_step is not None else [])
+        if not versions:
+            return {"global_steps": None, "min_global_steps": None, "max_global_steps": None}
+        return {"global_steps": versions[-1], "min_global_steps": min(versions), "max_global_steps": max(versions)}
 
     def _image_size(self, screen: tuple[int, int]) -> tuple[int, int]:
         return smart_resize_size(screen, self._factor, self._factor * self._factor, self._max_pixels)

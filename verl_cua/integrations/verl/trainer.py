@@ -118,14 +118,36 @@ class CuaTrainer(PPOTrainerSync):
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        fields = ["extra_fields", "responses", "response_mask"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         cua = gui_metrics(_as_list(data["extra_fields"]))
+        cua.update(mask_metrics(data["responses"], data["response_mask"], self._image_pad_id()))
         self.cua_totals["infra_failures"] += cua.get("cua/infra_failures", 0)
         self.cua_totals["episodes"] += cua.get("cua/episodes", 0)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
         self._cua_step_metrics = metrics
         return result
+
+    def _image_pad_id(self) -> int | None:
+        token = getattr(self.processor, "image_token", None) or "<|image_pad|>"
+        pad = self.tokenizer.convert_tokens_to_ids(token)
+        return pad if isinstance(pad, int) and pad != self.tokenizer.unk_token_id else None
+
+
+def mask_metrics(responses, response_mask, image_pad_id: int | None) -> dict[str, float]:
+    """How the response mask treats the batch: model tokens (1) vs observation tokens (0), screenshots included."""
+    tokens = torch.cat([r.reshape(-1) for r in responses.unbind(0)])
+    mask = torch.cat([m.reshape(-1) for m in response_mask.unbind(0)])
+    out = {
+        "cua/response_model_tokens": int(mask.sum()),
+        "cua/response_observation_tokens": int((mask == 0).sum()),
+    }
+    if image_pad_id is not None:
+        image = tokens == image_pad_id
+        out["cua/response_image_tokens_masked"] = int((image & (mask == 0)).sum())
+        out["cua/response_image_tokens_trained"] = int((image & (mask == 1)).sum())
+    return out
 
 
 def infra_rows(extra_fields: list) -> list[bool]:

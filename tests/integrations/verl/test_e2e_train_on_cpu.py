@@ -1,0 +1,121 @@
+"""Real verl 0.9.1 training steps on the CPU through `python -m verl_cua.main`: hf rollout -> gui_agent on real
+envs -> reward -> FSDP2 update -> weight sync, with tiny random Qwen2.5-VL and Qwen3-VL (MiniWoB++, GRPO), and one
+step against the local OSWorld desktop. Each run takes minutes; they are the point of the CPU suite."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from verl_cua.integrations.verl import dataset
+
+
+def _train(tmp_path: Path, model: str, train_file: Path, *overrides: str, steps: int = 2, timeout: int = 1500) -> dict:
+    log = tmp_path / "metrics.jsonl"
+    ckpt = tmp_path / "ckpt"
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl_cua.main",
+        "preset=cpu",
+        f"data.train_files={train_file}",
+        f"data.val_files={train_file}",
+        f"actor_rollout_ref.model.path={model}",
+        f"trainer.total_training_steps={steps}",
+        f"trainer.save_freq={steps}",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,hf_model]",
+        f"trainer.default_local_dir={ckpt}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        *overrides,
+    ]
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(log), "RAY_DEDUP_LOGS": "0"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
+    (tmp_path / "train.log").write_text(proc.stdout + "\n" + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
+    steps_logged = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    trained = [s["data"] for s in steps_logged if "cua/episodes" in s["data"]]
+    hf = sorted(ckpt.glob(f"global_step_{steps}/actor/huggingface"))
+    return {"steps": trained, "hf_dir": hf[0] if hf else None}
+
+
+def _weights_changed(before_dir: str, after_dir: Path) -> float:
+    before = {}
+    for f in Path(before_dir).glob("*.safetensors"):
+        before.update(load_file(f))
+    after = {}
+    for f in after_dir.glob("*.safetensors"):
+        after.update(load_file(f))
+    common = [k for k in before if k in after and before[k].shape == after[k].shape]
+    assert len(common) >= len(before) * 0.9, (len(common), len(before))
+    return max((after[k].float() - before[k].float()).abs().max().item() for k in common)
+
+
+def _check_step_metrics(steps: list[dict], episodes: int) -> None:
+    assert len(steps) == 2
+    for m in steps:
+        for key in ("critic/rewards/mean", "cua/success_rate", "cua/invalid_action_rate", "cua/infra_failures"):
+            assert key in m, key
+        assert m["cua/episodes"] == episodes
+        assert m["cua/infra_failures"] == 0
+        # screenshots after the first turn live in the response and are never trained on
+        assert m["cua/response_observation_tokens"] > 0 and m["cua/response_model_tokens"] > 0
+        assert m["cua/response_image_tokens_masked"] > 0 and m["cua/response_image_tokens_trained"] == 0
+        for key in ("timing_s/gen", "timing_s/update_actor", "timing_s/update_weights", "timing_s/step"):
+            assert m[key] > 0, key
+
+
+def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
+    family, path = tiny_model
+    train = tmp_path / "train.parquet"
+    assert (
+        dataset.main(["--env", "miniwob", "--tasks", "click-test,focus-text", "--seeds", "0", "--out", str(train)]) == 0
+    )
+    run = _train(
+        tmp_path,
+        path,
+        train,
+        "data.train_batch_size=2",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "algorithm.adv_estimator=grpo",
+        "cua.env.max_steps=2",
+        "cua.action.max_tokens_per_step=24",
+        "actor_rollout_ref.actor.entropy_coeff=0.01",
+    )
+    _check_step_metrics(run["steps"], episodes=4)
+    assert run["hf_dir"] is not None
+    assert _weights_changed(path, run["hf_dir"]) > 0, "the actor's weights did not change"
+
+
+def test_one_step_on_the_local_osworld_desktop(tmp_path, local_desktop):
+    from verl_cua.envs.osworld.tasks import TASK_ROOT
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    path = str(build_tiny_model("qwen25vl"))
+    train = tmp_path / "os.parquet"
+    task = TASK_ROOT / "terminal" / "term-create-file.json"
+    assert dataset.main(["--env", "osworld", "--tasks", str(task), "--out", str(train)]) == 0
+    run = _train(
+        tmp_path,
+        path,
+        train,
+        "data.train_batch_size=1",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "cua.env.name=osworld",
+        "cua.env.pool_size=1",
+        "+cua.env.kwargs.provider=local",
+        "cua.env.max_steps=1",
+        "cua.env.max_pixels=40000",
+        "cua.action.max_tokens_per_step=16",
+        steps=1,
+    )
+    (m,) = run["steps"]
+    assert m["cua/episodes"] == 2 and m["cua/infra_failures"] == 0
+    assert m["cua/success_rate"] == 0.0  # a random model does not create the file
+    assert "timing_s/update_actor" in m
