@@ -1,0 +1,89 @@
+"""Warm-start a tiny random model into the action syntax (`pyautogui.click(x, y)` at random points), so CPU runs
+have valid and invalid actions, hits and misses, and GRPO sees reward differences. A test fixture, not an agent."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+RECIPE_VERSION = "3"
+
+
+def click_text(x: int, y: int) -> str:
+    """One model turn in the pyautogui format."""
+    return f"```python\npyautogui.click({x}, {y})\n```"
+
+
+def warm_start(
+    model_dir: str | os.PathLike,
+    *,
+    screen: tuple[int, int] = (160, 210),
+    steps: int = 120,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> Path:
+    """A copy of `model_dir` fine-tuned for `steps` on click turns at random points of `screen` (cached)."""
+    src = Path(model_dir)
+    key = hashlib.sha256(f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}".encode()).hexdigest()[:12]
+    out = src.parent / f"{src.name}-warm-{key}"
+    if (out / "config.json").exists():
+        return out
+    with open(src.parent / f".{src.name}-warm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "config.json").exists():
+            return out
+        tmp = Path(tempfile.mkdtemp(dir=src.parent, prefix=f".{src.name}-warm-"))
+        try:
+            _train(src, tmp, screen, steps, lr, seed)
+            os.replace(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float, seed: int) -> None:
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from verl_cua.actions.prompts import build_prompt
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    processor = AutoProcessor.from_pretrained(src)
+    tokenizer = processor.tokenizer
+    model = AutoModelForImageTextToText.from_pretrained(src, torch_dtype=torch.float32)
+    model.train()
+    spec = build_prompt("pyautogui", screen=screen)
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for _ in range(steps):
+        image = Image.new("RGB", screen, tuple(rng.randrange(256) for _ in range(3)))
+        messages = [
+            {"role": "system", "content": spec.system},
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": spec.user_text("Click the button.")}]},
+        ]
+        prefix = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        inputs = processor(text=[prefix], images=[image], return_tensors="pt")
+        x, y = rng.randrange(screen[0]), rng.randrange(screen[1])
+        answer = torch.tensor([tokenizer.encode(click_text(x, y), add_special_tokens=False) + [end]])
+        n_prefix = inputs["input_ids"].shape[1]
+        inputs["input_ids"] = torch.cat([inputs["input_ids"], answer], dim=1)
+        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+        if "mm_token_type_ids" in inputs:
+            inputs["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(answer)], dim=1)
+        labels = inputs["input_ids"].clone()
+        labels[:, :n_prefix] = -100
+        loss = model(**inputs, labels=labels).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+    model.save_pretrained(dst)
+    for f in src.iterdir():
+        if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
+            shutil.copy2(f, dst / f.name)
