@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import torch
 from safetensors.torch import load_file
 
 from verl_cua.integrations.verl import dataset
@@ -98,17 +96,20 @@ def test_one_step_on_the_local_osworld_desktop(tmp_path, local_desktop):
 
     path = str(build_tiny_model("qwen25vl"))
     train = tmp_path / "os.parquet"
-    task = TASK_ROOT / "terminal" / "term-create-file.json"
-    assert dataset.main(["--env", "osworld", "--tasks", str(task), "--out", str(train)]) == 0
+    # two tasks, not one: verl 0.9.1 mis-indexes Qwen-VL 3-D position ids when every row of a mini-batch has the
+    # same length (TransferQueue builds the nested tensor ragged on the wrong dim), which a random model with a
+    # fixed token budget on one task produces
+    tasks = [TASK_ROOT / "terminal" / "term-create-file.json", TASK_ROOT / "terminal" / "files-rename-file.json"]
+    assert dataset.main(["--env", "osworld", "--tasks", ",".join(map(str, tasks)), "--out", str(train)]) == 0
     run = _train(
         tmp_path,
         path,
         train,
-        "data.train_batch_size=1",
+        "data.train_batch_size=2",
         "actor_rollout_ref.rollout.n=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "cua.env.name=osworld",
-        "cua.env.pool_size=1",
+        "cua.env.pool_size=2",
         "+cua.env.kwargs.provider=local",
         "cua.env.max_steps=1",
         "cua.env.max_pixels=40000",
@@ -116,6 +117,6 @@ def test_one_step_on_the_local_osworld_desktop(tmp_path, local_desktop):
         steps=1,
     )
     (m,) = run["steps"]
-    assert m["cua/episodes"] == 2 and m["cua/infra_failures"] == 0
+    assert m["cua/episodes"] == 4 and m["cua/infra_failures"] == 0
     assert m["cua/success_rate"] == 0.0  # a random model does not create the file
     assert "timing_s/update_actor" in m
