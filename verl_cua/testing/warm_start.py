@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-RECIPE_VERSION = "3"
+RECIPE_VERSION = "4"
 
 
 def click_text(x: int, y: int) -> str:
@@ -23,7 +23,7 @@ def warm_start(
     model_dir: str | os.PathLike,
     *,
     screen: tuple[int, int] = (160, 210),
-    steps: int = 120,
+    steps: int = 200,
     lr: float = 3e-3,
     seed: int = 0,
 ) -> Path:
@@ -46,9 +46,22 @@ def warm_start(
     return out
 
 
+def _page(screen: tuple[int, int], rng: random.Random):
+    """A white page with a few coloured boxes, the look of a MiniWoB++ task."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", screen, (255, 255, 255))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, 0, screen[0], 50), fill=(255, 255, 160))
+    for _ in range(rng.randrange(1, 5)):
+        x, y = rng.randrange(screen[0] - 20), rng.randrange(50, screen[1] - 20)
+        fill = tuple(rng.randrange(256) for _ in range(3))
+        draw.rectangle((x, y, x + rng.randrange(10, 60), y + rng.randrange(10, 30)), fill=fill)
+    return image
+
+
 def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float, seed: int) -> None:
     import torch
-    from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from verl_cua.actions.prompts import build_prompt
@@ -63,10 +76,13 @@ def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float,
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     for _ in range(steps):
-        image = Image.new("RGB", screen, tuple(rng.randrange(256) for _ in range(3)))
+        image = _page(screen, rng)
         messages = [
             {"role": "system", "content": spec.system},
-            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": spec.user_text("Click the button.")}]},
+            {
+                "role": "user",
+                "content": [{"type": "image"}, {"type": "text", "text": spec.user_text("Click the button.")}],
+            },
         ]
         prefix = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         inputs = processor(text=[prefix], images=[image], return_tensors="pt")
@@ -87,3 +103,19 @@ def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float,
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
             shutil.copy2(f, dst / f.name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: `python -m verl_cua.testing.warm_start MODEL_DIR [--steps N]` prints the warm-started copy's path."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model_dir")
+    ap.add_argument("--steps", type=int, default=200)
+    args = ap.parse_args(argv)
+    print(warm_start(args.model_dir, steps=args.steps))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,6 +11,7 @@ from pathlib import Path
 from safetensors.torch import load_file
 
 from verl_cua.integrations.verl import dataset
+from verl_cua.testing.warm_start import warm_start
 
 
 def _train(tmp_path: Path, model: str, train_file: Path, *overrides: str, steps: int = 2, timeout: int = 1500) -> dict:
@@ -68,7 +69,8 @@ def _check_step_metrics(steps: list[dict], episodes: int) -> None:
 
 
 def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
-    family, path = tiny_model
+    family, random_path = tiny_model
+    path = str(warm_start(random_path))  # random weights + a short SFT into click syntax: hits, misses, typos
     train = tmp_path / "train.parquet"
     assert (
         dataset.main(["--env", "miniwob", "--tasks", "click-test,focus-text", "--seeds", "0", "--out", str(train)]) == 0
@@ -78,14 +80,18 @@ def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
         path,
         train,
         "data.train_batch_size=2",
-        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "algorithm.adv_estimator=grpo",
         "cua.env.max_steps=2",
         "cua.action.max_tokens_per_step=24",
-        "actor_rollout_ref.actor.entropy_coeff=0.01",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.optim.weight_decay=0",
     )
-    _check_step_metrics(run["steps"], episodes=4)
+    _check_step_metrics(run["steps"], episodes=8)
+    # rewards differed within a group (a valid action vs typos, or a hit), so GRPO produced a signal ...
+    assert any(m["critic/advantages/max"] > 0 for m in run["steps"]), [m["critic/rewards/max"] for m in run["steps"]]
+    # ... and with no entropy bonus and no weight decay, only that signal can have moved the weights
     assert run["hf_dir"] is not None
     assert _weights_changed(path, run["hf_dir"]) > 0, "the actor's weights did not change"
 
