@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quickstart on a fresh CPU machine: installs verl-cua with verl 0.9.1 and MiniWoB++, builds a tiny random
-# Qwen2.5-VL locally (no hub), and runs a few real GRPO steps of verl's trainer on 4 MiniWoB++ tasks on the
-# CPU (`preset=cpu`: cpu platform, FSDP2 on cpu, `hf` rollout). Prints a summary and writes
-# outputs/quickstart/summary.json. The model is random, so expect reward ~ -penalty x invalid actions.
+# Qwen2.5-VL locally (no hub; random weights plus a short SFT into click syntax, so it emits valid and invalid
+# actions, hits and misses), and runs a few real GRPO steps of verl's trainer on 4 MiniWoB++ tasks on the CPU
+# (`preset=cpu`: cpu platform, FSDP2 on cpu, `hf` rollout). Prints a summary and writes
+# outputs/quickstart/summary.json. It shows the machinery works; a tiny model does not learn the tasks.
 set -xeuo pipefail
 
 VENV=${VENV:-.venv}
@@ -40,7 +41,7 @@ fi
     torch==2.14.1 torchvision==0.29.1 -e '.[verl,miniwob]'
 PY="${VENV}/bin/python"
 
-MODEL=$("${PY}" -m verl_cua.testing.tiny_models --family "${FAMILY}")
+MODEL=$("${PY}" -m verl_cua.testing.warm_start "$("${PY}" -m verl_cua.testing.tiny_models --family "${FAMILY}")")
 mkdir -p "${OUT}"
 "${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds 0 --out "${OUT}/train.parquet"
 NUM_TASKS=$(echo "${TASKS}" | tr ',' '\n' | grep -c .)
@@ -52,8 +53,6 @@ VERL_FILE_LOGGER_PATH="${PWD}/${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     data.train_files="${OUT}/train.parquet" \
     data.val_files="${OUT}/train.parquet" \
     data.train_batch_size="${NUM_TASKS}" \
-    data.max_prompt_length=2048 \
-    data.max_response_length=1024 \
     actor_rollout_ref.model.path="${MODEL}" \
     actor_rollout_ref.rollout.n="${N}" \
     actor_rollout_ref.actor.ppo_mini_batch_size="${NUM_TASKS}" \
@@ -61,7 +60,7 @@ VERL_FILE_LOGGER_PATH="${PWD}/${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     cua.env.name=miniwob \
     cua.env.max_steps="${MAX_STEPS}" \
     cua.action.format="${FORMAT}" \
-    cua.action.max_tokens_per_step=48 \
+    cua.action.max_tokens_per_step=32 \
     trainer.total_training_steps="${STEPS}" \
     trainer.experiment_name=quickstart \
     trainer.default_local_dir="${OUT}/checkpoints" \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command (README contract): creates/uses a venv, installs verl-cua[dev,miniwob,osworld] and OSWorld's
-# client, the system packages of the real-browser and local-desktop tests, lints, runs the CPU suite.
+# The test command (README contract): creates/uses a venv, installs verl-cua[dev,miniwob,osworld,verl] (verl 0.9.1 with
+# torch/torchvision from this machine's disk) and OSWorld's client, the system packages of the real-browser and
+# local-desktop tests, lints, runs the CPU suite (verl training steps on CPU included).
 # Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), PYTEST_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # tests/constraints.txt pins torch/torchvision to the builds on this machine's disk, so no dependency can
 # pull a multi-GB CUDA torch from the index.
-"${PIP[@]}" install -c tests/constraints.txt -e '.[dev,miniwob,osworld]'
+"${PIP[@]}" install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[dev,miniwob,osworld,verl]'
 
 # The local OSWorld desktop (Xvfb, openbox, LibreOffice, the desktop's own Python outside this tree) and
 # OSWorld's client (desktop-env --no-deps; its pins clash with verl).

@@ -24,96 +24,12 @@ FAMILIES = ["qwen25vl", "qwen3vl"]
 RESPONSE_LENGTH = 8
 GREEDY = {"temperature": 0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
-# ---- tiny random Qwen-VL checkpoints --------------------------------------------------------------------------
-
-_SPECIALS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
-_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for c in message['content'] %}"
-    "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def _tokenizer():
-    """A 300-token byte-level BPE with Qwen's special tokens (the model's vocab is 320: 20 ids past it)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=_SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(["click the button at the top left", "type hello world", "You are helpful."] * 10, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=_TEMPLATE
-    )
-
-
-def _build_tiny_vl(family: str, out: Path) -> Path:
-    """Save a random 2-layer Qwen2.5-VL or Qwen3-VL with tokenizer and processor into `out`."""
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
-
-    fast = _tokenizer()
-    ids = {t: fast.convert_tokens_to_ids(t) for t in _SPECIALS}
-    text = dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
-    text.update(num_key_value_heads=1, max_position_embeddings=2048, bos_token_id=None, tie_word_embeddings=True)
-    text.update(eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
-    mm = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"], tie_word_embeddings=True)
-    mm.update(vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
-    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=32)
-    if family == "qwen25vl":
-        from transformers import Qwen2_5_VLConfig as Config
-        from transformers import Qwen2_5_VLForConditionalGeneration as Model
-        from transformers import Qwen2_5_VLProcessor as Processor
-        from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor as Video
-
-        patch = 14
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}
-        vision.update(patch_size=patch, fullatt_block_indexes=[0], window_size=56)
-    else:
-        from transformers import Qwen3VLConfig as Config
-        from transformers import Qwen3VLForConditionalGeneration as Model
-        from transformers import Qwen3VLProcessor as Processor
-        from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor as Video
-
-        patch = 16
-        rope = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [4, 2, 2], "mrope_interleaved": True}
-        text.update(head_dim=16, rope_parameters=rope)
-        vision.update(patch_size=patch, num_position_embeddings=16, deepstack_visual_indexes=[0])
-    side = patch * 2
-    size = {"shortest_edge": (2 * side) ** 2, "longest_edge": (4 * side) ** 2}
-    image_processor = Qwen2VLImageProcessor(patch_size=patch, merge_size=2, size=size)
-    processor = Processor(image_processor=image_processor, tokenizer=fast, video_processor=Video(patch_size=patch))
-    processor.chat_template = _TEMPLATE
-    processor.save_pretrained(out)
-    fast.save_pretrained(out)
-    torch.manual_seed(0)
-    Model(Config(text_config=text, vision_config=vision, **mm)).save_pretrained(out)
-    return out
-
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def model_dir(request, tmp_path_factory) -> Path:
-    """The shared tiny checkpoint when `verl_cua.testing.tiny_models` exists, else one built here."""
-    try:
-        from verl_cua.testing.tiny_models import build_tiny_model
-    except ImportError:
-        return _build_tiny_vl(request.param, tmp_path_factory.mktemp(request.param))
+    """The shared tiny random checkpoint (its vocab is padded past the tokenizer's, so out-of-vocab ids exist)."""
+    from verl_cua.testing.tiny_models import build_tiny_model
+
     return Path(build_tiny_model(request.param))
 
 
