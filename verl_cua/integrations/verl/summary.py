@@ -61,12 +61,20 @@ def print_summary(summary: dict[str, Any], where: str) -> None:
     from rich.table import Table
 
     table = Table(title=f"verl-cua run: {summary['steps']} steps in {summary['seconds']:.0f} s")
-    cols = ["reward_mean", "success_rate", "invalid_action_rate", "infra_failures", "seconds_step", "seconds_rollout"]
+    cols = {
+        "reward_mean": "reward",
+        "success_rate": "success",
+        "invalid_action_rate": "invalid",
+        "infra_failures": "infra",
+        "seconds_step": "step s",
+        "seconds_rollout": "rollout s",
+        "seconds_update_actor": "update s",
+    }
     table.add_column("step", justify="right")
-    for col in cols:
-        table.add_column(col, justify="right")
+    for label in cols.values():
+        table.add_column(label, justify="right")
     for i in range(summary["steps"]):
-        table.add_row(str(i + 1), *[_fmt(summary["per_step"][c][i]) for c in cols])
+        table.add_row(str(i + 1), *[_fmt(summary["per_step"][c][i]) for c in cols])  # keys of `cols`
     console = Console()
     console.print(table)
     console.print(f"metrics: {where}")
