@@ -1,6 +1,35 @@
 """`python -m verl_cua.main`: the trainer entry point (see verl_cua.integrations.verl.main)."""
 
-from verl_cua.integrations.verl.main import main
+import importlib.util
+import sys
+
+REQUIRED = {"verl": "verl", "hydra": "hydra-core", "torch": "torch", "torchvision": "torchvision"}
+INSTALL = "pip install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[verl]'"
+
+
+def missing_packages() -> list[str]:
+    """The trainer's packages that are not installed (pip names)."""
+    missing = []
+    for module, dist in REQUIRED.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(dist)
+    return missing
+
+
+def main() -> None:
+    """Check the ML stack is installed (one line naming the pip command if not), then run the trainer."""
+    missing = missing_packages()
+    if missing:
+        print(f"verl-cua: the trainer needs {', '.join(missing)}; install with: {INSTALL}", file=sys.stderr)
+        sys.exit(2)
+    from verl_cua.integrations.verl.main import main as train
+
+    train()
+
 
 if __name__ == "__main__":
     main()

@@ -81,3 +81,16 @@ def test_main_rejects_a_bad_value_before_starting_ray():
         proc.stderr.strip().splitlines()[-1] == "verl-cua: cua.env.name='windows' is not valid; valid: miniwob, osworld"
     )
     assert "ray init" not in proc.stdout
+
+
+def test_main_without_verl_names_the_install_command():
+    script = (
+        "import sys, runpy\n"
+        "sys.modules['verl'] = None\n"
+        "sys.argv = ['verl_cua.main', 'preset=cpu']\n"
+        "runpy.run_module('verl_cua.main', run_name='__main__')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("verl-cua: the trainer needs verl; install with: pip install") and "'.[verl]'" in line
