@@ -1,0 +1,160 @@
+"""Entropulse (ComputerRL): alternate RL phases with short SFT phases on buffered successes (fixed/entropy schedule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+SCHEDULES = ("none", "fixed", "entropy")
+
+
+@dataclass
+class EntropulseConfig:
+    """When to pause RL for an SFT phase: never, every rl_steps, or when the entropy EMA falls below ratio x early."""
+
+    schedule: str = "none"
+    rl_steps: int = 50
+    sft_steps: int = 5
+    ratio: float = 0.5
+    ema: float = 0.9
+    early_steps: int = 5
+    min_rl_steps: int = 20
+
+    def __post_init__(self) -> None:
+        """Validate the fields; raise ValueError with a one-line reason."""
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown entropulse schedule {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
+        for name in ("rl_steps", "sft_steps", "early_steps", "min_rl_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"entropulse {name} must be a positive integer, got {value!r}")
+        if not 0.0 < self.ratio <= 1.0:
+            raise ValueError(f"entropulse ratio must be in (0, 1], got {self.ratio}")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"entropulse ema must be in [0, 1), got {self.ema}")
+
+
+class Entropulse:
+    """RL/SFT phase state machine: observe() once per RL step says "rl" or "sft"; sft_done() resumes RL."""
+
+    def __init__(self, config: EntropulseConfig) -> None:
+        self.config = config
+        self._phase = "rl"
+        self._phases_completed = 0
+        self._total_sft_steps = 0
+        self._rl_steps_in_phase = 0
+        self._total_rl_steps = 0
+        self._ema: float | None = None
+        self._early_values: list[float] = []
+
+    @property
+    def phase(self) -> str:
+        """The current phase: "rl" or "sft"."""
+        return self._phase
+
+    @property
+    def phases_completed(self) -> int:
+        """Number of SFT phases done."""
+        return self._phases_completed
+
+    @property
+    def total_sft_steps(self) -> int:
+        """SFT steps run so far (sft_steps per completed phase)."""
+        return self._total_sft_steps
+
+    @property
+    def rl_steps_in_phase(self) -> int:
+        """RL steps observed in the current RL phase."""
+        return self._rl_steps_in_phase
+
+    @property
+    def ema_entropy(self) -> float | None:
+        """EMA of the policy entropy in the current RL phase, None before the first value."""
+        return self._ema
+
+    @property
+    def early_entropy(self) -> float | None:
+        """Mean entropy of the run's first early_steps RL steps, None until they are seen."""
+        if len(self._early_values) < self.config.early_steps:
+            return None
+        return sum(self._early_values) / len(self._early_values)
+
+    def observe(self, entropy: float | None) -> str:
+        """Record one finished RL step's entropy (None or non-finite: unknown); return "rl" or "sft"."""
+        if self._phase != "rl":
+            raise RuntimeError("Entropulse.observe() called during an SFT phase; call sft_done() first")
+        self._rl_steps_in_phase += 1
+        self._total_rl_steps += 1
+        if entropy is not None and math.isfinite(entropy):
+            value = float(entropy)
+            self._ema = value if self._ema is None else self.config.ema * self._ema + (1.0 - self.config.ema) * value
+            if len(self._early_values) < self.config.early_steps:
+                self._early_values.append(value)
+        if self._should_pulse():
+            self._phase = "sft"
+        return self._phase
+
+    def _should_pulse(self) -> bool:
+        """Whether the current RL phase should end now."""
+        cfg = self.config
+        if cfg.schedule == "fixed":
+            return self._rl_steps_in_phase >= cfg.rl_steps
+        if cfg.schedule == "entropy":
+            early = self.early_entropy
+            return (
+                self._rl_steps_in_phase >= cfg.min_rl_steps
+                and early is not None
+                and self._ema is not None
+                and self._ema < cfg.ratio * early
+            )
+        return False
+
+    def sft_done(self, entropy_after: float | None = None) -> None:
+        """End the SFT phase and start a new RL phase; the entropy EMA restarts from entropy_after (else next value)."""
+        if self._phase != "sft":
+            raise RuntimeError("Entropulse.sft_done() called outside an SFT phase")
+        self._phase = "rl"
+        self._phases_completed += 1
+        self._total_sft_steps += self.config.sft_steps
+        self._rl_steps_in_phase = 0
+        finite = entropy_after is not None and math.isfinite(entropy_after)
+        self._ema = float(entropy_after) if finite else None
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars for the logger under the "entropulse/" prefix."""
+        out = {
+            "entropulse/phase": 1.0 if self._phase == "sft" else 0.0,
+            "entropulse/sft_phases": float(self._phases_completed),
+            "entropulse/sft_steps": float(self._total_sft_steps),
+            "entropulse/rl_steps_in_phase": float(self._rl_steps_in_phase),
+        }
+        if self._ema is not None:
+            out["entropulse/entropy_ema"] = self._ema
+        if self.early_entropy is not None:
+            out["entropulse/entropy_early"] = self.early_entropy
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-dict snapshot for checkpoints."""
+        return {
+            "phase": self._phase,
+            "phases_completed": self._phases_completed,
+            "total_sft_steps": self._total_sft_steps,
+            "rl_steps_in_phase": self._rl_steps_in_phase,
+            "total_rl_steps": self._total_rl_steps,
+            "ema": self._ema,
+            "early_values": list(self._early_values),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state_dict snapshot."""
+        if state["phase"] not in ("rl", "sft"):
+            raise ValueError(f"bad entropulse phase {state['phase']!r} in state")
+        self._phase = state["phase"]
+        self._phases_completed = int(state["phases_completed"])
+        self._total_sft_steps = int(state["total_sft_steps"])
+        self._rl_steps_in_phase = int(state["rl_steps_in_phase"])
+        self._total_rl_steps = int(state["total_rl_steps"])
+        self._ema = None if state["ema"] is None else float(state["ema"])
+        self._early_values = [float(v) for v in state["early_values"]]
