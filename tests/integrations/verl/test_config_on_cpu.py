@@ -7,7 +7,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
 
 CONFIG_MODULE = "verl_cua.integrations.verl.config"
 
@@ -94,3 +94,62 @@ def test_main_without_verl_names_the_install_command():
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("verl-cua: the trainer needs verl; install with: pip install") and "'.[verl]'" in line
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gigpo", "sdpo", "sdpo_grpo"])
+def test_swapping_to_each_of_our_estimators_changes_only_that_key(estimator):
+    base = OmegaConf.to_container(_compose("preset=cpu"), resolve=False)
+    other = OmegaConf.to_container(_compose("preset=cpu", f"algorithm.adv_estimator={estimator}"), resolve=False)
+    assert other["algorithm"]["adv_estimator"] == estimator
+    other["algorithm"]["adv_estimator"] = base["algorithm"]["adv_estimator"]
+    assert other == base
+    validate_estimator_config(OmegaConf.to_container(_compose("preset=cpu", f"algorithm.adv_estimator={estimator}")))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["cua.sdpo.is_clip=3.0"], "cua.sdpo.is_clip is set but algorithm.adv_estimator=grpo; cua.sdpo.* needs"),
+        (["cua.gigpo.gamma=0.9", "algorithm.adv_estimator=sdpo"], "cua.gigpo.gamma is set but"),
+        (
+            ["algorithm.adv_estimator=sdpo", "cua.sdpo.teacher=ema", "algorithm.use_kl_in_reward=true"],
+            "cua.sdpo.teacher=ema holds the teacher in the ref worker, which algorithm.use_kl_in_reward=true needs",
+        ),
+        (
+            ["algorithm.adv_estimator=sdpo_grpo", "cua.sdpo.teacher=ema", "actor_rollout_ref.actor.use_kl_loss=true"],
+            "cua.sdpo.teacher=ema holds the teacher in the ref worker, which actor.use_kl_loss=true needs",
+        ),
+        (["algorithm.adv_estimator=sdpoo"], "algorithm.adv_estimator='sdpoo' is not valid; valid: "),
+    ],
+)
+def test_algorithm_settings_that_cannot_work_together_give_one_line(overrides, expected):
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+    import verl_cua.integrations.verl.estimators  # noqa: F401
+
+    cfg = OmegaConf.to_container(_compose("preset=cpu", *overrides), resolve=True)
+    with pytest.raises(CuaConfigError) as err:
+        validate_estimator_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+    if "not valid" in expected:
+        assert "sdpo, sdpo_grpo" in str(err.value) or "sdpo" in str(err.value).split("valid: ")[1]
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({"entropulse": {"schedule": "sometimes"}}, "cua.entropulse.schedule='sometimes' is not valid; valid: none"),
+        ({"gigpo": {"norm": "max"}}, "cua.gigpo.norm='max' is not valid; valid: mean, std"),
+        ({"sdpo": {"teacher": "frozen"}}, "cua.sdpo.teacher='frozen' is not valid; valid: current, ema"),
+        ({"sdpo": {"is_clip": 0.5}}, "cua.sdpo.is_clip must be a number >= 1, got 0.5"),
+        ({"buffer": {"per_task": 0}}, "cua.buffer.per_task must be a positive integer, got 0"),
+        ({"sdpo": {"teachr": "ema"}}, "unknown key cua.sdpo.teachr; valid: teacher, ema_rate"),
+    ],
+)
+def test_bad_algorithm_section_values_give_one_line(patch, expected):
+    cua = OmegaConf.to_container(_compose("preset=cpu").cua)
+    for section, values in patch.items():
+        cua.setdefault(section, {}).update(values)
+    with pytest.raises(CuaConfigError) as err:
+        validate_cua_config(cua)
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)

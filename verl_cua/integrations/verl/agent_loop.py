@@ -17,6 +17,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl_cua.actions import parse_action
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt
+from verl_cua.algos.gigpo import screenshot_anchor, text_anchor
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
 
@@ -43,6 +44,7 @@ class Episode:
     env_seconds: float = 0.0
     generate_seconds: float = 0.0
     weight_versions: list[int] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -50,17 +52,17 @@ class Episode:
         return len(self.actions)
 
     def feedback(self) -> str:
-        """The evaluator's verdict in words (SDPO's teacher reads it)."""
+        """What the evaluator can say beyond the score (SDPO's teacher reads it); "" when there is nothing more."""
         if self.infra_failure:
             return f"The environment failed: {self.infra_error}"
-        verdict = "succeeded" if self.success else "failed"
-        text = f"The task {verdict} (score {self.score:.2f}) after {self.steps} steps."
+        parts = []
         bad = [e for e in self.errors if e]
         if self.invalid:
-            text += f" {self.invalid} outputs were not valid actions; the last error: {bad[-1] if bad else 'unknown'}."
+            last = bad[-1] if bad else "unknown"
+            parts.append(f"{self.invalid} outputs were not valid actions; the last error: {last}.")
         if self.truncated:
-            text += " The episode ran out of its token budget."
-        return text
+            parts.append("The episode ran out of its token budget.")
+        return " ".join(parts)
 
 
 def png_bytes(image: Image.Image | None) -> bytes | None:
@@ -81,6 +83,7 @@ class GUIAgentLoop(AgentLoopBase):
         cua = OmegaConf.to_container(self.config.cua, resolve=True)
         validate_cua_config(cua)
         self.env_cfg, self.action_cfg = cua["env"], cua["action"]
+        self.anchor = (cua.get("gigpo") or {}).get("anchor", "screenshot")
         self.format = self.action_cfg["format"]
         self.response_length = self.rollout_config.response_length
         self._batch_step = None
@@ -125,6 +128,7 @@ class GUIAgentLoop(AgentLoopBase):
             if budget <= 0:
                 ep.truncated = True
                 break
+            ep.anchors.append(self._anchor(obs, images[-1]))
             out = await self._generate(ep, runtime, images, sampling_params, budget)
             if logprobs is None and out.log_probs:
                 logprobs = [0.0] * len(mask)
@@ -134,6 +138,7 @@ class GUIAgentLoop(AgentLoopBase):
             runtime = merged.token_ids
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size)
+            obs = result.observation
             shot = result.observation.screenshot.convert("RGB").resize(image_size)
             ep.final_screenshot = shot
             if (
@@ -186,10 +191,12 @@ class GUIAgentLoop(AgentLoopBase):
             recent = shots[-self.env_cfg["history_images"] :]
             messages = _step_messages(spec, ep, recent)
             prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
+            ep.anchors.append(self._anchor(obs, shots[-1]))
             out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)
             rows.append((prompt_ids, out, recent))
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size)
+            obs = result.observation
             shots.append(result.observation.screenshot.convert("RGB").resize(image_size))
             ep.final_screenshot = shots[-1]
             if result.info.get("infra_failure") or result.done or parsed.terminal:
@@ -286,6 +293,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_feedback": ep.feedback(),
             "cua_final_screenshot": png_bytes(ep.final_screenshot),
             "cua_rows": rows,
+            "cua_anchors": list(ep.anchors),
             "cua_env_seconds": ep.env_seconds,
             "cua_generate_seconds": ep.generate_seconds,
             "reward_extra_info": {},
@@ -298,6 +306,13 @@ class GUIAgentLoop(AgentLoopBase):
         if not versions:
             return {"global_steps": None, "min_global_steps": None, "max_global_steps": None}
         return {"global_steps": versions[-1], "min_global_steps": min(versions), "max_global_steps": max(versions)}
+
+    def _anchor(self, obs, shot: Image.Image) -> str:
+        """GiGPO's state key for the screen the agent acts on: the screenshot's pixels, or the accessibility tree."""
+        tree = obs.extra.get("accessibility_tree") if self.anchor == "a11y" else None
+        if tree:
+            return text_anchor(str(tree))
+        return screenshot_anchor(shot.tobytes() + repr(shot.size).encode())
 
     def _image_size(self, screen: tuple[int, int]) -> tuple[int, int]:
         return smart_resize_size(screen, self._factor, self._factor * self._factor, self._max_pixels)

@@ -8,13 +8,14 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
 
 
 def run(config: DictConfig) -> dict:
     """Validate the config, start Ray (as verl's run_ppo does) and train in `CuaTaskRunner`; returns its summary."""
     import ray
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
@@ -22,6 +23,8 @@ def run(config: DictConfig) -> dict:
     from verl_cua.integrations.verl.task_runner import CuaTaskRunner
 
     validate_cua_config(OmegaConf.to_container(config.cua, resolve=True))
+    registered = tuple(ADV_ESTIMATOR_REGISTRY)
+    validate_estimator_config(OmegaConf.to_container(config, resolve=True), registered=registered)
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     if not ray.is_initialized():

@@ -3,7 +3,7 @@
 verl loads this module during `import verl` and swallows its errors at DEBUG level, so it stays import-light
 (registrations into heavy verl modules wait until those modules are imported) and the trainer checks
 `missing_registrations()` at start. Registered: platform `cpu`, engine `fsdp`/`fsdp2` on `cpu`, agent loop
-`gui_agent`, rollout `hf` (CPU).
+`gui_agent`, rollout `hf` (CPU), advantage estimators `sdpo`/`sdpo_grpo`/`gigpo` and policy loss `sdpo`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ logger = logging.getLogger(__name__)
 PLATFORM_MODULE = "verl.plugin.platform"
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
+CORE_ALGOS_MODULE = "verl.trainer.ppo.core_algos"
 ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
+ESTIMATORS = ("sdpo", "sdpo_grpo", "gigpo")
 _DONE = False
 
 
@@ -31,6 +33,10 @@ def _register_cpu_engine(_module) -> None:
 
 def _register_agent_loop(_module) -> None:
     import verl_cua.integrations.verl.agent_loop  # noqa: F401  (registers "gui_agent")
+
+
+def _register_estimators(_module) -> None:
+    import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo; loss sdpo)
 
 
 def _register_hf_rollout(_module) -> None:
@@ -48,6 +54,7 @@ def register() -> None:
     when_imported(PLATFORM_MODULE, _register_cpu_platform)
     when_imported(FSDP_ENGINE_MODULE, _register_cpu_engine)
     when_imported(AGENT_LOOP_MODULE, _register_agent_loop)
+    when_imported(CORE_ALGOS_MODULE, _register_estimators)
     for name in ROLLOUT_MODULES:
         when_imported(name, _register_hf_rollout)
 
@@ -56,12 +63,16 @@ def missing_registrations() -> list[str]:
     """The verl-cua names this process should see but does not (imports the registries it checks)."""
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.plugin.platform import PlatformRegistry
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
     from verl.workers.rollout.base import _ROLLOUT_REGISTRY
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
     missing = []
     if "gui_agent" not in _agent_loop_registry:
         missing.append("agent loop 'gui_agent'")
+    missing += [f"advantage estimator {name!r}" for name in ESTIMATORS if name not in ADV_ESTIMATOR_REGISTRY]
+    if "sdpo" not in POLICY_LOSS_REGISTRY:
+        missing.append("policy loss 'sdpo'")
     if PlatformRegistry.get("cpu") is None:
         missing.append("platform 'cpu'")
     if ("hf", "async") not in _ROLLOUT_REGISTRY:

@@ -4,10 +4,14 @@ hook points the SDPO teacher pass and Entropulse fill (`teacher_pass`, `entropul
 from __future__ import annotations
 
 import logging
+import math
+import random
+from functools import partial
 
 import numpy as np
 import torch
 import transfer_queue as tq
+from omegaconf import OmegaConf
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo.ray_trainer import apply_kl_penalty
@@ -15,11 +19,21 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.device import get_device_name
+from verl.utils.profiler import marked_timer
 from verl.workers.utils.padding import response_to_nested
 
+from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+from verl_cua.algos.success_buffer import SuccessBuffer
+from verl_cua.integrations.verl import cua_advantage
+from verl_cua.integrations.verl.actor_loss import cua_actor_loss
+from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
+from verl_cua.integrations.verl.entropulse_phase import buffer_successes, run_sft_phase
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
+from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
+from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +43,50 @@ class CuaTrainer(PPOTrainerSync):
 
     def __init__(self, config):
         check_registrations()
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+        container = OmegaConf.to_container(config, resolve=True)
+        validate_estimator_config(container, registered=tuple(ADV_ESTIMATOR_REGISTRY))
         super().__init__(config)
         self.cua_totals = {"infra_failures": 0, "episodes": 0}
+        self.cua = container["cua"]
+        self.estimator = config.algorithm.adv_estimator
+        pulse = self.cua.get("entropulse") or {}
+        self.entropulse = Entropulse(
+            EntropulseConfig(**{k: v for k, v in pulse.items() if k not in ("sft_batch_size",)})
+        )
+        self.success_buffer = SuccessBuffer(int((self.cua.get("buffer") or {}).get("per_task", 8)))
+        self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
+        self._teacher_builder = None
+        self._step_metrics: dict = {}
+        if self.estimator in SDPO_ESTIMATORS and (self.cua.get("sdpo") or {}).get("teacher") == "ema":
+            raise ValueError(
+                "cua.sdpo.teacher=ema is not available yet (the EMA copy needs a ref-worker update hook); "
+                "use cua.sdpo.teacher=current"
+            )
+
+    # -- losses ------------------------------------------------------------------------------------------------------
+    def on_init_end(self):
+        super().on_init_end()
+        if self.estimator in SDPO_ESTIMATORS:
+            self._set_actor_loss("rl")
+
+    def _actor_config(self, loss_mode: str | None = None):
+        actor = OmegaConf.create(OmegaConf.to_container(self.config.actor_rollout_ref.actor, resolve=True))
+        if loss_mode is not None:
+            actor.policy_loss.loss_mode = loss_mode
+        return omega_conf_to_dataclass(actor)
+
+    def _set_actor_loss(self, phase: str) -> None:
+        """Ship the actor loss for `phase` ("rl": the estimator's, "sft": Entropulse's) to every actor rank."""
+        if phase == "sft":
+            fn = partial(cua_actor_loss, config=self._actor_config(), mode="sft")
+        elif self.estimator in SDPO_ESTIMATORS:
+            is_clip = (self.cua.get("sdpo") or {}).get("is_clip", 2.0)
+            fn = partial(cua_actor_loss, config=self._actor_config("sdpo"), mode="sdpo", is_clip=is_clip)
+        else:
+            fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo")
+        self.actor_rollout_wg.set_loss_fn(fn)
 
     # -- CPU -------------------------------------------------------------------------------------------------------
     def _init_resource_pool_mgr(self):
@@ -54,13 +110,15 @@ class CuaTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         """verl's advantage step (KL-in-reward, rollout correction, the configured estimator), except that rows
         whose desktop failed leave their group (a singleton group of their own) and get zero advantage."""
-        batch = self.teacher_pass(batch, metrics)
+        teacher = self.teacher_pass(batch, metrics)
         algo = self.config.algorithm
         fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values"]
         data = tq.kv_batch_get(
-            keys=batch.keys, partition_id=batch.partition_id, select_fields=[*fields, "extra_fields"]
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=[*fields, "extra_fields", "session_id"]
         )
-        infra = infra_rows(_as_list(data.pop("extra_fields")))
+        extra = [dict(e or {}) for e in _as_list(data.pop("extra_fields"))]
+        sessions = _as_list(data.pop("session_id"))
+        infra = infra_rows(extra)
         response_mask = data["response_mask"]
         data = DataProto(batch=data.to_padded_tensor())
         data.batch["token_level_scores"] = data.batch["rm_scores"]
@@ -81,13 +139,21 @@ class CuaTrainer(PPOTrainerSync):
         data = compute_advantage_for_multi_trajectories(
             data,
             batch_keys=batch.keys,
-            adv_estimator=algo.adv_estimator,
+            adv_estimator="grpo" if self.estimator in CUA_ESTIMATORS else algo.adv_estimator,
             gamma=algo.gamma,
             lam=algo.lam,
             num_repeat=self.config.actor_rollout_ref.rollout.n,
             norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
             config=algo,
         )
+        if self.estimator in SDPO_ESTIMATORS:
+            grpo = data.batch["advantages"]
+            adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, teacher, self.cua["sdpo"], grpo)
+            data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
+            metrics.update(sdpo_metrics)
+        elif self.estimator == "gigpo":
+            adv = cua_advantage.gigpo_token_advantages(data, extra, sessions, self.cua["gigpo"], metrics)
+            data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
         keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
         data.batch["returns"] = data.batch["returns"] * keep
@@ -104,16 +170,73 @@ class CuaTrainer(PPOTrainerSync):
             keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(output, batch_size=len(batch))
         )
 
-    def teacher_pass(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        """Hook: the SDPO teacher pass (reprompted context, teacher log-probs) runs here; GRPO/GiGPO skip it."""
+    def teacher_pass(self, batch: KVBatchMeta, metrics: dict) -> TeacherResult | None:
+        """The SDPO teacher pass (reprompted contexts scored on the actor) for estimator sdpo/sdpo_grpo, else None."""
+        if self.estimator not in SDPO_ESTIMATORS:
+            return None
+        if self._teacher_builder is None:
+            self._teacher_builder = TeacherContextBuilder(self.tokenizer, self.processor)
+        with marked_timer("sdpo_teacher", self.timing_raw, color="purple"):
+            result = run_teacher_pass(
+                self.actor_rollout_wg,
+                self._teacher_builder,
+                batch,
+                self.cua["sdpo"],
+                self.config.actor_rollout_ref.rollout.temperature,
+                multiple=self._row_multiple(),
+            )
+        metrics.update(result.metrics)
+        return result
+
+    def _row_multiple(self) -> int:
+        """Batches our extra passes send to the actor must split over its ranks and micro-batches."""
+        ref = self.config.actor_rollout_ref
+        micro = 1
+        if not ref.actor.get("use_dynamic_bsz", False):
+            sizes = [
+                ref.rollout.get("log_prob_micro_batch_size_per_gpu"),
+                ref.actor.get("ppo_micro_batch_size_per_gpu"),
+            ]
+            micro = math.lcm(*[int(s) for s in sizes if s]) if any(sizes) else 1
+        return int(self.actor_rollout_wg.world_size) * micro
+
+    # -- Entropulse --------------------------------------------------------------------------------------------------
+    def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
+        batch = super().step(metrics, timing_raw)
+        self._step_metrics = metrics
+        if (self.cua.get("entropulse") or {}).get("schedule", "none") != "none":
+            metrics["entropulse/new_successes"] = float(buffer_successes(self.success_buffer, batch))
         return batch
 
     def entropulse_step(self, metrics: dict) -> None:
-        """Hook: the Entropulse schedule switches to SFT phases here, before the weights go to the rollout."""
-        return None
+        """After an RL step: let the schedule decide; in an SFT phase, SFT on buffered successes, then resume RL."""
+        pulse = self.cua.get("entropulse") or {}
+        if pulse.get("schedule", "none") == "none":
+            return
+        entropy = metrics.get("actor/entropy")
+        phase = self.entropulse.observe(None if entropy is None else float(entropy))
+        if phase == "sft":
+            with marked_timer("entropulse_sft", self.timing_raw, color="magenta"):
+                metrics.update(
+                    run_sft_phase(
+                        self.actor_rollout_wg,
+                        self.success_buffer,
+                        steps=int(pulse["sft_steps"]),
+                        batch_size=int(pulse["sft_batch_size"]),
+                        temperature=self.config.actor_rollout_ref.rollout.temperature,
+                        set_loss=self._set_actor_loss,
+                        rng=self._cua_rng,
+                        multiple=self._row_multiple(),
+                    )
+                )
+            metrics["entropulse/phase"] = 1.0
+            self.entropulse.sft_done()
+            metrics.update({k: v for k, v in self.entropulse.metrics().items() if k != "entropulse/phase"})
+        else:
+            metrics.update(self.entropulse.metrics())
 
     def on_step_end(self):
-        self.entropulse_step(getattr(self, "_cua_step_metrics", {}))
+        self.entropulse_step(self._step_metrics)
         super().on_step_end()
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
@@ -126,7 +249,6 @@ class CuaTrainer(PPOTrainerSync):
         self.cua_totals["episodes"] += cua.get("cua/episodes", 0)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
-        self._cua_step_metrics = metrics
         return result
 
     def _image_pad_id(self) -> int | None:

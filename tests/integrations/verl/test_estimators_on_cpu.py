@@ -1,0 +1,120 @@
+"""verl-cua's estimators through verl's own registries, on hand-computed tensors: sdpo, sdpo_grpo, gigpo, and the
+`sdpo` policy loss; without the trainer's extra inputs they refuse with one line."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
+
+import verl_cua.integrations.verl.estimators  # noqa: F401  (registers)
+from verl_cua.integrations.verl.estimators import sdpo_loss
+from verl_cua.integrations.verl.estimators.gigpo import turn_steps
+
+
+def test_sdpo_is_teacher_minus_student_on_reprompted_model_tokens():
+    teacher = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, -1.0]])
+    student = torch.tensor([[-1.5, -1.0, -0.5], [-2.0, -2.0, -2.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    adv, ret = get_adv_estimator_fn("sdpo")(
+        token_level_rewards=torch.zeros(2, 3),
+        response_mask=mask,
+        index=np.array(["a", "a"], dtype=object),
+        teacher_log_probs=teacher,
+        old_log_probs=student,
+        reprompt=torch.tensor([True, False]),
+    )
+    assert adv.tolist() == [[0.5, -1.0, 0.0], [0.0, 0.0, 0.0]]
+    assert torch.equal(adv, ret)
+
+
+def test_sdpo_grpo_routes_successes_to_grpo_and_failures_to_weighted_sdpo():
+    rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
+    mask = torch.ones(3, 2)
+    teacher = torch.tensor([[-1.0, -1.0], [-0.2, -0.4], [-3.0, -3.0]])
+    student = torch.tensor([[-1.0, -1.0], [-1.2, -0.4], [-1.0, -1.0]])
+    adv, _ = get_adv_estimator_fn("sdpo_grpo")(
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=np.array(["g", "g", "g"], dtype=object),
+        teacher_log_probs=teacher,
+        old_log_probs=student,
+        reprompt=torch.tensor([False, True, True]),
+        success=torch.tensor([True, False, False]),
+        hybrid_weight=0.5,
+        config={"norm_adv_by_std_in_grpo": True},
+    )
+    # GRPO on scores [1, 0, 0]: mean 1/3, unbiased std sqrt(1/3) -> (1 - 1/3) / 0.57735 = 1.1547
+    assert adv[0].tolist() == pytest.approx([1.1547, 1.1547], abs=1e-4)
+    assert adv[1].tolist() == pytest.approx([0.5 * 1.0, 0.0])
+    assert adv[2].tolist() == pytest.approx([0.5 * -2.0, 0.5 * -2.0])
+
+
+def test_gigpo_adds_step_groups_of_identical_screens_to_the_episode_advantage():
+    # one group, two episodes of 2 steps; both start on screen "s0"; episode 0 succeeds (reward 1), 1 fails
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]])
+    steps = turn_steps(mask)
+    assert steps.tolist() == [[0, -1, 1, 1], [0, 0, -1, 1]]
+    metrics = {}
+    adv, _ = get_adv_estimator_fn("gigpo")(
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=np.array(["g", "g"], dtype=object),
+        step_anchors=[["s0", "s1"], ["s0", "s2"]],
+        token_steps=steps,
+        gamma=0.5,
+        step_weight=1.0,
+        norm="mean",
+        metrics=metrics,
+    )
+    # episode: rewards [1, 0] -> A^E = [0.5, -0.5]; step returns (gamma 0.5): ep0 [0.5, 1], ep1 [0, 0]
+    # step group {s0}: returns [0.5, 0] -> A^S = [0.25, -0.25]; s1, s2 are singletons -> 0
+    assert adv[0].tolist() == pytest.approx([0.75, 0.0, 0.5, 0.5])
+    assert adv[1].tolist() == pytest.approx([-0.75, -0.75, 0.0, -0.5])
+    assert metrics["gigpo/step_groups"] == 1.0
+
+
+def test_gigpo_step_rows_share_their_episode():
+    # step layout: rows 0,1 are steps 0,1 of episode (g, 0); rows 2,3 of (g, 1); every row carries the episode reward
+    rewards = torch.tensor([[1.0], [1.0], [0.0], [0.0]])
+    mask = torch.ones(4, 1)
+    steps = torch.tensor([[0], [1], [0], [1]])
+    adv, _ = get_adv_estimator_fn("gigpo")(
+        token_level_rewards=rewards,
+        response_mask=mask,
+        index=np.array(["g"] * 4, dtype=object),
+        step_anchors=[["a", "b"]] * 2 + [["a", "b"]] * 2,
+        token_steps=steps,
+        episodes=[("g", 0), ("g", 0), ("g", 1), ("g", 1)],
+        gamma=1.0,
+        norm="mean",
+    )
+    # A^E = [0.5, -0.5]; returns ep0 [1, 1], ep1 [0, 0]; groups {a}, {b}: A^S = [0.5, -0.5] each
+    assert adv.flatten().tolist() == pytest.approx([1.0, 1.0, -1.0, -1.0])
+
+
+@pytest.mark.parametrize("name", ["sdpo", "sdpo_grpo", "gigpo"])
+def test_without_the_trainer_inputs_the_estimators_refuse_in_one_line(name):
+    with pytest.raises(ValueError) as err:
+        get_adv_estimator_fn(name)(
+            token_level_rewards=torch.zeros(1, 2), response_mask=torch.ones(1, 2), index=np.array(["a"])
+        )
+    assert "python -m verl_cua.main" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_sdpo_policy_loss_truncates_the_importance_weight():
+    old = torch.tensor([[0.0, 0.0]])
+    new = torch.tensor([[math.log(3.0), math.log(0.5)]], requires_grad=True)
+    adv = torch.tensor([[1.0, 2.0]])
+    sdpo_loss.IS_CLIP = 2.0
+    loss, metrics = get_policy_loss_fn("sdpo")(
+        old_log_prob=old, log_prob=new, advantages=adv, response_mask=torch.ones(1, 2), loss_agg_mode="token-mean"
+    )
+    # per token -w*A*logp with w = min(ratio, 2) detached: w = [2, 0.5]; token-mean over 2 tokens
+    expected = -(2.0 * 1.0 * math.log(3.0) + 0.5 * 2.0 * math.log(0.5)) / 2
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    loss.backward()
+    assert new.grad[0].tolist() == pytest.approx([-1.0, -0.5])  # d/dlogp = -w*A/2
+    assert metrics["sdpo/is_clip_frac"] == pytest.approx(0.5)

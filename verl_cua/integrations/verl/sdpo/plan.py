@@ -1,0 +1,73 @@
+"""Which rows the SDPO teacher reprompts and with what: demos from successful siblings, the row's own feedback."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_cua.algos.sdpo import demo_sources
+
+
+@dataclass
+class RepromptPlan:
+    """Per row: the demo's actions (or None), the feedback text used, and whether the teacher sees anything new."""
+
+    demo_actions: list[list[str] | None]
+    feedback: list[str]
+    use_image: list[bool]
+    reprompt: list[bool]
+    success: list[bool]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def plan_reprompts(
+    extra_fields: Sequence[Mapping[str, Any]],
+    uids: Sequence[str],
+    sessions: Sequence[Any],
+    sdpo: Mapping[str, Any],
+) -> RepromptPlan:
+    """Plan the teacher contexts of a batch; episodes are (uid, session), so step rows share their episode's demo."""
+    n = len(extra_fields)
+    infra = [bool(e.get("cua_infra_failure")) for e in extra_fields]
+    success = [bool(e.get("cua_success")) and not bad for e, bad in zip(extra_fields, infra, strict=True)]
+    episodes: dict[tuple[str, Any], int] = {}
+    row_episode = [episodes.setdefault((str(u), s), len(episodes)) for u, s in zip(uids, sessions, strict=True)]
+    first_row = {ep: row_episode.index(ep) for ep in range(len(episodes))}
+    ep_groups = [str(uids[first_row[ep]]) for ep in range(len(episodes))]
+    ep_success = [success[first_row[ep]] for ep in range(len(episodes))]
+    ep_demo = demo_sources(ep_groups, ep_success, bool(sdpo.get("dont_reprompt_on_self_success", True)))
+
+    demo_actions: list[list[str] | None] = []
+    feedback: list[str] = []
+    use_image: list[bool] = []
+    reprompt: list[bool] = []
+    for i in range(n):
+        demo_ep = ep_demo[row_episode[i]] if sdpo.get("demo", True) and not infra[i] else None
+        demo = list(extra_fields[first_row[demo_ep]].get("cua_actions") or []) if demo_ep is not None else None
+        text = str(extra_fields[i].get("cua_feedback") or "") if sdpo.get("feedback", True) and not infra[i] else ""
+        if success[i]:
+            text = ""  # a success's own verdict teaches nothing; its demo (another success) may
+        has_new = bool(demo) or bool(text.strip())
+        demo_actions.append(demo if demo else None)
+        feedback.append(text)
+        reprompt.append(has_new)
+        use_image.append(
+            has_new and bool(sdpo.get("final_screenshot", True)) and bool(extra_fields[i].get("cua_final_screenshot"))
+        )
+
+    groups: dict[str, list[int]] = {}
+    for i, uid in enumerate(uids):
+        if not infra[i]:
+            groups.setdefault(str(uid), []).append(i)
+    with_success = sum(1 for rows in groups.values() if any(success[i] for i in rows))
+    no_signal = sum(1 for rows in groups.values() if not any(reprompt[i] for i in rows))
+    valid = max(1, sum(1 for bad in infra if not bad))
+    metrics = {
+        "sdpo/reprompt_fraction": sum(reprompt) / valid,
+        "sdpo/demo_fraction": sum(1 for d in demo_actions if d) / valid,
+        "sdpo/feedback_fraction": sum(1 for f in feedback if f.strip()) / valid,
+        "sdpo/success_group_fraction": with_success / max(1, len(groups)),
+        "sdpo/no_signal_groups": float(no_signal),
+    }
+    return RepromptPlan(demo_actions, feedback, use_image, reprompt, success, metrics)

@@ -1,0 +1,124 @@
+"""The SDPO teacher pass on verl's V1 trainer: reprompted rows go to TransferQueue under teacher keys, the actor's
+`compute_log_prob` scores the same response tokens in the teacher context, and the driver keeps the result."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import transfer_queue as tq
+from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+from verl.workers.utils.padding import response_from_nested
+
+from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block
+from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
+
+logger = logging.getLogger(__name__)
+
+TEACHER_SUFFIX = "::sdpo_teacher"
+# Fields the teacher rows do not inherit from their student rows (derived ones, recomputed or unused).
+_NOT_COPIED = ("log_probs", "entropy", "old_log_probs", "ref_log_prob", "advantages", "returns", "values")
+
+
+@dataclass
+class TeacherResult:
+    """Per row: reprompted or not, success, and the teacher's response log-probs where reprompted."""
+
+    reprompt: list[bool]
+    success: list[bool]
+    teacher_log_probs: dict[int, torch.Tensor] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def as_list(value) -> list:
+    """TransferQueue non-tensor fields come back as NonTensorStack/NonTensorData; give plain Python objects."""
+    if hasattr(value, "tolist"):
+        return list(value.tolist())
+    if hasattr(value, "data"):
+        return list(value.data)
+    return list(value)
+
+
+def run_teacher_pass(
+    actor_wg,
+    builder: TeacherContextBuilder,
+    batch: KVBatchMeta,
+    sdpo: Mapping[str, Any],
+    temperature: float,
+    multiple: int = 1,
+) -> TeacherResult:
+    """Build the teacher rows of `batch`, score them on the actor, and return the teacher log-probs per row.
+
+    The teacher batch is padded with copies of its last row to a multiple of `multiple` (data-parallel ranks x
+    log-prob micro-batch), as verl's engine requires; the copies' results are dropped."""
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id)
+    extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
+    uids = [str(u) for u in as_list(data["uid"])]
+    sessions = as_list(data["session_id"]) if "session_id" in data.keys() else list(range(len(uids)))
+    plan = plan_reprompts(extra, uids, sessions, sdpo)
+    result = TeacherResult(reprompt=plan.reprompt, success=plan.success, metrics=dict(plan.metrics))
+    rows = [i for i, r in enumerate(plan.reprompt) if r]
+    if not rows:
+        return result
+
+    columns = {k: _rows(data[k]) for k in data.keys() if k not in _NOT_COPIED}
+    teacher_fields, teacher_tags, added, with_image = [], [], [], 0
+    for i in rows:
+        block = feedback_block(
+            plan.demo_actions[i],
+            float(extra[i].get("cua_score", 0.0)),
+            plan.feedback[i],
+            extra[i].get("cua_final_screenshot") if plan.use_image[i] else None,
+            int(sdpo.get("max_feedback_chars", 2000)),
+        )
+        row = {k: v[i] for k, v in columns.items()}
+        built = builder.build(row["prompts"], row["responses"], row.get("multi_modal_inputs") or {}, block)
+        added.append(built["prompts"].shape[0] - row["prompts"].shape[0])
+        with_image += int(_has_block_and_image(builder, built["prompts"]))
+        row.update(built)
+        teacher_fields.append(row)
+        tag = dict(batch.tags[i])
+        tag.update(prompt_len=int(built["prompts"].shape[0]), seq_len=int(built["input_ids"].shape[0]))
+        teacher_tags.append(tag)
+
+    keys = [batch.keys[i] + TEACHER_SUFFIX for i in rows]
+    while len(keys) % max(1, multiple):
+        keys.append(f"{keys[len(rows) - 1]}::pad{len(keys)}")
+        teacher_fields.append(teacher_fields[len(rows) - 1])
+        teacher_tags.append(teacher_tags[len(rows) - 1])
+    meta = tq.kv_batch_put(
+        keys=keys, partition_id=batch.partition_id, fields=list_of_dict_to_tensordict(teacher_fields), tags=teacher_tags
+    )
+    try:
+        meta.extra_info = {"calculate_entropy": False, "compute_loss": False, "temperature": temperature}
+        actor_wg.compute_log_prob(meta)
+        out = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["log_probs", "response_mask"])
+        teacher = response_from_nested(out["log_probs"], out["response_mask"]).unbind(0)[: len(rows)]
+    finally:
+        tq.kv_clear(keys=keys, partition_id=batch.partition_id)
+    result.teacher_log_probs = {i: t.float() for i, t in zip(rows, teacher, strict=True)}
+    result.metrics.update(
+        {
+            "sdpo/teacher_added_tokens_mean": float(sum(added) / len(added)),
+            "sdpo/teacher_blocks_with_image": float(with_image),
+        }
+    )
+    return result
+
+
+def _rows(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return list(value.unbind(0))
+    return as_list(value)
+
+
+def _has_block_and_image(builder: TeacherContextBuilder, prompts: torch.Tensor) -> bool:
+    """The teacher prompt holds the feedback block's header and, after it, an image."""
+    at = builder.insert_at(prompts)
+    text = builder.tokenizer.decode(prompts[:at].tolist())
+    header = text.rfind(BLOCK_HEADER)
+    return header >= 0 and "<|vision_start|>" in text[header:]
