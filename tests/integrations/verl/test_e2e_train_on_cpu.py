@@ -2,44 +2,13 @@
 envs -> reward -> FSDP2 update -> weight sync, with tiny random Qwen2.5-VL and Qwen3-VL (MiniWoB++, GRPO), and one
 step against the local OSWorld desktop. Each run takes minutes; they are the point of the CPU suite."""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from safetensors.torch import load_file
 
 from verl_cua.integrations.verl import dataset
+from verl_cua.testing.cpu_train import train_on_cpu as _train
 from verl_cua.testing.warm_start import warm_start
-
-
-def _train(tmp_path: Path, model: str, train_file: Path, *overrides: str, steps: int = 2, timeout: int = 1500) -> dict:
-    log = tmp_path / "metrics.jsonl"
-    ckpt = tmp_path / "ckpt"
-    cmd = [
-        sys.executable,
-        "-m",
-        "verl_cua.main",
-        "preset=cpu",
-        f"data.train_files={train_file}",
-        f"data.val_files={train_file}",
-        f"actor_rollout_ref.model.path={model}",
-        f"trainer.total_training_steps={steps}",
-        f"trainer.save_freq={steps}",
-        "actor_rollout_ref.actor.checkpoint.save_contents=[model,hf_model]",
-        f"trainer.default_local_dir={ckpt}",
-        f"hydra.run.dir={tmp_path / 'hydra'}",
-        *overrides,
-    ]
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(log), "RAY_DEDUP_LOGS": "0"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
-    (tmp_path / "train.log").write_text(proc.stdout + "\n" + proc.stderr)
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
-    steps_logged = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    trained = [s["data"] for s in steps_logged if "cua/episodes" in s["data"]]
-    hf = sorted(ckpt.glob(f"global_step_{steps}/actor/huggingface"))
-    return {"steps": trained, "hf_dir": hf[0] if hf else None}
 
 
 def _weights_changed(before_dir: str, after_dir: Path) -> float:

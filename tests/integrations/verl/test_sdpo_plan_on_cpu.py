@@ -49,3 +49,12 @@ def test_step_rows_of_one_episode_share_its_demo_and_success():
     plan = plan_reprompts(rows, ["g"] * 4, [0, 0, 1, 1], SDPO)
     assert plan.demo_actions == [None, None, ["a", "b"], ["a", "b"]]  # a success is not its own demo
     assert plan.reprompt == [False, False, True, True]
+
+
+def test_a_group_without_success_takes_a_buffered_success_of_its_task():
+    rows = [{**_row(feedback=""), "cua_task": "click-test", "cua_actions": ["x"]}, _row(feedback="")]
+    buffered = {"click-test": [["old"], ["newest"], ["x"]]}  # the own trajectory is never its own demo
+    plan = plan_reprompts(rows, ["g", "h"], [0, 0], SDPO, buffer_demos=buffered)
+    assert plan.demo_actions == [["newest"], None]
+    assert plan.reprompt == [True, False]
+    assert plan.metrics["sdpo/buffer_demo_fraction"] == 0.5

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-from verl_cua.integrations.verl.trainer import infra_rows, isolate_infra_uids
+from verl_cua.integrations.verl.batch_rows import infra_rows, isolate_infra_uids
 
 
 def _grpo(scores, uids, keys):

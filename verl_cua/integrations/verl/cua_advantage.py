@@ -57,6 +57,7 @@ def sdpo_advantages(
         "sdpo/reprompted_tokens": float(on.sum()),
     }
     if estimator == "sdpo":
+        metrics["sdpo/not_reprompted_rows"] = float((~reprompt).sum())
         metrics["sdpo/not_reprompted_adv_abs_max"] = float(advantages[off].abs().max()) if off.any() else 0.0
     return advantages, metrics
 

@@ -13,29 +13,30 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.utils.metric import reduce_metrics
 from verl.utils.py_functional import rename_dict
-from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl.workers.utils.padding import response_from_nested
 
 from verl_cua.algos.success_buffer import SuccessBuffer, trajectory_key
-from verl_cua.integrations.verl.sdpo.teacher_pass import as_list
+from verl_cua.integrations.verl.batch_rows import as_list, put_rows
 
 SFT_FIELDS = ("input_ids", "position_ids", "multi_modal_inputs", "prompts", "responses", "response_mask", "loss_mask")
+REPLAY_FIELDS = ("rm_scores", "num_turns")
 
 
-def buffer_successes(buffer: SuccessBuffer, batch: KVBatchMeta) -> int:
-    """Add the batch's successful rows (desktop fine, task solved) to the buffer; returns how many were new."""
-    extra = [
-        dict(e or {})
-        for e in as_list(tq.kv_batch_get(batch.keys, batch.partition_id, ["extra_fields"])["extra_fields"])
-    ]
+def buffer_successes(
+    buffer: SuccessBuffer, batch: KVBatchMeta, extra: list[dict], with_rollout_log_probs: bool = False
+) -> int:
+    """Add the batch's successful rows (desktop fine, task solved) to the buffer, with what replay needs to put
+    them back into a batch (reward, turns, rollout log-probs, extra fields); returns how many were new."""
     rows = [i for i, e in enumerate(extra) if e.get("cua_success") and not e.get("cua_infra_failure")]
     if not rows:
         return 0
-    data = tq.kv_batch_get([batch.keys[i] for i in rows], batch.partition_id, list(SFT_FIELDS))
-    columns = {k: _rows(data[k]) for k in SFT_FIELDS}
+    fields = [*SFT_FIELDS, *REPLAY_FIELDS] + (["rollout_log_probs"] if with_rollout_log_probs else [])
+    data = tq.kv_batch_get([batch.keys[i] for i in rows], batch.partition_id, fields)
+    columns = {k: _rows(data[k]) for k in fields}
     new = 0
     for j, i in enumerate(rows):
-        item = {k: _detach(columns[k][j]) for k in SFT_FIELDS}
+        item = {k: _detach(columns[k][j]) for k in fields}
+        item["extra_fields"] = dict(extra[i])
         key = f"{trajectory_key(extra[i].get('cua_actions') or [])}#{extra[i].get('step_index', 0)}"
         new += int(buffer.add(str(extra[i].get("cua_task", "")), key, item))
     return new
@@ -107,13 +108,11 @@ def _put(items: list[dict]) -> KVBatchMeta:
     fields = []
     tags = []
     for item in items:
-        row = dict(item)
-        row["old_log_probs"] = torch.zeros(row["responses"].shape[0], dtype=torch.float32)
-        row["advantages"] = torch.zeros(row["responses"].shape[0], dtype=torch.float32)
+        row = {k: v for k, v in item.items() if k in SFT_FIELDS}
         fields.append(row)
         p, r = int(row["prompts"].shape[0]), int(row["responses"].shape[0])
         tags.append({"status": "success", "prompt_len": p, "response_len": r, "seq_len": p + r})
-    return tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
+    return put_rows(keys, "train", fields, tags)
 
 
 def _entropy(actor_wg, meta: KVBatchMeta, temperature: float) -> tuple[float, float]:
@@ -131,13 +130,29 @@ def _entropy(actor_wg, meta: KVBatchMeta, temperature: float) -> tuple[float, fl
 
 
 def _pad_to(items: list, multiple: int) -> list:
-    """Repeat items so the batch splits evenly over the data-parallel ranks."""
+    """Repeat items so the batch splits evenly over the ranks; the k-th repeat drops its last k tokens (model tokens
+    of the final turn), so no batch is all one length (verl mis-handles those; see the closing note of issue 4)."""
     multiple = max(1, int(multiple))
     out = list(items)
-    i = 0
+    k = 0
     while len(out) % multiple:
-        out.append(items[i % len(items)])
-        i += 1
+        k += 1
+        out.append(_shorter(items[(k - 1) % len(items)], 1 + (k - 1) // len(items)))
+    if len(out) > 1 and len({int(item["input_ids"].shape[-1]) for item in out}) == 1:
+        out[-1] = _shorter(out[-1], 1)
+    return out
+
+
+def _shorter(item: dict, cut: int) -> dict:
+    """`item` without its last `cut` response tokens (when they are model tokens), else unchanged."""
+    mask = item["response_mask"]
+    if mask.shape[0] <= cut or not bool(mask[-cut:].all()):
+        return item
+    out = dict(item)
+    for key in ("responses", "response_mask", "loss_mask"):
+        out[key] = item[key][:-cut]
+    for key in ("input_ids", "position_ids"):
+        out[key] = item[key][..., :-cut]
     return out
 
 

@@ -25,13 +25,15 @@ from verl.utils.profiler import marked_timer
 from verl.workers.utils.padding import response_to_nested
 
 from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
-from verl_cua.algos.success_buffer import SuccessBuffer
+from verl_cua.algos.success_buffer import SuccessBuffer, trajectory_key
 from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
+from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
 from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
 from verl_cua.integrations.verl.entropulse_phase import buffer_successes, run_sft_phase
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
+from verl_cua.integrations.verl.replay_injection import inject_replays
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
 
@@ -55,7 +57,9 @@ class CuaTrainer(PPOTrainerSync):
         self.entropulse = Entropulse(
             EntropulseConfig(**{k: v for k, v in pulse.items() if k not in ("sft_batch_size",)})
         )
-        self.success_buffer = SuccessBuffer(int((self.cua.get("buffer") or {}).get("per_task", 8)))
+        per_task = int((self.cua.get("buffer") or {}).get("per_task", 8))
+        self.success_buffer = SuccessBuffer(per_task)  # whole rows: Entropulse SFT, replay
+        self.demo_buffer = SuccessBuffer(per_task)  # action lists: SDPO demos for groups without a success
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
@@ -116,8 +120,8 @@ class CuaTrainer(PPOTrainerSync):
         data = tq.kv_batch_get(
             keys=batch.keys, partition_id=batch.partition_id, select_fields=[*fields, "extra_fields", "session_id"]
         )
-        extra = [dict(e or {}) for e in _as_list(data.pop("extra_fields"))]
-        sessions = _as_list(data.pop("session_id"))
+        extra = [dict(e or {}) for e in as_list(data.pop("extra_fields"))]
+        sessions = as_list(data.pop("session_id"))
         infra = infra_rows(extra)
         response_mask = data["response_mask"]
         data = DataProto(batch=data.to_padded_tensor())
@@ -184,6 +188,7 @@ class CuaTrainer(PPOTrainerSync):
                 self.cua["sdpo"],
                 self.config.actor_rollout_ref.rollout.temperature,
                 multiple=self._row_multiple(),
+                buffer_demos={task: self.demo_buffer.get(task) for task in self.demo_buffer.tasks()},
             )
         metrics.update(result.metrics)
         return result
@@ -204,9 +209,36 @@ class CuaTrainer(PPOTrainerSync):
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
-        if (self.cua.get("entropulse") or {}).get("schedule", "none") != "none":
-            metrics["entropulse/new_successes"] = float(buffer_successes(self.success_buffer, batch))
+        self._buffer_successes(batch, metrics)
         return batch
+
+    def _wants_rows(self) -> bool:
+        pulse = (self.cua.get("entropulse") or {}).get("schedule", "none") != "none"
+        return pulse or bool((self.cua.get("replay") or {}).get("enable", False))
+
+    def _buffer_successes(self, batch: KVBatchMeta, metrics: dict) -> None:
+        """Keep this step's successes: actions for SDPO demos, whole rows for Entropulse and replay."""
+        if self.estimator not in SDPO_ESTIMATORS and not self._wants_rows():
+            return
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
+        for e in extra:
+            if e.get("cua_success") and not e.get("cua_infra_failure") and not e.get("cua_replayed"):
+                actions = list(e.get("cua_actions") or [])
+                self.demo_buffer.add(str(e.get("cua_task", "")), trajectory_key(actions), actions)
+        if self._wants_rows():
+            fresh = [e if not e.get("cua_replayed") else {**e, "cua_success": False} for e in extra]
+            with_lp = bool(self.config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
+            new = buffer_successes(self.success_buffer, batch, fresh, with_rollout_log_probs=with_lp)
+            metrics["buffer/new_successes"] = float(new)
+            metrics["buffer/size"] = float(len(self.success_buffer))
+
+    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        replay = self.cua.get("replay") or {}
+        if replay.get("enable", False):
+            batch, replay_metrics = inject_replays(batch, self.success_buffer, replay, self._cua_rng)
+            metrics.update(replay_metrics)
+        return super()._compute_old_log_prob(batch, metrics)
 
     def entropulse_step(self, metrics: dict) -> None:
         """After an RL step: let the schedule decide; in an SFT phase, SFT on buffered successes, then resume RL."""
@@ -243,7 +275,7 @@ class CuaTrainer(PPOTrainerSync):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         fields = ["extra_fields", "responses", "response_mask"]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        cua = gui_metrics(_as_list(data["extra_fields"]))
+        cua = gui_metrics(as_list(data["extra_fields"]))
         cua.update(mask_metrics(data["responses"], data["response_mask"], self._image_pad_id()))
         self.cua_totals["infra_failures"] += cua.get("cua/infra_failures", 0)
         self.cua_totals["episodes"] += cua.get("cua/episodes", 0)
@@ -255,37 +287,3 @@ class CuaTrainer(PPOTrainerSync):
         token = getattr(self.processor, "image_token", None) or "<|image_pad|>"
         pad = self.tokenizer.convert_tokens_to_ids(token)
         return pad if isinstance(pad, int) and pad != self.tokenizer.unk_token_id else None
-
-
-def mask_metrics(responses, response_mask, image_pad_id: int | None) -> dict[str, float]:
-    """How the response mask treats the batch: model tokens (1) vs observation tokens (0), screenshots included."""
-    tokens = torch.cat([r.reshape(-1) for r in responses.unbind(0)])
-    mask = torch.cat([m.reshape(-1) for m in response_mask.unbind(0)])
-    out = {
-        "cua/response_model_tokens": int(mask.sum()),
-        "cua/response_observation_tokens": int((mask == 0).sum()),
-    }
-    if image_pad_id is not None:
-        image = tokens == image_pad_id
-        out["cua/response_image_tokens_masked"] = int((image & (mask == 0)).sum())
-        out["cua/response_image_tokens_trained"] = int((image & (mask == 1)).sum())
-    return out
-
-
-def infra_rows(extra_fields: list) -> list[bool]:
-    """Which rows come from an episode whose env failed (agent loop `extra_fields["cua_infra_failure"]`)."""
-    return [bool((e or {}).get("cua_infra_failure", False)) for e in extra_fields]
-
-
-def isolate_infra_uids(uids: list[str], infra: list[bool]) -> list[str]:
-    """Give each infra-failed row a group of its own, so it neither joins nor shifts its siblings' statistics."""
-    return [f"{uid}::infra{i}" if bad else uid for i, (uid, bad) in enumerate(zip(uids, infra, strict=True))]
-
-
-def _as_list(value) -> list:
-    """TransferQueue non-tensor fields come back as NonTensorStack/NonTensorData; give plain Python objects."""
-    if hasattr(value, "tolist"):
-        return list(value.tolist())
-    if hasattr(value, "data"):
-        return list(value.data)
-    return list(value)

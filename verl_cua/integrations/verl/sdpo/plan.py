@@ -26,8 +26,12 @@ def plan_reprompts(
     uids: Sequence[str],
     sessions: Sequence[Any],
     sdpo: Mapping[str, Any],
+    buffer_demos: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> RepromptPlan:
-    """Plan the teacher contexts of a batch; episodes are (uid, session), so step rows share their episode's demo."""
+    """Plan the teacher contexts of a batch; episodes are (uid, session), so step rows share their episode's demo.
+
+    A row whose group has no other success takes the newest buffered success of its task (`buffer_demos`: task ->
+    action lists from earlier steps, oldest first), unless that is its own trajectory."""
     n = len(extra_fields)
     infra = [bool(e.get("cua_infra_failure")) for e in extra_fields]
     success = [bool(e.get("cua_success")) and not bad for e, bad in zip(extra_fields, infra, strict=True)]
@@ -42,9 +46,16 @@ def plan_reprompts(
     feedback: list[str] = []
     use_image: list[bool] = []
     reprompt: list[bool] = []
+    from_buffer = 0
     for i in range(n):
         demo_ep = ep_demo[row_episode[i]] if sdpo.get("demo", True) and not infra[i] else None
         demo = list(extra_fields[first_row[demo_ep]].get("cua_actions") or []) if demo_ep is not None else None
+        if not demo and sdpo.get("demo", True) and not infra[i] and buffer_demos:
+            own = list(extra_fields[i].get("cua_actions") or [])
+            pool = [list(d) for d in buffer_demos.get(str(extra_fields[i].get("cua_task", "")), ()) if list(d) != own]
+            if pool:
+                demo = pool[-1]
+                from_buffer += 1
         text = str(extra_fields[i].get("cua_feedback") or "") if sdpo.get("feedback", True) and not infra[i] else ""
         if success[i]:
             text = ""  # a success's own verdict teaches nothing; its demo (another success) may
@@ -66,6 +77,7 @@ def plan_reprompts(
     metrics = {
         "sdpo/reprompt_fraction": sum(reprompt) / valid,
         "sdpo/demo_fraction": sum(1 for d in demo_actions if d) / valid,
+        "sdpo/buffer_demo_fraction": from_buffer / valid,
         "sdpo/feedback_fraction": sum(1 for f in feedback if f.strip()) / valid,
         "sdpo/success_group_fraction": with_success / max(1, len(groups)),
         "sdpo/no_signal_groups": float(no_signal),

@@ -11,9 +11,9 @@ from typing import Any
 import torch
 import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
-from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl.workers.utils.padding import response_from_nested
 
+from verl_cua.integrations.verl.batch_rows import as_list, put_rows
 from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 
@@ -34,15 +34,6 @@ class TeacherResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def as_list(value) -> list:
-    """TransferQueue non-tensor fields come back as NonTensorStack/NonTensorData; give plain Python objects."""
-    if hasattr(value, "tolist"):
-        return list(value.tolist())
-    if hasattr(value, "data"):
-        return list(value.data)
-    return list(value)
-
-
 def run_teacher_pass(
     actor_wg,
     builder: TeacherContextBuilder,
@@ -50,6 +41,7 @@ def run_teacher_pass(
     sdpo: Mapping[str, Any],
     temperature: float,
     multiple: int = 1,
+    buffer_demos: Mapping[str, Any] | None = None,
 ) -> TeacherResult:
     """Build the teacher rows of `batch`, score them on the actor, and return the teacher log-probs per row.
 
@@ -59,7 +51,7 @@ def run_teacher_pass(
     extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
     uids = [str(u) for u in as_list(data["uid"])]
     sessions = as_list(data["session_id"]) if "session_id" in data.keys() else list(range(len(uids)))
-    plan = plan_reprompts(extra, uids, sessions, sdpo)
+    plan = plan_reprompts(extra, uids, sessions, sdpo, buffer_demos)
     result = TeacherResult(reprompt=plan.reprompt, success=plan.success, metrics=dict(plan.metrics))
     rows = [i for i, r in enumerate(plan.reprompt) if r]
     if not rows:
@@ -86,13 +78,11 @@ def run_teacher_pass(
         teacher_tags.append(tag)
 
     keys = [batch.keys[i] + TEACHER_SUFFIX for i in rows]
-    while len(keys) % max(1, multiple):
-        keys.append(f"{keys[len(rows) - 1]}::pad{len(keys)}")
-        teacher_fields.append(teacher_fields[len(rows) - 1])
-        teacher_tags.append(teacher_tags[len(rows) - 1])
-    meta = tq.kv_batch_put(
-        keys=keys, partition_id=batch.partition_id, fields=list_of_dict_to_tensordict(teacher_fields), tags=teacher_tags
-    )
+    for j in _pad_rows(len(rows), multiple, columns["input_ids"], [f["input_ids"].shape[0] for f in teacher_fields]):
+        keys.append(f"{batch.keys[j]}{TEACHER_SUFFIX}::pad{len(keys)}")
+        teacher_fields.append({k: v[j] for k, v in columns.items()})
+        teacher_tags.append(dict(batch.tags[j]))
+    meta = put_rows(keys, batch.partition_id, teacher_fields, teacher_tags)
     try:
         meta.extra_info = {"calculate_entropy": False, "compute_loss": False, "temperature": temperature}
         actor_wg.compute_log_prob(meta)
@@ -108,6 +98,19 @@ def run_teacher_pass(
         }
     )
     return result
+
+
+def _pad_rows(n: int, multiple: int, student_ids: list, teacher_lengths: list[int]) -> list[int]:
+    """Student rows that pad the teacher batch to a multiple (their results are dropped), preferring lengths no
+    teacher row has: verl mis-handles a fetched batch whose rows all have the same length."""
+    need = (-n) % max(1, multiple)
+    if need == 0 and n > 1 and len(set(teacher_lengths)) == 1:
+        need = max(1, multiple)
+    if need == 0:
+        return []
+    taken = set(teacher_lengths)
+    order = sorted(range(len(student_ids)), key=lambda j: student_ids[j].shape[0] in taken)
+    return [order[k % len(order)] for k in range(need)]
 
 
 def _rows(value) -> list:

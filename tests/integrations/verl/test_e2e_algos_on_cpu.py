@@ -1,0 +1,87 @@
+"""The algorithms on real verl 0.9.1 training steps on the CPU (`python -m verl_cua.main preset=cpu`, hf rollout,
+real Chromium MiniWoB++, FSDP2 on CPU), two steps each of `sdpo` (with an Entropulse `fixed` schedule), `sdpo_grpo`
+(with ARPO-style replay on) and `gigpo`. The tiny model is warm-started longer than the GRPO e2e's (800 steps), so
+its clicks are valid and spread over the screen and click-test's large buttons get hit: the success buffer fills."""
+
+import pytest
+
+from verl_cua.integrations.verl import dataset
+from verl_cua.testing.cpu_train import train_on_cpu as _train
+from verl_cua.testing.tiny_models import build_tiny_model
+from verl_cua.testing.warm_start import warm_start
+
+COMMON = (
+    "data.train_batch_size=2",
+    "actor_rollout_ref.rollout.n=8",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    "cua.env.max_steps=2",
+    "cua.action.max_tokens_per_step=48",
+    "trainer.val_before_train=false",
+    "trainer.test_freq=-1",
+)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, chromium):
+    model = str(warm_start(build_tiny_model("qwen25vl"), steps=800))
+    train = tmp_path_factory.mktemp("algos") / "train.parquet"
+    # click-test seeds 2 and 3 draw 59 px and 84 px buttons: a spread-out clicker hits them now and then
+    assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "2,3", "--out", str(train)]) == 0
+    return model, train
+
+
+def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):
+    model, train = setup
+    run = _train(
+        tmp_path,
+        model,
+        train,
+        *COMMON,
+        "algorithm.adv_estimator=sdpo",
+        "cua.sdpo.demo=false",  # feedback only: rows with valid actions throughout have nothing new to learn from
+        "cua.entropulse.schedule=fixed",
+        "cua.entropulse.rl_steps=2",
+        "cua.entropulse.sft_steps=1",
+        "cua.entropulse.sft_batch_size=2",
+    )
+    first, second = run["steps"]
+    for m in (first, second):
+        # every reprompted row's teacher context holds the feedback block and the final screenshot as an image
+        assert m["sdpo/reprompt_fraction"] > 0
+        assert m["sdpo/teacher_blocks_with_image"] == round(m["sdpo/reprompt_fraction"] * m["cua/episodes"])
+        assert m["sdpo/teacher_added_tokens_mean"] > 20
+        # the teacher scores the same tokens differently; rows without a reprompt get exactly zero advantage
+        assert m["sdpo/teacher_minus_student_abs"] > 1e-3
+        assert m["sdpo/not_reprompted_adv_abs_max"] == 0.0
+        assert m["timing_s/sdpo_teacher"] > 0
+    assert first["sdpo/not_reprompted_rows"] + second["sdpo/not_reprompted_rows"] > 0
+    # Entropulse, fixed schedule every 2 RL steps: no SFT after step 1, one SFT phase after step 2
+    assert first["entropulse/sft_phases"] == 0 and first["entropulse/phase"] == 0
+    assert second["entropulse/phase"] == 1 and second["entropulse/sft_phases"] == 1
+    assert second["entropulse/sft_steps"] == 1
+    assert second["buffer/size"] > 0, "no success to learn from; the warm start should hit click-test's buttons"
+    # the SFT step's loss is the negative log-likelihood of the buffered successes' model tokens
+    assert second["entropulse/sft_loss_first"] > 0
+    # (the NLL comes from the bf16 log-probs verl's compute_log_prob returns, hence the tolerance)
+    assert second["entropulse/sft_loss_first"] == pytest.approx(second["entropulse/sft_nll_before"], rel=1e-2)
+    assert second["entropulse/sft_loss_first"] != pytest.approx(second["actor/pg_loss"], rel=1e-2)
+
+
+def test_sdpo_grpo_with_replay(setup, tmp_path):
+    model, train = setup
+    run = _train(tmp_path, model, train, *COMMON, "algorithm.adv_estimator=sdpo_grpo", "cua.replay.enable=true")
+    for m in run["steps"]:
+        assert m["sdpo/reprompt_fraction"] > 0 and m["sdpo/teacher_minus_student_abs"] > 1e-3
+        assert "replay/injected" in m and "buffer/size" in m
+        assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"]
+    # a success teaches its failed siblings: its actions are in their teacher context
+    assert max(m["sdpo/demo_fraction"] for m in run["steps"]) > 0
+
+
+def test_gigpo_step_groups(setup, tmp_path):
+    model, train = setup
+    run = _train(tmp_path, model, train, *COMMON, "algorithm.adv_estimator=gigpo")
+    for m in run["steps"]:
+        # missed clicks leave the screen unchanged, so identical screens recur across the group's episodes
+        assert m["gigpo/step_groups"] >= 1 and m["gigpo/step_group_size_mean"] >= 2
+        assert m["critic/advantages/max"] > 0
