@@ -145,3 +145,15 @@ def test_state_dict_round_trip_mid_sft():
 def test_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EntropulseConfig(**kwargs)
+
+
+def test_a_phase_that_ran_no_sft_step_is_not_counted():
+    from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+
+    pulse = Entropulse(EntropulseConfig(schedule="fixed", rl_steps=2, sft_steps=3))
+    assert pulse.observe(1.0) == "rl" and pulse.observe(1.0) == "sft"
+    pulse.sft_done(steps_run=0)  # nothing was buffered yet
+    assert (pulse.phase, pulse.phases_completed, pulse.total_sft_steps, pulse.rl_steps_in_phase) == ("rl", 0, 0, 0)
+    assert pulse.observe(1.0) == "rl" and pulse.observe(1.0) == "sft"  # a full RL phase again, then another try
+    pulse.sft_done(steps_run=3)
+    assert (pulse.phases_completed, pulse.total_sft_steps) == (1, 3)

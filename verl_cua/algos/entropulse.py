@@ -110,13 +110,17 @@ class Entropulse:
             )
         return False
 
-    def sft_done(self, entropy_after: float | None = None) -> None:
-        """End the SFT phase and start a new RL phase; the entropy EMA restarts from entropy_after (else next value)."""
+    def sft_done(self, entropy_after: float | None = None, steps_run: int | None = None) -> None:
+        """End the SFT phase and start a new RL phase; the entropy EMA restarts from entropy_after (else next value).
+
+        `steps_run` (default: sft_steps) is how many SFT steps really ran; a phase that ran none (nothing buffered
+        yet) is not counted, but RL still starts a new phase, so the next pulse waits a full RL phase again."""
         if self._phase != "sft":
             raise RuntimeError("Entropulse.sft_done() called outside an SFT phase")
+        ran = self.config.sft_steps if steps_run is None else int(steps_run)
         self._phase = "rl"
-        self._phases_completed += 1
-        self._total_sft_steps += self.config.sft_steps
+        self._phases_completed += 1 if ran > 0 else 0
+        self._total_sft_steps += ran
         self._rl_steps_in_phase = 0
         finite = entropy_after is not None and math.isfinite(entropy_after)
         self._ema = float(entropy_after) if finite else None

@@ -1,7 +1,8 @@
 """The algorithms on real verl 0.9.1 training steps on the CPU (`python -m verl_cua.main preset=cpu`, hf rollout,
 real Chromium MiniWoB++, FSDP2 on CPU), two steps each of `sdpo` (with an Entropulse `fixed` schedule), `sdpo_grpo`
-(with ARPO-style replay on) and `gigpo`. The tiny model is warm-started longer than the GRPO e2e's (800 steps), so
-its clicks are valid and spread over the screen and click-test's large buttons get hit: the success buffer fills."""
+(with ARPO-style replay and the EMA teacher) and `gigpo`. The tiny model is warm-started longer than the GRPO
+e2e's (800 steps), so its clicks are valid and spread over the screen and click-test's large buttons get hit: the
+success buffer fills."""
 
 import pytest
 
@@ -67,13 +68,23 @@ def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):
     assert second["entropulse/sft_loss_first"] != pytest.approx(second["actor/pg_loss"], rel=1e-2)
 
 
-def test_sdpo_grpo_with_replay(setup, tmp_path):
+def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
     model, train = setup
-    run = _train(tmp_path, model, train, *COMMON, "algorithm.adv_estimator=sdpo_grpo", "cua.replay.enable=true")
+    run = _train(
+        tmp_path,
+        model,
+        train,
+        *COMMON,
+        "algorithm.adv_estimator=sdpo_grpo",
+        "cua.replay.enable=true",
+        "cua.sdpo.teacher=ema",
+        "cua.sdpo.ema_rate=0.5",
+    )
     for m in run["steps"]:
         assert m["sdpo/reprompt_fraction"] > 0 and m["sdpo/teacher_minus_student_abs"] > 1e-3
         assert "replay/injected" in m and "buffer/size" in m
         assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"]
+        assert m["sdpo/teacher_is_ema"] == 1.0
     # a success teaches its failed siblings: its actions are in their teacher context
     assert max(m["sdpo/demo_fraction"] for m in run["steps"]) > 0
 

@@ -84,14 +84,6 @@ def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, 
                 f"cua.{section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
                 f"cua.{section}.* needs adv_estimator={' or '.join(wanted)}"
             )
-    actor = ((config.get("actor_rollout_ref") or {}).get("actor")) or {}
-    if estimator in SDPO_ESTIMATORS and (cua.get("sdpo") or {}).get("teacher") == "ema":
-        if algo.get("use_kl_in_reward") or actor.get("use_kl_loss"):
-            key = "algorithm.use_kl_in_reward" if algo.get("use_kl_in_reward") else "actor.use_kl_loss"
-            raise CuaConfigError(
-                f"cua.sdpo.teacher=ema holds the teacher in the ref worker, which {key}=true needs as the reference "
-                "policy; use cua.sdpo.teacher=current or turn the KL term off"
-            )
 
 
 @functools.cache

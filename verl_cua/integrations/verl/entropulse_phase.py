@@ -58,6 +58,7 @@ def run_sft_phase(
     metrics: dict[str, float] = {"entropulse/buffer_size": float(len(buffer))}
     if len(buffer) == 0:
         metrics["entropulse/sft_skipped_empty_buffer"] = 1.0
+        metrics["entropulse/sft_steps_run"] = 0.0
         return metrics
     losses, before, after = [], (None, None), (None, None)
     set_loss("sft")
@@ -90,6 +91,7 @@ def run_sft_phase(
         set_loss("rl")
     metrics.update(
         {
+            "entropulse/sft_steps_run": float(len(losses)),
             "entropulse/sft_loss": sum(losses) / len(losses),
             "entropulse/sft_loss_first": losses[0],
             "entropulse/sft_loss_last": losses[-1],

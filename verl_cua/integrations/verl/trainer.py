@@ -63,17 +63,21 @@ class CuaTrainer(PPOTrainerSync):
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
-        if self.estimator in SDPO_ESTIMATORS and (self.cua.get("sdpo") or {}).get("teacher") == "ema":
-            raise ValueError(
-                "cua.sdpo.teacher=ema is not available yet (the EMA copy needs a ref-worker update hook); "
-                "use cua.sdpo.teacher=current"
-            )
+        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and (self.cua.get("sdpo") or {}).get("teacher") == "ema"
 
     # -- losses ------------------------------------------------------------------------------------------------------
     def on_init_end(self):
         super().on_init_end()
         if self.estimator in SDPO_ESTIMATORS:
             self._set_actor_loss("rl")
+        if self.ema_teacher:
+            self.actor_rollout_wg.cua_ema_update(1.0)  # the EMA teacher starts as the initial policy
+
+    def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        batch = super()._update_actor(batch, metrics)
+        if self.ema_teacher:
+            self.actor_rollout_wg.cua_ema_update(float(self.cua["sdpo"]["ema_rate"]))
+        return batch
 
     def _actor_config(self, loss_mode: str | None = None):
         actor = OmegaConf.create(OmegaConf.to_container(self.config.actor_rollout_ref.actor, resolve=True))
@@ -95,17 +99,21 @@ class CuaTrainer(PPOTrainerSync):
     # -- CPU -------------------------------------------------------------------------------------------------------
     def _init_resource_pool_mgr(self):
         super()._init_resource_pool_mgr()
-        if get_device_name() != "cpu":
-            return
-        from verl_cua.integrations.verl.cpu.workers import CPUActorRolloutRefWorker, CPUResourcePoolManager
+        import ray
 
+        cpu = get_device_name() == "cpu"
+        if cpu:
+            from verl_cua.integrations.verl.cpu.workers import CPUActorRolloutRefWorker as worker_cls
+        else:
+            from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker as worker_cls
         for role, cls in list(self.role_worker_mapping.items()):
-            if getattr(cls, "__ray_metadata__", None) is not None and "ActorRolloutRefWorker" in str(
-                cls.__ray_metadata__.class_name
-            ):
-                import ray
+            meta = getattr(cls, "__ray_metadata__", None)
+            if meta is not None and str(meta.class_name).split(".")[-1] == "ActorRolloutRefWorker":
+                self.role_worker_mapping[role] = ray.remote(worker_cls)
+        if not cpu:
+            return
+        from verl_cua.integrations.verl.cpu.workers import CPUResourcePoolManager
 
-                self.role_worker_mapping[role] = ray.remote(CPUActorRolloutRefWorker)
         self.resource_pool_manager = CPUResourcePoolManager(
             resource_pool_spec=self.resource_pool_manager.resource_pool_spec, mapping=self.mapping
         )
@@ -181,16 +189,23 @@ class CuaTrainer(PPOTrainerSync):
         if self._teacher_builder is None:
             self._teacher_builder = TeacherContextBuilder(self.tokenizer, self.processor)
         with marked_timer("sdpo_teacher", self.timing_raw, color="purple"):
-            result = run_teacher_pass(
-                self.actor_rollout_wg,
-                self._teacher_builder,
-                batch,
-                self.cua["sdpo"],
-                self.config.actor_rollout_ref.rollout.temperature,
-                multiple=self._row_multiple(),
-                buffer_demos={task: self.demo_buffer.get(task) for task in self.demo_buffer.tasks()},
-            )
+            if self.ema_teacher:
+                self.actor_rollout_wg.cua_ema_swap_in()
+            try:
+                result = run_teacher_pass(
+                    self.actor_rollout_wg,
+                    self._teacher_builder,
+                    batch,
+                    self.cua["sdpo"],
+                    self.config.actor_rollout_ref.rollout.temperature,
+                    multiple=self._row_multiple(),
+                    buffer_demos={task: self.demo_buffer.get(task) for task in self.demo_buffer.tasks()},
+                )
+            finally:
+                if self.ema_teacher:
+                    self.actor_rollout_wg.cua_ema_swap_out()
         metrics.update(result.metrics)
+        metrics["sdpo/teacher_is_ema"] = float(self.ema_teacher)
         return result
 
     def _row_multiple(self) -> int:
@@ -261,8 +276,10 @@ class CuaTrainer(PPOTrainerSync):
                         multiple=self._row_multiple(),
                     )
                 )
+            if self.ema_teacher and metrics.get("entropulse/sft_steps_run", 0):
+                self.actor_rollout_wg.cua_ema_update(float(self.cua["sdpo"]["ema_rate"]))
             metrics["entropulse/phase"] = 1.0
-            self.entropulse.sft_done()
+            self.entropulse.sft_done(steps_run=int(metrics.get("entropulse/sft_steps_run", 0)))
             metrics.update({k: v for k, v in self.entropulse.metrics().items() if k != "entropulse/phase"})
         else:
             metrics.update(self.entropulse.metrics())

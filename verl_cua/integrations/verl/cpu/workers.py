@@ -8,7 +8,8 @@ from datetime import timedelta
 import ray
 import torch.distributed as dist
 from verl.single_controller.ray.base import RayResourcePool, ResourcePoolManager
-from verl.workers.engine_workers import ActorRolloutRefWorker
+
+from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker
 
 
 def init_gloo_process_group() -> None:
@@ -24,8 +25,8 @@ def init_gloo_process_group() -> None:
     )
 
 
-class CPUActorRolloutRefWorker(ActorRolloutRefWorker):
-    """verl's actor/rollout/ref worker with a gloo process group; everything else is upstream."""
+class CPUActorRolloutRefWorker(CuaActorRolloutRefWorker):
+    """Our actor/rollout/ref worker with a gloo process group; everything else is upstream."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Flagship: SDPO on OSWorld with Qwen3-VL-8B-Instruct, 1 node x 8 H100, vLLM rollout, OSWorld's docker provider.
+# SDPO (arXiv:2601.20802): the policy, shown a successful sibling's actions, the evaluator's feedback and its own
+# final screenshot, is its own teacher; the advantage is log pi_teacher - log pi_student per model token.
+# LoRA: LORA_RANK=16 (0 = full fine-tune). Entropulse (ComputerRL, arXiv:2508.14040): ENTROPULSE=fixed|entropy.
+# Any Hydra override appended to the command line wins, e.g. `bash recipes/run_qwen3vl_sdpo_osworld.sh trainer.total_epochs=3`.
+# Needs: `bash envs/osworld/install.sh`, Docker, /dev/kvm. Composes in CI (tests/recipes); not yet run on GPUs.
+set -xeuo pipefail
+
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-VL-8B-Instruct}
+NNODES=${NNODES:-1}
+N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-8}
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-16}          # OSWorld tasks per step
+N_RESP=${N_RESP:-8}                               # episodes per task (the group)
+PPO_MINI_BATCH=${PPO_MINI_BATCH:-16}              # tasks per actor update (x N_RESP episodes, x steps with ROWS=step)
+MICRO_BATCH=${MICRO_BATCH:-1}                     # rows per GPU per forward/backward
+LOGPROB_MICRO_BATCH=${LOGPROB_MICRO_BATCH:-2}
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-8192}      # ROWS=step: instruction, earlier actions, HISTORY_IMAGES screenshots
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-1024}  # ROWS=step: one turn; ROWS=episode needs the whole episode
+MAX_TOKENS_PER_STEP=${MAX_TOKENS_PER_STEP:-512}
+LORA_RANK=${LORA_RANK:-0}                         # 0: full fine-tune; >0: LoRA on all linear layers
+LORA_ALPHA=${LORA_ALPHA:-32}
+if [ "${LORA_RANK}" -gt 0 ]; then
+    LR=${LR:-1e-5}
+else
+    LR=${LR:-1e-6}
+fi
+TP=${TP:-2}
+GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.6}
+PARAM_OFFLOAD=${PARAM_OFFLOAD:-false}
+OPTIMIZER_OFFLOAD=${OPTIMIZER_OFFLOAD:-false}
+# OSWorld: AGENT_WORKERS x POOL_SIZE desktops at once (docker: 4 GB RAM and 4 cores each).
+PROVIDER=${PROVIDER:-docker}
+VM_PATH=${VM_PATH:-${PWD}/docker_vm_data/Ubuntu.qcow2}  # docker: OSWorld's Ubuntu image (downloaded once if absent)
+AGENT_WORKERS=${AGENT_WORKERS:-8}
+POOL_SIZE=${POOL_SIZE:-4}
+MAX_STEPS=${MAX_STEPS:-15}                        # env steps per episode
+ROWS=${ROWS:-step}                                # step: one training row per step | episode: one per episode
+HISTORY_IMAGES=${HISTORY_IMAGES:-3}
+MAX_PIXELS=${MAX_PIXELS:-1003520}                 # screenshots resized to at most this many pixels
+RESET_TIMEOUT=${RESET_TIMEOUT:-600}               # a docker reset restarts the VM
+STEP_TIMEOUT=${STEP_TIMEOUT:-120}
+EVALUATE_TIMEOUT=${EVALUATE_TIMEOUT:-300}
+ACTION_FORMAT=${ACTION_FORMAT:-qwen3vl}
+OSWORLD_DIR=${OSWORLD_DIR:-OSWorld}               # a clone of github.com/xlang-ai/OSWorld
+TASKS=${TASKS:-${OSWORLD_DIR}/evaluation_examples/examples}  # task JSON folders/files, comma-separated
+DATA_DIR=${DATA_DIR:-data/osworld}
+PROJECT_NAME=${PROJECT_NAME:-verl_cua}
+EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sdpo_osworld}
+LOGGER=${LOGGER:-[console,wandb]}
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}
+SAVE_FREQ=${SAVE_FREQ:-20}
+TEST_FREQ=${TEST_FREQ:--1}
+# SDPO (cua.sdpo.*)
+SDPO_TEACHER=${SDPO_TEACHER:-current}             # current | ema (an EMA of the weights, per actor rank on the host)
+SDPO_EMA_RATE=${SDPO_EMA_RATE:-0.05}
+SDPO_IS_CLIP=${SDPO_IS_CLIP:-2.0}
+SDPO_DEMO=${SDPO_DEMO:-true}
+SDPO_FEEDBACK=${SDPO_FEEDBACK:-true}
+SDPO_FINAL_SCREENSHOT=${SDPO_FINAL_SCREENSHOT:-true}
+BUFFER_PER_TASK=${BUFFER_PER_TASK:-8}             # successes kept per task (SDPO demos, Entropulse SFT)
+# Entropulse (cua.entropulse.*): off by default
+ENTROPULSE=${ENTROPULSE:-none}                    # none | fixed | entropy
+ENTROPULSE_RL_STEPS=${ENTROPULSE_RL_STEPS:-50}
+ENTROPULSE_SFT_STEPS=${ENTROPULSE_SFT_STEPS:-5}
+ENTROPULSE_SFT_BATCH=${ENTROPULSE_SFT_BATCH:-8}
+ENTROPULSE_RATIO=${ENTROPULSE_RATIO:-0.5}
+ENTROPULSE_MIN_RL_STEPS=${ENTROPULSE_MIN_RL_STEPS:-20}
+
+die() {
+    set +x
+    echo "$(basename "$0"): $*" >&2
+    exit 1
+}
+
+"${PYTHON}" -c "import desktop_env" || die "OSWorld's client is missing; run: bash envs/osworld/install.sh"
+VM_ARGS=()
+if [ "${PROVIDER}" = docker ]; then
+    docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
+    [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
+    docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker
+    if [ ! -f "${VM_PATH}" ]; then
+        "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"
+    fi
+    [ -f "${VM_PATH}" ] || die "no OSWorld VM image at VM_PATH=${VM_PATH}"
+    VM_ARGS=(+cua.env.kwargs.path_to_vm="${VM_PATH}")
+fi
+LORA_ARGS=()
+if [ "${LORA_RANK}" -gt 0 ]; then
+    LORA_ARGS=(
+        actor_rollout_ref.model.lora_rank="${LORA_RANK}"
+        actor_rollout_ref.model.lora_alpha="${LORA_ALPHA}"
+        actor_rollout_ref.model.target_modules=all-linear
+    )
+fi
+
+"${PYTHON}" -m verl_cua.integrations.verl.dataset --env osworld --tasks "${TASKS}" --out "${DATA_DIR}/train.parquet"
+
+"${PYTHON}" -m verl_cua.main \
+    algorithm.adv_estimator=sdpo \
+    algorithm.use_kl_in_reward=false \
+    data.train_files="${DATA_DIR}/train.parquet" \
+    data.val_files="${DATA_DIR}/train.parquet" \
+    data.train_batch_size="${TRAIN_BATCH_SIZE}" \
+    data.max_prompt_length="${MAX_PROMPT_LENGTH}" \
+    data.max_response_length="${MAX_RESPONSE_LENGTH}" \
+    actor_rollout_ref.model.path="${MODEL_PATH}" \
+    actor_rollout_ref.model.enable_gradient_checkpointing=true \
+    actor_rollout_ref.model.use_remove_padding=true \
+    "${LORA_ARGS[@]}" \
+    actor_rollout_ref.actor.strategy=fsdp2 \
+    actor_rollout_ref.actor.optim.lr="${LR}" \
+    actor_rollout_ref.actor.ppo_mini_batch_size="${PPO_MINI_BATCH}" \
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="${MICRO_BATCH}" \
+    actor_rollout_ref.actor.use_kl_loss=false \
+    actor_rollout_ref.actor.entropy_coeff=0 \
+    actor_rollout_ref.actor.fsdp_config.param_offload="${PARAM_OFFLOAD}" \
+    actor_rollout_ref.actor.fsdp_config.optimizer_offload="${OPTIMIZER_OFFLOAD}" \
+    actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.n="${N_RESP}" \
+    actor_rollout_ref.rollout.tensor_model_parallel_size="${TP}" \
+    actor_rollout_ref.rollout.gpu_memory_utilization="${GPU_MEM_UTIL}" \
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="${LOGPROB_MICRO_BATCH}" \
+    actor_rollout_ref.rollout.agent.num_workers="${AGENT_WORKERS}" \
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="${LOGPROB_MICRO_BATCH}" \
+    cua.env.name=osworld \
+    +cua.env.kwargs.provider="${PROVIDER}" \
+    "${VM_ARGS[@]}" \
+    cua.env.pool_size="${POOL_SIZE}" \
+    cua.env.max_steps="${MAX_STEPS}" \
+    cua.env.rows="${ROWS}" \
+    cua.env.history_images="${HISTORY_IMAGES}" \
+    cua.env.max_pixels="${MAX_PIXELS}" \
+    cua.env.reset_timeout="${RESET_TIMEOUT}" \
+    cua.env.step_timeout="${STEP_TIMEOUT}" \
+    cua.env.evaluate_timeout="${EVALUATE_TIMEOUT}" \
+    cua.action.format="${ACTION_FORMAT}" \
+    cua.action.max_tokens_per_step="${MAX_TOKENS_PER_STEP}" \
+    cua.sdpo.teacher="${SDPO_TEACHER}" \
+    cua.sdpo.ema_rate="${SDPO_EMA_RATE}" \
+    cua.sdpo.is_clip="${SDPO_IS_CLIP}" \
+    cua.sdpo.demo="${SDPO_DEMO}" \
+    cua.sdpo.feedback="${SDPO_FEEDBACK}" \
+    cua.sdpo.final_screenshot="${SDPO_FINAL_SCREENSHOT}" \
+    cua.buffer.per_task="${BUFFER_PER_TASK}" \
+    cua.entropulse.schedule="${ENTROPULSE}" \
+    cua.entropulse.rl_steps="${ENTROPULSE_RL_STEPS}" \
+    cua.entropulse.sft_steps="${ENTROPULSE_SFT_STEPS}" \
+    cua.entropulse.sft_batch_size="${ENTROPULSE_SFT_BATCH}" \
+    cua.entropulse.ratio="${ENTROPULSE_RATIO}" \
+    cua.entropulse.min_rl_steps="${ENTROPULSE_MIN_RL_STEPS}" \
+    trainer.logger="${LOGGER}" \
+    trainer.project_name="${PROJECT_NAME}" \
+    trainer.experiment_name="${EXPERIMENT_NAME}" \
+    trainer.nnodes="${NNODES}" \
+    trainer.n_gpus_per_node="${N_GPUS_PER_NODE}" \
+    trainer.val_before_train=false \
+    trainer.save_freq="${SAVE_FREQ}" \
+    trainer.test_freq="${TEST_FREQ}" \
+    trainer.total_epochs="${TOTAL_EPOCHS}" \
+    "$@"

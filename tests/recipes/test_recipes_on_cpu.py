@@ -1,0 +1,247 @@
+"""Every `recipes/run_*.sh` parses (`bash -n`), follows verl's recipe style, and composes: each recipe runs with a
+stub `python3`/`python` (and `docker`) first on PATH that records its argv, and the Hydra overrides it hands to
+`-m verl_cua.main` are composed on `cua_trainer` and checked the way `verl_cua.main` checks them at start
+(`validate_cua_config`, `validate_estimator_config`, verl's `validate_config`). No install, download or training."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = sorted((ROOT / "recipes").glob("run_*.sh"))
+CONFIG_MODULE = "verl_cua.integrations.verl.config"
+MAIN = ["-m", "verl_cua.main"]
+EXTRA = "trainer.total_epochs=3"
+
+# What each recipe claims: estimator, env, action format, rollout engine.
+EXPECTED = {
+    "run_qwen3vl_sdpo_osworld.sh": {"estimator": "sdpo", "env": "osworld", "format": "qwen3vl", "rollout": "vllm"},
+    "run_qwen25vl_grpo_osworld.sh": {"estimator": "grpo", "env": "osworld", "format": "qwen25vl", "rollout": "vllm"},
+    "run_qwen3vl_gigpo_osworld.sh": {"estimator": "gigpo", "env": "osworld", "format": "qwen3vl", "rollout": "vllm"},
+    "run_tiny_sdpo_miniwob_cpu.sh": {"estimator": "sdpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
+}
+MODELS = {
+    "run_qwen3vl_sdpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
+    "run_qwen25vl_grpo_osworld.sh": "Qwen/Qwen2.5-VL-7B-Instruct",
+    "run_qwen3vl_gigpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
+}
+
+STUB = """import json, os, sys
+with open(os.environ["RECIPE_STUB_LOG"], "a") as f:
+    f.write(json.dumps([os.path.basename(sys.argv[1]), *sys.argv[2:]]) + "\\n")
+"""
+
+
+def _ids(paths):
+    return [p.name for p in paths]
+
+
+@pytest.fixture
+def stubs(tmp_path):
+    """A bin/ with `python3`, `python` and `docker` that log their argv as one JSON line each and exit 0."""
+    bin_dir = tmp_path / "stub" / "bin"
+    bin_dir.mkdir(parents=True)
+    script = tmp_path / "stub" / "record.py"
+    script.write_text(STUB)
+    for name in ("python3", "python", "docker"):
+        exe = bin_dir / name
+        exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$0" "$@"\n')
+        exe.chmod(0o755)
+    return bin_dir
+
+
+def _run(recipe: Path, stubs: Path, tmp_path: Path, *args: str, **env_vars: str) -> list[list[str]]:
+    """Run a recipe against the stubs (no install, no download, no training); returns every recorded argv."""
+    log = tmp_path / "argv.jsonl"
+    log.unlink(missing_ok=True)
+    vm = tmp_path / "Ubuntu.qcow2"
+    vm.touch()
+    env = {
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "RECIPE_STUB_LOG": str(log),
+        "PYTHON": str(stubs / "python3"),  # the GPU recipes
+        "VENV": str(stubs.parent),  # the CPU recipe: $VENV/bin/python
+        "DATA_DIR": str(tmp_path / "data"),
+        "OUT": str(tmp_path / "out"),
+        "VM_PATH": str(vm),
+        **env_vars,
+    }
+    proc = subprocess.run(
+        ["bash", str(recipe), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def _main_overrides(calls: list[list[str]]) -> list[str]:
+    mains = [c[3:] for c in calls if c[0].startswith("python") and c[1:3] == MAIN]
+    assert len(mains) == 1, calls
+    return mains[0]
+
+
+def _compose(overrides: list[str]):
+    kept = [o for o in overrides if not o.lstrip("+~").startswith("hydra.")]
+    with initialize_config_module(CONFIG_MODULE, version_base=None):
+        cfg = compose("cua_trainer", overrides=kept)
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+    import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
+
+    validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
+    validate_estimator_config(OmegaConf.to_container(cfg, resolve=True), registered=tuple(ADV_ESTIMATOR_REGISTRY))
+    return cfg
+
+
+def _verl_validate(cfg) -> None:
+    """verl's own start-up checks (batch sizes against GPUs, micro-batches, ...), as `verl_cua.main` runs them."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Disabled critic as algorithm.adv_estimator != gae"
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_every_recipe_is_listed_here():
+    assert _ids(RECIPES) == sorted(EXPECTED), "add the new recipe to EXPECTED"
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
+def test_bash_n(recipe):
+    proc = subprocess.run(["bash", "-n", str(recipe)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
+def test_style(recipe):
+    """verl's recipe style: shebang, `set -xeuo pipefail`, one Hydra override per line, `"$@"` last."""
+    lines = recipe.read_text().splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    assert "set -xeuo pipefail" in lines
+    (start,) = [i for i, line in enumerate(lines) if "-m verl_cua.main \\" in line]
+    body = []
+    for line in lines[start + 1 :]:
+        body.append(line)
+        if not line.endswith("\\"):
+            break
+    assert body[-1].strip() == '"$@"', body[-1]
+    for line in body[:-1]:
+        words = shlex.split(line.rstrip("\\"))
+        assert len(words) == 1, f"one override per line: {line.strip()}"
+        assert "=" in words[0] or words[0].startswith("${"), line.strip()
+    for line in body[:-1]:
+        assert line.endswith(" \\"), line
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
+def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
+    calls = _run(recipe, stubs, tmp_path, EXTRA)
+    overrides = _main_overrides(calls)
+    assert overrides[-1] == EXTRA  # "$@" passes through, last
+    cfg = _compose(overrides)
+    want = EXPECTED[recipe.name]
+    assert cfg.algorithm.adv_estimator == want["estimator"]
+    assert cfg.cua.env.name == want["env"]
+    assert cfg.cua.action.format == want["format"]
+    assert cfg.actor_rollout_ref.rollout.name == want["rollout"]
+    assert cfg.trainer.total_epochs == 3
+    datasets = [c for c in calls if c[1:3] == ["-m", "verl_cua.integrations.verl.dataset"]]
+    assert len(datasets) == 1 and datasets[0][datasets[0].index("--env") + 1] == want["env"]
+    assert datasets[0][datasets[0].index("--out") + 1] == cfg.data.train_files
+    if want["estimator"] in ("sdpo", "sdpo_grpo"):
+        assert cfg.actor_rollout_ref.actor.use_kl_loss is False and cfg.algorithm.use_kl_in_reward is False
+    if want["env"] == "osworld":
+        assert cfg.cua.env.kwargs.provider == "docker"
+        assert cfg.cua.env.kwargs.path_to_vm == str(tmp_path / "Ubuntu.qcow2")
+        assert cfg.actor_rollout_ref.model.path == MODELS[recipe.name]
+        assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, 8)
+        assert cfg.trainer.device == "cuda" and cfg.actor_rollout_ref.actor.strategy == "fsdp2"
+        assert list(cfg.trainer.logger) == ["console", "wandb"]
+        assert cfg.cua.entropulse.schedule == "none"  # off by default
+    else:
+        assert cfg.trainer.device == "cpu"
+        assert cfg.actor_rollout_ref.rollout.n == 8 and cfg.trainer.total_training_steps == 2
+        assert cfg.cua.env.max_steps == 2 and cfg.cua.action.max_tokens_per_step == 48
+        pulse = cfg.cua.entropulse
+        assert (pulse.schedule, pulse.rl_steps, pulse.sft_steps, pulse.sft_batch_size) == ("fixed", 2, 1, 2)
+    _verl_validate(cfg)
+
+
+def test_flagship_lora_switch(stubs, tmp_path):
+    recipe = ROOT / "recipes" / "run_qwen3vl_sdpo_osworld.sh"
+    full = _compose(_main_overrides(_run(recipe, stubs, tmp_path)))
+    assert full.actor_rollout_ref.model.lora_rank == 0  # full fine-tune by default
+    lora = _compose(_main_overrides(_run(recipe, stubs, tmp_path, LORA_RANK="16")))
+    model = lora.actor_rollout_ref.model
+    assert (model.lora_rank, model.target_modules) == (16, "all-linear")
+    assert model.lora_alpha > 0
+    assert lora.actor_rollout_ref.actor.optim.lr > full.actor_rollout_ref.actor.optim.lr  # LoRA's larger default lr
+
+
+def test_flagship_entropulse_knobs(stubs, tmp_path):
+    recipe = ROOT / "recipes" / "run_qwen3vl_sdpo_osworld.sh"
+    cfg = _compose(_main_overrides(_run(recipe, stubs, tmp_path, ENTROPULSE="entropy", ENTROPULSE_RATIO="0.4")))
+    assert (cfg.cua.entropulse.schedule, cfg.cua.entropulse.ratio) == ("entropy", 0.4)
+
+
+def test_plus_and_hydra_overrides_pass_through(stubs, tmp_path):
+    """`+new.key=...` reaches the config; `hydra.*` reaches `verl_cua.main` and is dropped before compose."""
+    recipe = ROOT / "recipes" / "run_tiny_sdpo_miniwob_cpu.sh"
+    overrides = _main_overrides(
+        _run(recipe, stubs, tmp_path, "hydra.run.dir=/tmp/x", "+cua.env.kwargs.screenshot_scale=2")
+    )
+    assert overrides[-2:] == ["hydra.run.dir=/tmp/x", "+cua.env.kwargs.screenshot_scale=2"]
+    assert _compose(overrides).cua.env.kwargs.screenshot_scale == 2
+
+
+def test_gigpo_a11y_anchor_asks_osworld_for_the_tree(stubs, tmp_path):
+    recipe = ROOT / "recipes" / "run_qwen3vl_gigpo_osworld.sh"
+    default = _compose(_main_overrides(_run(recipe, stubs, tmp_path)))
+    assert default.cua.env.kwargs.require_a11y_tree is False
+    cfg = _compose(_main_overrides(_run(recipe, stubs, tmp_path, GIGPO_ANCHOR="a11y")))
+    assert (cfg.cua.gigpo.anchor, cfg.cua.env.kwargs.require_a11y_tree) == ("a11y", True)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
+def test_estimator_swaps_with_one_key(recipe, stubs, tmp_path):
+    """`algorithm.adv_estimator=...` appended to any recipe composes and validates for each estimator (the
+    recipes' own estimator knobs are at their defaults, which the other estimators accept)."""
+    for estimator in ("grpo", "gigpo", "sdpo", "sdpo_grpo"):
+        cfg = _compose(_main_overrides(_run(recipe, stubs, tmp_path, f"algorithm.adv_estimator={estimator}")))
+        assert cfg.algorithm.adv_estimator == estimator
+
+
+def test_changed_knobs_of_another_estimator_fail(stubs, tmp_path):
+    """A non-default GiGPO knob with the estimator swapped to grpo is caught at start, in one line."""
+    recipe = ROOT / "recipes" / "run_qwen3vl_gigpo_osworld.sh"
+    overrides = _main_overrides(_run(recipe, stubs, tmp_path, "algorithm.adv_estimator=grpo", GIGPO_GAMMA="0.9"))
+    with pytest.raises(CuaConfigError, match="cua.gigpo.gamma is set but algorithm.adv_estimator=grpo"):
+        _compose(overrides)
+
+
+def test_cpu_recipe_names_the_quickstart_without_a_venv(tmp_path):
+    recipe = ROOT / "recipes" / "run_tiny_sdpo_miniwob_cpu.sh"
+    env = {"PATH": os.environ["PATH"], "VENV": str(tmp_path / "none"), "OUT": str(tmp_path / "out")}
+    proc = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "bash recipes/quickstart.sh" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_osworld_recipe_names_the_install_script_without_the_client(tmp_path):
+    """A python3 that cannot import desktop_env: the recipe stops with one line naming envs/osworld/install.sh."""
+    recipe = ROOT / "recipes" / "run_qwen3vl_sdpo_osworld.sh"
+    env = {"PATH": os.environ["PATH"], "PYTHON": "false", "DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "bash envs/osworld/install.sh" in proc.stderr.strip().splitlines()[-1]
