@@ -125,6 +125,8 @@ def test_a_dead_env_is_an_infra_failure_with_zero_reward(tiny_model, chromium, m
         raise miniwob.InfraFailure("browser gone")
 
     monkeypatch.setattr(miniwob.MiniWoBEnv, "reset", broken_reset)
-    out, server, _ = run_loop(tiny_model, ["WAIT"])
+    out, server, _ = run_loop(tiny_model, ["WAIT"], "actor_rollout_ref.rollout.calculate_log_probs=true")
     assert out.extra_fields["cua_infra_failure"] and "browser gone" in out.extra_fields["cua_infra_error"]
     assert out.reward_score == 0.0 and server.calls == [] and sum(out.response_mask) == 0
+    # its row carries rollout log-probs like its siblings', else verl's old-log-prob step fails on the batch
+    assert out.response_logprobs == [0.0] * len(out.response_ids)

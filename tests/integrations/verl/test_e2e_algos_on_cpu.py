@@ -26,8 +26,9 @@ COMMON = (
 def setup(tmp_path_factory, chromium):
     model = str(warm_start(build_tiny_model("qwen25vl"), steps=800))
     train = tmp_path_factory.mktemp("algos") / "train.parquet"
-    # click-test seeds 2 and 3 draw 59 px and 84 px buttons: a spread-out clicker hits them now and then
-    assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "2,3", "--out", str(train)]) == 0
+    # click-test seeds 84 and 116 draw 99 px and 98 px buttons, which this model's clicks hit about 35% and 25% of
+    # the time (measured, 20 samples each): every step has successes, so the buffer fills
+    assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84,116", "--out", str(train)]) == 0
     return model, train
 
 

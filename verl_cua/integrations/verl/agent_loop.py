@@ -268,10 +268,13 @@ class GUIAgentLoop(AgentLoopBase):
     def _infra_output(self, ep: Episode, lease, obs) -> AgentLoopOutput:
         ep.infra_failure, ep.infra_error = True, lease.error
         ids = self.tokenizer.encode("infra failure", add_special_tokens=False)[:1] or [0]
+        # every row must carry the fields its siblings carry: verl reads rollout_log_probs for the whole batch
+        logprobs = [0.0] if getattr(self.rollout_config, "calculate_log_probs", False) else None
         return AgentLoopOutput(
             prompt_ids=ids,
             response_ids=ids,
             response_mask=[0],
+            response_logprobs=logprobs,
             reward_score=0.0,
             num_turns=1,
             metrics={},
