@@ -55,24 +55,8 @@ GIGPO_STEP_WEIGHT=${GIGPO_STEP_WEIGHT:-1.0}       # A = A_episode + GIGPO_STEP_W
 GIGPO_NORM=${GIGPO_NORM:-mean}                    # mean (the paper's default) | std
 GIGPO_ANCHOR=${GIGPO_ANCHOR:-screenshot}          # screenshot: a hash of its pixels | a11y: of the accessibility tree
 
-die() {
-    set +x
-    echo "$(basename "$0"): $*" >&2
-    exit 1
-}
-
-"${PYTHON}" -c "import desktop_env" || die "OSWorld's client is missing; run: bash envs/osworld/install.sh"
-VM_ARGS=()
-if [ "${PROVIDER}" = docker ]; then
-    docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
-    [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
-    docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker
-    if [ ! -f "${VM_PATH}" ]; then
-        "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"
-    fi
-    [ -f "${VM_PATH}" ] || die "no OSWorld VM image at VM_PATH=${VM_PATH}"
-    VM_ARGS=(+cua.env.kwargs.path_to_vm="${VM_PATH}")
-fi
+# shellcheck source=recipes/osworld_preflight.sh
+source recipes/osworld_preflight.sh
 A11Y_TREE=false
 if [ "${GIGPO_ANCHOR}" = a11y ]; then
     A11Y_TREE=true

@@ -39,6 +39,13 @@ def as_list(value) -> list:
     return list(value)
 
 
+def row_values(value) -> list:
+    """One field of a TransferQueue batch as a per-row list: tensors (nested or not) unbound, the rest as_list."""
+    if isinstance(value, torch.Tensor):
+        return list(value.unbind(0))
+    return as_list(value)
+
+
 def put_rows(keys: list[str], partition_id: str, rows: list[dict], tags: list[dict]):
     """Write rows to TransferQueue one at a time, as verl's agent loop does: a one-row TensorDict holds plain
     tensors, while a multi-row one would hold jagged tensors whose 3-D M-RoPE position ids TransferQueue splits

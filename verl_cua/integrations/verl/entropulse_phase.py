@@ -16,7 +16,7 @@ from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import response_from_nested
 
 from verl_cua.algos.success_buffer import SuccessBuffer, trajectory_key
-from verl_cua.integrations.verl.batch_rows import as_list, put_rows
+from verl_cua.integrations.verl.batch_rows import put_rows, row_values
 
 SFT_FIELDS = ("input_ids", "position_ids", "multi_modal_inputs", "prompts", "responses", "response_mask", "loss_mask")
 REPLAY_FIELDS = ("rm_scores", "num_turns")
@@ -32,7 +32,7 @@ def buffer_successes(
         return 0
     fields = [*SFT_FIELDS, *REPLAY_FIELDS] + (["rollout_log_probs"] if with_rollout_log_probs else [])
     data = tq.kv_batch_get([batch.keys[i] for i in rows], batch.partition_id, fields)
-    columns = {k: _rows(data[k]) for k in fields}
+    columns = {k: row_values(data[k]) for k in fields}
     new = 0
     for j, i in enumerate(rows):
         item = {k: _detach(columns[k][j]) for k in fields}
@@ -156,12 +156,6 @@ def _shorter(item: dict, cut: int) -> dict:
     for key in ("input_ids", "position_ids"):
         out[key] = item[key][..., :-cut]
     return out
-
-
-def _rows(value) -> list:
-    if isinstance(value, torch.Tensor):
-        return list(value.unbind(0))
-    return as_list(value)
 
 
 def _detach(value):

@@ -13,7 +13,7 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.workers.utils.padding import response_from_nested
 
-from verl_cua.integrations.verl.batch_rows import as_list, put_rows
+from verl_cua.integrations.verl.batch_rows import as_list, put_rows, row_values
 from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 
@@ -57,7 +57,7 @@ def run_teacher_pass(
     if not rows:
         return result
 
-    columns = {k: _rows(data[k]) for k in data.keys() if k not in _NOT_COPIED}
+    columns = {k: row_values(data[k]) for k in data.keys() if k not in _NOT_COPIED}
     teacher_fields, teacher_tags, added, with_image = [], [], [], 0
     for i in rows:
         block = feedback_block(
@@ -111,12 +111,6 @@ def _pad_rows(n: int, multiple: int, student_ids: list, teacher_lengths: list[in
     taken = set(teacher_lengths)
     order = sorted(range(len(student_ids)), key=lambda j: student_ids[j].shape[0] in taken)
     return [order[k % len(order)] for k in range(need)]
-
-
-def _rows(value) -> list:
-    if isinstance(value, torch.Tensor):
-        return list(value.unbind(0))
-    return as_list(value)
 
 
 def _has_block_and_image(builder: TeacherContextBuilder, prompts: torch.Tensor) -> bool:

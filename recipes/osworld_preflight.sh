@@ -1,0 +1,23 @@
+# Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH): checks OSWorld's
+# client and, for the docker provider, Docker, KVM, the osworld-docker image and the Ubuntu VM image (downloaded
+# once, here, so that no Ray worker downloads it by itself); sets VM_ARGS, the overrides that pass the image on.
+
+die() {
+    set +x
+    echo "$(basename "$0"): $*" >&2
+    exit 1
+}
+
+
+"${PYTHON}" -c "import desktop_env" || die "OSWorld's client is missing; run: bash envs/osworld/install.sh"
+VM_ARGS=()
+if [ "${PROVIDER}" = docker ]; then
+    docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
+    [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
+    docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker
+    if [ ! -f "${VM_PATH}" ]; then
+        "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"
+    fi
+    [ -f "${VM_PATH}" ] || die "no OSWorld VM image at VM_PATH=${VM_PATH}"
+    VM_ARGS=(+cua.env.kwargs.path_to_vm="${VM_PATH}")
+fi
