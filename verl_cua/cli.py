@@ -1,4 +1,4 @@
-"""The `verl-cua` command line: `verl-cua parse ...` (eval and view arrive with their issues)."""
+"""The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs."""
 
 from __future__ import annotations
 
@@ -32,6 +32,120 @@ def _parse_cmd(args: argparse.Namespace) -> int:
     return 0 if result.valid else 1
 
 
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def _eval_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.envs import EnvUsageError
+    from verl_cua.eval import EvalConfig, RunAborted, print_summary, run_eval
+
+    config = EvalConfig(**{k: v for k, v in vars(args).items() if k not in ("command", "func", "progress")})
+    try:
+        summary = run_eval(config, progress=args.progress)
+    except (ValueError, EnvUsageError, ImportError, FileNotFoundError) as exc:
+        print(f"verl-cua eval: {exc}", file=sys.stderr)
+        return 2
+    except RunAborted as exc:
+        print(f"verl-cua eval: stopped: {exc}", file=sys.stderr)
+        return 3
+    print_summary(summary, title=f"verl-cua eval: {config.model} ({config.format}) on {config.env}")
+    print(f"results: {config.out} (summary.json, <domain>/<task>/trajectory.jsonl); view: verl-cua view {config.out}")
+    return 0
+
+
+def _view_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.viewer import build_report
+
+    try:
+        path = build_report(args.runs, args.out, embed=args.embed, title=args.title)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"verl-cua view: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
+
+
+def _compare_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from verl_cua.viewer.compare import compare_runs, print_compare
+
+    try:
+        rows = compare_runs(args.a, args.b)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"verl-cua compare: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print_compare(rows, Path(args.a).name, Path(args.b).name)
+    return 0
+
+
+def _add_eval(sub) -> None:
+    from verl_cua.actions import FORMAT_REGISTRY
+    from verl_cua.envs.task_sets import TASK_ENVS
+    from verl_cua.eval.apis import API_REGISTRY
+
+    p = sub.add_parser(
+        "eval",
+        help="run a model behind a chat API (vLLM, SGLang, OpenAI-compatible, Anthropic) on tasks; resumable",
+        description="Each task's trajectory and screenshots go to OUT/<domain>/<task>/; summary.json and a table at "
+        "the end. A rerun skips finished tasks; infra failures (desktop or endpoint down) are retried and counted "
+        "apart from model failures.",
+    )
+    p.add_argument("--env", required=True, choices=TASK_ENVS)
+    p.add_argument("--provider", default=None, help="OSWorld desktop provider: local (default), docker, aws, ...")
+    p.add_argument(
+        "--tasks",
+        required=True,
+        help="comma-separated: OSWorld task JSONs, folders, test_all.json-style meta files or task names; "
+        "MiniWoB names (name@seed for one seed)",
+    )
+    p.add_argument("--seeds", default="0", help="MiniWoB seeds for each task: 0-9 or 1,2,3")
+    p.add_argument("--model", required=True, help="the model name the endpoint serves")
+    p.add_argument("--base-url", default=None, help="default: http://localhost:8000/v1 (openai), Anthropic's API")
+    p.add_argument("--format", required=True, choices=sorted(FORMAT_REGISTRY), help="the model's action format")
+    p.add_argument("--provider-api", default="openai", choices=sorted(API_REGISTRY), help="the endpoint's chat API")
+    p.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    p.add_argument("--workers", type=int, default=1, help="envs (and episodes) in parallel")
+    p.add_argument("--max-steps", type=int, default=15)
+    p.add_argument("--history-images", type=int, default=3, help="screenshots kept in the conversation")
+    p.add_argument("--max-pixels", type=int, default=None, help="cap on the screenshot sent (qwen formats, claude)")
+    p.add_argument("--retries", type=int, default=2, help="extra attempts for an episode that hit an infra failure")
+    p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per step")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per model request")
+    p.add_argument("--success-threshold", type=float, default=1.0, help="score counted as a success")
+    p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON passed to make_env (provider options)")
+    p.add_argument("--extra-body", type=_json_object, default={}, help="JSON merged into every request body")
+    p.add_argument("--name", default=None, help="the run's name in reports (default: OUT's name)")
+    p.add_argument("--out", required=True, help="the run directory")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.set_defaults(func=_eval_cmd)
+
+
+def _add_view_compare(sub) -> None:
+    p = sub.add_parser("view", help="a static HTML page comparing runs (eval or training traces) step by step")
+    p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
+    p.add_argument("--out", default="report.html", help="the HTML file to write")
+    p.add_argument("--embed", action="store_true", help="inline the screenshots (JPEG) so the file stands alone")
+    p.add_argument("--title", default=None)
+    p.set_defaults(func=_view_cmd)
+    p = sub.add_parser("compare", help="a table of the tasks where two runs differ")
+    p.add_argument("a", help="run directory")
+    p.add_argument("b", help="run directory")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=_compare_cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
@@ -46,11 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pretty", action="store_true", help="indent the JSON")
     p.add_argument("text", help="the model output, or - to read it from stdin")
     p.set_defaults(func=_parse_cmd)
+    _add_eval(sub)
+    _add_view_compare(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `verl-cua` console script; exit 0 valid, 1 invalid output, 2 bad arguments."""
+    """Entry point of the `verl-cua` console script; exit 0 ok, 1 invalid output (parse), 2 bad arguments,
+    3 eval stopped by the endpoint (bad key, URL or model)."""
     args = build_parser().parse_args(argv)
     return args.func(args)
 

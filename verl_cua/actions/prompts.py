@@ -30,6 +30,12 @@ class PromptSpec:
         return f"Task: {instruction}"
 
 
+def observation_text(step: int, error: str | None = None) -> str:
+    """A later user turn's text, beside the screenshot taken after `step`; `error`: why the last output was invalid."""
+    note = f" Your last output was not a valid action ({error})." if error else ""
+    return f"Screenshot after step {step}.{note}"
+
+
 def build_prompt(format: str, *, screen: tuple[int, int], image: tuple[int, int] | None = None) -> PromptSpec:
     """The prompt for `format` on a `screen`-sized desktop (`image`: the size the model sees, where it matters)."""
     screen = check_size(screen, "screen")

@@ -4,6 +4,7 @@ in Chromium. The LLM server is scripted (it answers the oracle's actions), so ou
 import asyncio
 
 import pytest
+from PIL import Image
 from transformers import AutoProcessor, AutoTokenizer
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -41,7 +42,7 @@ def oracle_texts(task: str, seed: int) -> list[str]:
         env.close()
 
 
-def run_loop(model, texts, *overrides, task="click-test", seed=0):
+def run_loop(model, texts, *overrides, task="click-test", seed=0, **row):
     family, path = model
     cfg = cpu_config(path, "cua.env.pool_size=1", *overrides)
     tokenizer, processor = AutoTokenizer.from_pretrained(path), AutoProcessor.from_pretrained(path)
@@ -57,7 +58,7 @@ def run_loop(model, texts, *overrides, task="click-test", seed=0):
             data_config=DictConfigWrap(cfg.data),
             hf_model_type=HF_TYPE[family],
         )
-        return await loop.run(dict(SAMPLING), extra_info={"task": task, "seed": seed})
+        return await loop.run(dict(SAMPLING), extra_info={"task": task, "seed": seed}, **row)
 
     try:
         return asyncio.run(main()), server, tokenizer
@@ -130,3 +131,28 @@ def test_a_dead_env_is_an_infra_failure_with_zero_reward(tiny_model, chromium, m
     assert out.reward_score == 0.0 and server.calls == [] and sum(out.response_mask) == 0
     # its row carries rollout log-probs like its siblings', else verl's old-log-prob step fails on the batch
     assert out.response_logprobs == [0.0] * len(out.response_ids)
+
+
+def test_traced_episode_is_written_in_the_eval_format(tiny_model, chromium, tmp_path):
+    from verl_cua.envs.trajectory import read_episode
+
+    texts = oracle_texts("enter-text", 3)
+    outs, _server, _tok = run_loop(
+        tiny_model, texts, "cua.env.rows=step", "cua.env.max_steps=5", f"cua.trace.dir={tmp_path}",
+        task="enter-text", seed=3, uid="0a1b2c3d4e5f", session_id=2, global_steps=7,
+    )  # fmt: skip
+    episode_dir = tmp_path / "step_000007" / "enter-text-seed3" / "0a1b2c3d-2"
+    assert {o.extra_fields["cua_trace_dir"] for o in outs} == {str(episode_dir)}
+    episode = read_episode(episode_dir)
+    assert episode.status == "success" and episode.result["reward"] == 1.0 and episode.result["steps"] == 3
+    assert [s["model_text"] for s in episode.steps] == texts and all(s["valid"] for s in episode.steps)
+    seen = [o.multi_modal_data["images"][-1] for o in outs]  # the screenshot each step row acted on
+    for step, image in zip(episode.steps, seen, strict=True):
+        assert (episode_dir / step["screenshot"]).is_file() and step["screen"] == [160, 210]
+        with Image.open(episode_dir / step["screenshot"]) as saved:
+            assert saved.size == image.size and saved.convert("RGB").tobytes() == image.tobytes()
+    assert (episode_dir / episode.result["final_screenshot"]).is_file()
+    # a group that is not sampled writes nothing
+    out, _server, _tok = run_loop(tiny_model, ["WAIT"], "cua.env.max_steps=1", f"cua.trace.dir={tmp_path}",
+                                  "cua.trace.every=2", uid="ffff", session_id=0, global_steps=7)  # fmt: skip
+    assert out.extra_fields["cua_trace_dir"] == "" and not (tmp_path / "step_000007" / "click-test-seed0").exists()

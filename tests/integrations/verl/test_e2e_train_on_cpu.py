@@ -37,6 +37,29 @@ def _check_step_metrics(steps: list[dict], episodes: int) -> None:
             assert m[key] > 0, key
 
 
+def _check_trace(trace: Path, steps: list[dict]) -> None:
+    """Every rollout of both steps is traced, and the trainer wrote GRPO's advantage onto each of its steps."""
+    from verl_cua.envs.trajectory import read_run
+
+    for index, metrics in enumerate(steps, start=1):
+        _meta, episodes = read_run(trace / f"step_{index:06d}")
+        assert len(episodes) == 8 and metrics["cua/traced_episodes"] == 8
+        groups: dict[str, list] = {}
+        for key, ep in episodes.items():
+            result = ep.result
+            assert result["steps"] == len(ep.steps) >= 1 and len(result["step_advantages"]) == result["steps"]
+            # GRPO: one advantage for the whole episode, so every turn's mean is the same
+            assert max(result["step_advantages"]) - min(result["step_advantages"]) < 1e-5, key
+            groups.setdefault(key.rsplit("/", 1)[1].split("-")[0], []).append(result)
+        assert sorted(len(g) for g in groups.values()) == [4, 4]  # 2 prompts x rollout.n=4
+        for group in groups.values():  # within a group the advantages are centred and follow the reward
+            advantages = [r["step_advantages"][0] for r in group]
+            assert abs(sum(advantages)) < 1e-3
+            best, worst = max(group, key=lambda r: r["reward"]), min(group, key=lambda r: r["reward"])
+            assert best["step_advantages"][0] >= worst["step_advantages"][0]
+            assert (best["reward"] > worst["reward"]) == (best["step_advantages"][0] > 0)
+
+
 def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
     family, random_path = tiny_model
     path = str(warm_start(random_path))  # random weights + a short SFT into click syntax: hits, misses, typos
@@ -56,8 +79,10 @@ def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
         "cua.action.max_tokens_per_step=24",
         "actor_rollout_ref.actor.entropy_coeff=0",
         "actor_rollout_ref.actor.optim.weight_decay=0",
+        f"cua.trace.dir={tmp_path / 'trace'}",
     )
     _check_step_metrics(run["steps"], episodes=8)
+    _check_trace(tmp_path / "trace", run["steps"])
     # rewards differed within a group (a valid action vs typos, or a hit), so GRPO produced a signal ...
     assert any(m["critic/advantages/max"] > 0 for m in run["steps"]), [m["critic/rewards/max"] for m in run["steps"]]
     # ... and with no entropy bonus and no weight decay, only that signal can have moved the weights

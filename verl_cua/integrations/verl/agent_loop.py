@@ -16,10 +16,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from verl_cua.actions import parse_action
 from verl_cua.actions.geometry import smart_resize_size
-from verl_cua.actions.prompts import build_prompt
+from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.algos.gigpo import screenshot_anchor, text_anchor
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
+from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class Episode:
     generate_seconds: float = 0.0
     weight_versions: list[int] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)
+    trace: EpisodeTrace | None = None
+    last_generate_seconds: float = 0.0
 
     @property
     def steps(self) -> int:
@@ -84,6 +87,7 @@ class GUIAgentLoop(AgentLoopBase):
         validate_cua_config(cua)
         self.env_cfg, self.action_cfg = cua["env"], cua["action"]
         self.anchor = (cua.get("gigpo") or {}).get("anchor", "screenshot")
+        self.trace_cfg = cua.get("trace") or {}
         self.format = self.action_cfg["format"]
         self.response_length = self.rollout_config.response_length
         self._batch_step = None
@@ -95,17 +99,18 @@ class GUIAgentLoop(AgentLoopBase):
         task = _row_task(kwargs)
         self._batch_step = kwargs.get("global_steps")
         service = env_service(self.env_cfg)
+        ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task))
         async with service.slot():
             lease = await service.call(service.pool.acquire)
             try:
                 if self.env_cfg["rows"] == "step":
-                    return await self._run_steps(lease, service, task, sampling_params)
-                return await self._run_episode(lease, service, task, sampling_params)
+                    return await self._run_steps(ep, lease, service, sampling_params)
+                return await self._run_episode(ep, lease, service, sampling_params)
             finally:
                 await service.call(lease.release)
 
-    async def _run_episode(self, lease, service, task, sampling_params) -> AgentLoopOutput:
-        ep = Episode(task=task)
+    async def _run_episode(self, ep: Episode, lease, service, sampling_params) -> AgentLoopOutput:
+        task = ep.task
         obs = await self._env(ep, service, lease.reset, task)
         if lease.infra_failure:
             return self._infra_output(ep, lease, obs)
@@ -137,7 +142,7 @@ class GUIAgentLoop(AgentLoopBase):
             )
             runtime = merged.token_ids
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size)
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1])
             obs = result.observation
             shot = result.observation.screenshot.convert("RGB").resize(image_size)
             ep.final_screenshot = shot
@@ -153,7 +158,7 @@ class GUIAgentLoop(AgentLoopBase):
                 "role": "user",
                 "content": [
                     {"type": "image", "image": shot},
-                    {"type": "text", "text": _observation_text(step + 1, parsed)},
+                    {"type": "text", "text": observation_text(step + 1, None if parsed.valid else parsed.error)},
                 ],
             }
             merged2, mask2, logprobs2 = await self.ct_merge_context_msg(
@@ -171,14 +176,14 @@ class GUIAgentLoop(AgentLoopBase):
             response_mask=mask,
             response_logprobs=logprobs,
             multi_modal_data={"images": images},
-            reward_score=self._reward(ep),
+            reward_score=self._finish_trace(ep),
             num_turns=2 * ep.steps + 1,
             metrics={"generate_sequences": ep.generate_seconds, "tool_calls": ep.env_seconds},
             extra_fields=self._extra_fields(ep, rows=1),
         )
 
-    async def _run_steps(self, lease, service, task, sampling_params) -> list[AgentLoopOutput]:
-        ep = Episode(task=task)
+    async def _run_steps(self, ep: Episode, lease, service, sampling_params) -> list[AgentLoopOutput]:
+        task = ep.task
         obs = await self._env(ep, service, lease.reset, task)
         if lease.infra_failure:
             return [self._infra_output(ep, lease, obs)]
@@ -195,14 +200,14 @@ class GUIAgentLoop(AgentLoopBase):
             out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)
             rows.append((prompt_ids, out, recent))
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size)
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1])
             obs = result.observation
             shots.append(result.observation.screenshot.convert("RGB").resize(image_size))
             ep.final_screenshot = shots[-1]
             if result.info.get("infra_failure") or result.done or parsed.terminal:
                 break
         await self._score(ep, service, lease)
-        reward = self._reward(ep)
+        reward = self._finish_trace(ep)
         outputs = []
         for i, (prompt_ids, out, recent) in enumerate(rows):
             outputs.append(
@@ -228,7 +233,8 @@ class GUIAgentLoop(AgentLoopBase):
         out = await self.server_manager.generate(
             request_id=uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=params, image_data=list(images)
         )
-        ep.generate_seconds += time.perf_counter() - start
+        ep.last_generate_seconds = time.perf_counter() - start
+        ep.generate_seconds += ep.last_generate_seconds
         version = (out.extra_fields or {}).get("global_steps")
         if version is not None:
             ep.weight_versions.append(int(version))
@@ -241,14 +247,18 @@ class GUIAgentLoop(AgentLoopBase):
         finally:
             ep.env_seconds += time.perf_counter() - start
 
-    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size):
+    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image):
         parsed = parse_action(text, format=self.format, screen=screen, image=image_size)
         ep.actions.append(text)
         ep.errors.append(None if parsed.valid else parsed.error)
         ep.invalid += 0 if parsed.valid else 1
+        before = ep.env_seconds
         result = await self._env(ep, service, lease.step, parsed)
         if result.info.get("infra_failure"):
             ep.infra_failure, ep.infra_error = True, result.info.get("error")
+        if ep.trace is not None:
+            ep.trace.step(seen=seen, screen=screen, text=text, parsed=parsed, info=result.info, reward=result.reward,
+                          model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before)  # fmt: skip
         return result, parsed
 
     async def _score(self, ep: Episode, service, lease) -> None:
@@ -259,6 +269,13 @@ class GUIAgentLoop(AgentLoopBase):
             ep.score = 0.0
         ep.success = not ep.infra_failure and ep.score >= self.env_cfg["success_threshold"]
 
+    def _finish_trace(self, ep: Episode) -> float:
+        """The episode's reward, after writing its traced result (when it is traced)."""
+        reward = self._reward(ep)
+        if ep.trace is not None:
+            ep.trace.finish(ep, reward, ep.final_screenshot)
+        return reward
+
     def _reward(self, ep: Episode) -> float:
         """Task success in [0, 1] minus the invalid-action penalty; 0 for infra failures (excluded from training)."""
         if ep.infra_failure:
@@ -267,6 +284,7 @@ class GUIAgentLoop(AgentLoopBase):
 
     def _infra_output(self, ep: Episode, lease, obs) -> AgentLoopOutput:
         ep.infra_failure, ep.infra_error = True, lease.error
+        self._finish_trace(ep)
         ids = self.tokenizer.encode("infra failure", add_special_tokens=False)[:1] or [0]
         # every row must carry the fields its siblings carry: verl reads rollout_log_probs for the whole batch
         logprobs = [0.0] if getattr(self.rollout_config, "calculate_log_probs", False) else None
@@ -298,6 +316,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_rows": rows,
             "cua_anchors": list(ep.anchors),
             "cua_env_seconds": ep.env_seconds,
+            "cua_trace_dir": str(ep.trace.dir) if ep.trace is not None else "",
             "cua_generate_seconds": ep.generate_seconds,
             "reward_extra_info": {},
             **self._weight_versions(ep),
@@ -345,11 +364,6 @@ def _row_task(kwargs: dict[str, Any]) -> Any:
     if seed is not None and int(seed) >= 0 and isinstance(task, str) and not task.endswith(".json"):
         return {"task": task, "seed": int(seed)}
     return task
-
-
-def _observation_text(step: int, parsed) -> str:
-    note = "" if parsed.valid else f" Your last output was not a valid action ({parsed.error})."
-    return f"Screenshot after step {step}.{note}"
 
 
 def _step_messages(spec, ep: Episode, recent: list[Image.Image]) -> list[dict[str, Any]]:

@@ -49,9 +49,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "early_steps",
         "min_rl_steps",
     ),
+    "trace": ("dir", "every", "fraction"),
 }
-# Sections other issues add (the trajectory dump); checked by their own code.
-OPEN_SECTIONS = ("trace",)
 SDPO_TEACHERS = ("current", "ema")
 GIGPO_NORMS = ("mean", "std")
 GIGPO_ANCHORS = ("screenshot", "a11y")
@@ -96,10 +95,8 @@ def _defaults() -> dict[str, Any]:
 def validate_cua_config(cua: Mapping[str, Any]) -> None:
     """Raise `CuaConfigError` (one line) on an unknown `cua.*` key or an invalid value."""
     for section, body in cua.items():
-        if section in OPEN_SECTIONS:
-            continue
         if section not in SECTIONS:
-            raise CuaConfigError(f"unknown key cua.{section}; valid: {', '.join([*SECTIONS, *OPEN_SECTIONS])}")
+            raise CuaConfigError(f"unknown key cua.{section}; valid: {', '.join(SECTIONS)}")
         for key in body or {}:
             if key not in SECTIONS[section]:
                 raise CuaConfigError(f"unknown key cua.{section}.{key}; valid: {', '.join(SECTIONS[section])}")
@@ -113,6 +110,10 @@ def validate_cua_config(cua: Mapping[str, Any]) -> None:
     if not isinstance(env.get("history_images"), int) or env.get("history_images") < 1:
         raise CuaConfigError(f"cua.env.history_images must be an integer >= 1, got {env.get('history_images')!r}")
     _number("cua.action.invalid_penalty", action.get("invalid_penalty"), low=0.0)
+    trace = cua.get("trace") or {}
+    if trace:
+        _positive_int("cua.trace.every", trace.get("every"))
+        _number("cua.trace.fraction", trace.get("fraction"), low=0.0, high=1.0)
     _validate_algorithm_sections(cua)
 
 

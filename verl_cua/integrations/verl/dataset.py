@@ -12,34 +12,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from verl_cua.envs.task_sets import resolve_tasks
+
 ENVS = ("miniwob", "osworld")
 
 
-def miniwob_rows(tasks: list[str], seeds: list[int]) -> list[dict[str, Any]]:
-    """Rows for MiniWoB++ task names (checked against the installed miniwob package) and seeds."""
-    from verl_cua.envs.miniwob import task_names
-
-    known = set(task_names())
-    unknown = [t for t in tasks if t not in known]
-    if unknown:
-        raise ValueError(f"unknown MiniWoB task(s) {', '.join(unknown)}; e.g. {', '.join(sorted(known)[:8])}, ...")
-    return [_row("miniwob", task, seed) for task in tasks for seed in seeds]
+def miniwob_rows(tasks: list[str], seeds: str) -> list[dict[str, Any]]:
+    """Rows for MiniWoB++ task names (checked against the installed miniwob package) and seeds (`0-9`, `1,2`)."""
+    return [_row("miniwob", ref.task["task"], ref.task["seed"]) for ref in resolve_tasks("miniwob", tasks, seeds)]
 
 
 def osworld_rows(paths: list[str]) -> list[dict[str, Any]]:
-    """Rows for OSWorld task JSON files, or folders of them (each validated as OSWorld would load it)."""
-    from verl_cua.envs.osworld.tasks import load_task
-
-    files: list[Path] = []
-    for p in map(Path, paths):
-        files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
-    if not files:
-        raise ValueError(f"no OSWorld task JSON under {', '.join(paths)}")
-    rows = []
-    for f in files:
-        config, _base = load_task(str(f))
-        rows.append(_row("osworld", str(f.resolve()), None, task_id=config["id"]))
-    return rows
+    """Rows for OSWorld task JSON files, folders or meta files (each validated as OSWorld would load it)."""
+    return [_row("osworld", ref.task, None, task_id=ref.task_id) for ref in resolve_tasks("osworld", paths)]
 
 
 def _row(env: str, task: str, seed: int | None, task_id: str | None = None) -> dict[str, Any]:
@@ -64,26 +49,19 @@ def write_parquet(rows: list[dict[str, Any]], out: str | Path) -> Path:
     return out
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = (int(x) for x in text.split("-", 1))
-        return list(range(lo, hi + 1))
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", required=True, choices=ENVS)
     ap.add_argument("--tasks", required=True, help="MiniWoB names (comma-separated) or OSWorld JSON files/folders")
-    ap.add_argument("--seeds", default="0", help="MiniWoB seeds: 0-9 or 1,2,3")
+    ap.add_argument("--seeds", default="0", help="MiniWoB seeds: 0-9 or 1,2,3 (or name@seed in --tasks)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     try:
         if args.env == "miniwob":
-            rows = miniwob_rows([t.strip() for t in args.tasks.split(",") if t.strip()], _seeds(args.seeds))
+            rows = miniwob_rows(args.tasks.split(","), args.seeds)
         else:
-            rows = osworld_rows([t.strip() for t in args.tasks.split(",") if t.strip()])
+            rows = osworld_rows(args.tasks.split(","))
     except ValueError as exc:
         print(f"verl-cua dataset: {exc}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
+from verl_cua.integrations.verl.trace import write_advantages
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +171,10 @@ class CuaTrainer(PPOTrainerSync):
         data.batch["advantages"] = data.batch["advantages"] * keep
         data.batch["returns"] = data.batch["returns"] * keep
         metrics["cua/infra_rows_masked"] = int(sum(infra))
+        if any(e.get("cua_trace_dir") for e in extra):
+            metrics["cua/traced_episodes"] = write_advantages(
+                extra, data.batch["advantages"], data.batch["response_mask"]
+            )
         out_fields = ["advantages", "returns"]
         if algo.use_kl_in_reward:
             out_fields.append("token_level_rewards")

@@ -1,0 +1,208 @@
+"""Recorded Anthropic and OpenAI-compatible responses (written here, not downloaded) become the same trajectory lines:
+the same keys, the same click in screen pixels, usage in the same two fields. The desktop is a fake that records
+the actions it is sent (no model or desktop needed to check the API adapters)."""
+
+import json
+
+import pytest
+from PIL import Image
+
+from verl_cua.actions import build_prompt
+from verl_cua.envs import EnvPool, Observation, StepResult
+from verl_cua.envs.base import step_info
+from verl_cua.envs.task_sets import TaskRef
+from verl_cua.envs.trajectory import STEP_KEYS, EpisodeWriter, read_episode
+from verl_cua.eval import ChatClient, EpisodeSettings, run_episode
+from verl_cua.eval.apis import Request, Turn, get_api
+from verl_cua.testing.chat_server import ScriptedChatServer
+
+SCREEN = (1920, 1080)
+INSTRUCTION = "Press the Submit button."
+
+# vLLM serving Qwen3-VL (no tool parser): the tool call is in the text, coordinates 0..1000
+OPENAI_TEXT = {
+    "id": "chatcmpl-7f3a",
+    "object": "chat.completion",
+    "model": "Qwen/Qwen3-VL-8B-Instruct",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": 'The Submit button is in the middle.\n<tool_call>\n{"name": "computer_use", "arguments": '
+                '{"action": "left_click", "coordinate": [500, 500]}}\n</tool_call>',
+                "tool_calls": [],
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 2710, "completion_tokens": 41, "total_tokens": 2751},
+}
+# vLLM with --enable-auto-tool-choice --tool-call-parser hermes: the call extracted into tool_calls
+OPENAI_TOOL_CALLS = {
+    "id": "chatcmpl-91bc",
+    "object": "chat.completion",
+    "model": "Qwen/Qwen3-VL-8B-Instruct",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "The Submit button is in the middle.",
+                "tool_calls": [
+                    {
+                        "id": "chatcmpl-tool-1",
+                        "type": "function",
+                        "function": {
+                            "name": "computer_use",
+                            "arguments": '{"action": "left_click", "coordinate": [500, 500]}',
+                        },
+                    }
+                ],
+            },
+            "finish_reason": "tool_calls",
+        }
+    ],
+    "usage": {"prompt_tokens": 2710, "completion_tokens": 41, "total_tokens": 2751},
+}
+# Anthropic Messages API, computer_20250124 tool on the 1280x720 screenshot
+ANTHROPIC = {
+    "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5-20250929",
+    "content": [
+        {"type": "text", "text": "The Submit button is in the middle."},
+        {
+            "type": "tool_use",
+            "id": "toolu_01A09q90qw90lq917835lq9",
+            "name": "computer",
+            "input": {"action": "left_click", "coordinate": [640, 360]},
+        },
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 2500, "cache_read_input_tokens": 210, "output_tokens": 41},
+}
+ANTHROPIC_DONE = {**ANTHROPIC, "content": [{"type": "text", "text": "Submitted."}], "stop_reason": "end_turn"}
+OPENAI_DONE = {
+    **OPENAI_TEXT,
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": '<tool_call>\n{"name": "computer_use", "arguments": {"action": "terminate", '
+                '"status": "success"}}\n</tool_call>',
+            },
+            "finish_reason": "stop",
+        }
+    ],
+}
+
+
+class FakeDesktop:
+    """A fake 1920x1080 desktop: records the actions it gets; the task counts as done after a centre click."""
+
+    def __init__(self):
+        self.actions = []
+
+    def reset(self, task):
+        self.actions = []
+        return Observation(Image.new("RGB", SCREEN, (200, 200, 200)), INSTRUCTION)
+
+    def step(self, action, *, format=None):
+        self.actions += action.actions
+        return StepResult(Observation(Image.new("RGB", SCREEN, (90, 90, 90)), INSTRUCTION), 0.0, False, step_info(
+            action_valid=action.valid))  # fmt: skip
+
+    def evaluate(self):
+        return float(any(a.kind == "click" and (a.x, a.y) == (960, 540) for a in self.actions))
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    "api,fmt,replies",
+    [
+        ("openai", "qwen3vl", [OPENAI_TEXT, OPENAI_DONE]),
+        ("openai", "qwen3vl", [OPENAI_TOOL_CALLS, OPENAI_DONE]),
+        ("anthropic", "claude", [ANTHROPIC, ANTHROPIC_DONE]),
+    ],
+    ids=["openai-text", "openai-tool-calls", "anthropic"],
+)
+def test_recorded_responses_become_the_same_trajectory(tmp_path, api, fmt, replies):
+    server = ScriptedChatServer({"Submit": replies})
+    try:
+        client = ChatClient(api, "recorded", base_url=server.url, api_key="sk-test", retries=0)
+        with EnvPool(FakeDesktop, 1) as pool, pool.acquire() as lease:
+            writer = EpisodeWriter(tmp_path / "ep")
+            result = run_episode(lease, TaskRef("fake", "submit", "forms", "submit"), client, EpisodeSettings(fmt),
+                                 writer)  # fmt: skip
+            writer.finish(result)
+    finally:
+        server.close()
+    episode = read_episode(tmp_path / "ep")
+    assert episode.status == "success" and result["steps"] == 2 and result["end_reason"] == "done"
+    first = episode.steps[0]
+    assert set(first) == set(STEP_KEYS)
+    assert first["valid"] and first["action"]["format"] == fmt
+    click = first["action"]["actions"][0]
+    assert (click["kind"], click["x"], click["y"]) == ("click", 960, 540)
+    assert first["action"]["thought"] == "The Submit button is in the middle."
+    assert first["usage"] == {"prompt_tokens": 2710, "completion_tokens": 41}
+    assert first["response"] == replies[0]
+    assert episode.steps[1]["action"]["actions"][0]["kind"] == "done"
+    headers = server.requests[0]["headers"]
+    if api == "anthropic":
+        assert headers["x-api-key"] == "sk-test" and headers["anthropic-version"] == "2023-06-01"
+        assert server.requests[0]["path"] == "/v1/messages"
+    else:
+        assert headers["Authorization"] == "Bearer sk-test" and server.requests[0]["path"] == "/v1/chat/completions"
+
+
+def _turns(reply_body, api, fmt, *, error=None, steps=3):
+    """A conversation of `steps` turns whose replies are `reply_body`, parsed by the adapter itself."""
+    spec = build_prompt(fmt, screen=SCREEN, image=(1280, 720) if fmt == "claude" else None)
+    adapter = get_api(api)
+    turns = []
+    for i in range(steps):
+        image = Image.new("RGB", (1280, 720), (i * 40, 0, 0))
+        turns.append(Turn(image=image, text=f"turn {i}", error=error if i else None))
+        if i < steps - 1:
+            turns[-1].reply = adapter.reply(reply_body, Request("m", spec, turns, 2, 64, 0.0))
+    return spec, adapter, turns
+
+
+def test_anthropic_answers_each_tool_use_with_a_tool_result_and_the_screenshot():
+    spec, adapter, turns = _turns(ANTHROPIC, "anthropic", "claude")
+    body = adapter.body(Request("claude-x", spec, turns, 2, 256, 0.0))
+    assert body["tools"][0]["type"] == "computer_20250124" and body["tools"][0]["display_width_px"] == 1280
+    assert body["system"] == spec.system and [m["role"] for m in body["messages"]] == ["user", "assistant"] * 2 + [
+        "user"
+    ]
+    first, second, third = body["messages"][0], body["messages"][2], body["messages"][4]
+    assert first["content"][0]["type"] == "text"  # the oldest screenshot is beyond history_images=2
+    result = second["content"][0]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_01A09q90qw90lq917835lq9"
+    assert result["content"][0]["type"] == "image" and result["content"][0]["source"]["media_type"] == "image/png"
+    assert third["content"][0]["type"] == "tool_result" and third["content"][-1] == {"type": "text", "text": "turn 2"}
+    assert body["messages"][1]["content"] == ANTHROPIC["content"]  # Claude's own blocks go back unchanged
+
+
+def test_anthropic_reports_an_invalid_action_as_a_tool_error():
+    spec, adapter, turns = _turns(ANTHROPIC, "anthropic", "claude", error="zoom is not supported", steps=2)
+    result = adapter.body(Request("claude-x", spec, turns, 2, 256, 0.0))["messages"][2]["content"][0]
+    assert result["is_error"] is True and result["content"] == [{"type": "text", "text": "zoom is not supported"}]
+
+
+def test_openai_sends_the_reply_text_back_and_omits_old_screenshots():
+    spec, adapter, turns = _turns(OPENAI_TOOL_CALLS, "openai", "qwen3vl")
+    body = adapter.body(Request("qwen", spec, turns, 2, 256, 0.0))
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert "<tool_call>" in messages[2]["content"] and '"left_click"' in messages[2]["content"]
+    kinds = [[p["type"] for p in m["content"]] for m in messages if m["role"] == "user"]
+    assert kinds == [["text", "text"], ["image_url", "text"], ["image_url", "text"]]
+    assert json.dumps(body)  # JSON-serialisable as it is sent

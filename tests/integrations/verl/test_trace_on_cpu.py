@@ -1,0 +1,65 @@
+"""The training trace: which groups are sampled, each turn's advantage from the response mask, and the trainer's
+write-back into the traced episode's result.json (episode rows, step rows, replayed rows left alone)."""
+
+import json
+
+import pytest
+import torch
+
+from verl_cua.envs.trajectory import EpisodeWriter
+from verl_cua.integrations.verl.cua_config import CuaConfigError, _defaults, validate_cua_config
+from verl_cua.integrations.verl.trace import sampled, turn_advantages, write_advantages
+
+
+def test_turn_advantages_average_each_run_of_model_tokens():
+    adv = torch.tensor([1.0, 3.0, 9.0, 9.0, -2.0, 0.0, 5.0, 7.0, 0.0])
+    mask = torch.tensor([1, 1, 0, 0, 1, 0, 1, 1, 0])
+    assert turn_advantages(adv, mask) == [2.0, -2.0, 6.0]
+    assert turn_advantages(torch.zeros(3), torch.zeros(3)) == []
+
+
+def test_sampling_takes_whole_groups_every_nth_step():
+    trace = {"dir": "/tmp/x", "every": 2, "fraction": 0.5}
+    uids = [f"uid-{i}" for i in range(400)]
+    picked = [u for u in uids if sampled(trace, u, 4)]
+    assert 140 < len(picked) < 260  # about half, by a hash of the uid
+    assert picked == [u for u in uids if sampled(trace, u, 6)]  # the same groups at every traced step
+    assert not any(sampled(trace, u, 5) for u in uids)  # odd steps are not traced with every=2
+    assert not sampled({**trace, "dir": None}, "uid-1", 4) and not sampled(trace, "uid-1", None)
+    assert all(sampled({**trace, "fraction": 1.0}, u, 2) for u in uids)
+
+
+def _episode(path, steps):
+    writer = EpisodeWriter(path)
+    writer.finish({"status": "failure", "steps": steps, "reward": 0.0})
+    return str(path)
+
+
+def test_write_advantages_fills_each_episodes_steps(tmp_path):
+    episode = _episode(tmp_path / "a", 2)
+    stepwise = _episode(tmp_path / "b", 3)
+    replayed = _episode(tmp_path / "c", 1)
+    extra = [
+        {"cua_trace_dir": episode},  # one row, two turns
+        {"cua_trace_dir": stepwise, "step_index": 0},
+        {"cua_trace_dir": stepwise, "step_index": 2},  # step 1's row was not in this batch
+        {"cua_trace_dir": replayed, "cua_replayed": True},
+        {"cua_trace_dir": ""},
+    ]
+    adv = torch.tensor([[0.5, 0.5, 0.0, -1.0], [2.0, 2.0, 0.0, 0.0], [-3.0, 0.0, 0.0, 0.0], [9.0] * 4, [1.0] * 4])
+    mask = torch.tensor([[1, 1, 0, 1], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]])
+    assert write_advantages(extra, adv, mask) == 2
+    read = lambda p: json.loads((tmp_path / p / "result.json").read_text())  # noqa: E731
+    assert read("a")["step_advantages"] == [0.5, -1.0]
+    assert read("b")["step_advantages"] == [2.0, None, -3.0]
+    assert "step_advantages" not in read("c")
+
+
+def test_trace_keys_and_values_are_checked():
+    base = _defaults()
+    assert base["trace"] == {"dir": None, "every": 1, "fraction": 1.0}
+    validate_cua_config({**base, "trace": {"dir": "/tmp", "every": 3, "fraction": 0.25}})
+    with pytest.raises(CuaConfigError, match="unknown key cua.trace.dirr; valid: dir, every, fraction"):
+        validate_cua_config({**base, "trace": {"dirr": "/tmp"}})
+    with pytest.raises(CuaConfigError, match="cua.trace.fraction must be a number in"):
+        validate_cua_config({**base, "trace": {"dir": "/tmp", "every": 1, "fraction": 2}})

@@ -1,0 +1,164 @@
+"""The on-disk episode record: `trajectory.jsonl` (one line per step), the screenshots, and `result.json`.
+
+Written by `verl-cua eval` and by the trainer's trace dump (`cua.trace.dir`); read by `verl-cua view` and
+`verl-cua compare`. A run directory holds `run.json` (what was run) and one episode directory per task,
+`<domain>/<task id>/`; any directory with a `trajectory.jsonl` below a run directory is an episode.
+
+A step line: `step` (1-based), `screenshot` (the file the model saw, relative to the episode directory), `screen`
+(the pixel space of the actions), `model_text` (the raw model output; Anthropic replies: their content blocks as
+JSON), `action` (`ParsedAction.to_dict()`), `valid`, `error`, `env_error`, `infra_failure`, `reward` (the env's
+step reward), `advantage` (training traces), `timing` (`model_s`, `env_s`), `usage` (`prompt_tokens`,
+`completion_tokens` when the endpoint reports them), `response` (the endpoint's raw reply, eval only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+TRAJECTORY = "trajectory.jsonl"
+RESULT = "result.json"
+RUN = "run.json"
+STATUSES = ("success", "failure", "infra_failure")
+STEP_KEYS = (
+    "step",
+    "screenshot",
+    "screen",
+    "model_text",
+    "action",
+    "valid",
+    "error",
+    "env_error",
+    "infra_failure",
+    "reward",
+    "advantage",
+    "timing",
+    "usage",
+    "response",
+)
+
+
+def step_record(**fields: Any) -> dict[str, Any]:
+    """A trajectory line with every key of the format (missing ones None); unknown keys are a caller bug."""
+    unknown = sorted(set(fields) - set(STEP_KEYS))
+    if unknown:
+        raise ValueError(f"unknown trajectory step keys {', '.join(unknown)}; valid: {', '.join(STEP_KEYS)}")
+    record = dict.fromkeys(STEP_KEYS)
+    record.update(fields)
+    if record["screen"] is not None:
+        record["screen"] = [int(v) for v in record["screen"]]
+    return record
+
+
+def screenshot_name(index: int) -> str:
+    """File name of the `index`-th screenshot of an episode (0: after reset)."""
+    return f"step_{index:03d}.png"
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a reader never sees half a file; a crash leaves the old file or none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class EpisodeWriter:
+    """Writes one episode directory: screenshots, one JSON line per step (flushed as it goes), then `result.json`."""
+
+    def __init__(self, directory: str | Path, *, fresh: bool = True):
+        self.dir = Path(directory)
+        if fresh and self.dir.exists():
+            shutil.rmtree(self.dir)  # a half-written attempt (crash, infra retry) is replaced, never appended to
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lines = open(self.dir / TRAJECTORY, "a", encoding="utf-8")  # closed by finish() / close()
+
+    def screenshot(self, index: int, image: Image.Image) -> str:
+        """Save the `index`-th screenshot; returns its file name for the step record."""
+        name = screenshot_name(index)
+        image.save(self.dir / name, format="PNG", compress_level=3)
+        return name
+
+    def step(self, record: dict[str, Any]) -> None:
+        """Append one step line."""
+        self._lines.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._lines.flush()
+
+    def finish(self, result: dict[str, Any]) -> None:
+        """Write `result.json` (the episode is complete once it exists) and close the trajectory."""
+        status = result.get("status")
+        if status not in STATUSES:
+            raise ValueError(f"episode status {status!r} is not valid; valid: {', '.join(STATUSES)}")
+        self.close()
+        write_json(self.dir / RESULT, result)
+
+    def close(self) -> None:
+        """Close the trajectory file (idempotent)."""
+        if not self._lines.closed:
+            self._lines.close()
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode read back: its key in the run, `result.json` (None if unfinished) and the step lines."""
+
+    key: str
+    dir: Path
+    result: dict[str, Any] | None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """success | failure | infra_failure, or `unfinished` when there is no result yet."""
+        return (self.result or {}).get("status", "unfinished")
+
+
+def read_episode(directory: str | Path, key: str | None = None) -> EpisodeRecord:
+    """Read an episode directory; a torn last line (a crash mid-write) is dropped, other bad lines raise."""
+    directory = Path(directory)
+    steps: list[dict[str, Any]] = []
+    path = directory / TRAJECTORY
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            steps.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{path}: line {i + 1} is not JSON") from None
+    result = None
+    if (directory / RESULT).is_file():
+        result = json.loads((directory / RESULT).read_text(encoding="utf-8"))
+    return EpisodeRecord(key=key or directory.name, dir=directory, result=result, steps=steps)
+
+
+def episode_dirs(run_dir: str | Path) -> dict[str, Path]:
+    """Every episode directory below `run_dir`, keyed by its path relative to it (`calc/calc-sum-column`)."""
+    root = Path(run_dir)
+    found = {}
+    for path in sorted(root.rglob(TRAJECTORY)):
+        found[path.parent.relative_to(root).as_posix()] = path.parent
+    return found
+
+
+def read_run(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, EpisodeRecord]]:
+    """`run.json` (empty if absent) and every episode of a run directory, keyed as in `episode_dirs`."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"run directory {root} does not exist")
+    meta = json.loads((root / RUN).read_text(encoding="utf-8")) if (root / RUN).is_file() else {}
+    return meta, {key: read_episode(path, key) for key, path in episode_dirs(root).items()}

@@ -1,0 +1,115 @@
+"""Chat APIs the eval harness speaks (`--provider-api`): `@register_api(name)` above each adapter, `get_api(name)`.
+
+An adapter turns the neutral conversation (`Turn`s: a screenshot, a text, the model's earlier reply) into its
+API's request body, and the API's response body into a `ModelReply` whose `text` is what `parse_action` reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from PIL import Image
+
+from verl_cua.actions import PromptSpec
+
+OMITTED = "(older screenshot omitted)"
+
+
+@dataclass
+class ModelReply:
+    """One model answer: `text` for the parser, `message` to send back as the assistant turn, usage, the raw body."""
+
+    text: str
+    message: dict[str, Any]
+    usage: dict[str, int] | None = None
+    response: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class Turn:
+    """One user turn: the screenshot shown (already sized for the model), its text, and the reply it got."""
+
+    image: Image.Image | None
+    text: str
+    error: str | None = None  # why the previous reply was not a valid action (adapters may report it natively)
+    reply: ModelReply | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to send: the path below the base URL, the body, and the settings adapters read."""
+
+    model: str
+    spec: PromptSpec
+    turns: list[Turn]
+    history_images: int
+    max_tokens: int
+    temperature: float
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+class ChatAPI(Protocol):
+    """One chat API: its endpoint path, auth headers, request body and response parsing."""
+
+    name: str
+    path: str
+    default_base_url: str
+    default_key_env: str
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        """HTTP headers for a request (authentication, versions)."""
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The JSON body for `request`."""
+
+    def reply(self, body: dict[str, Any], request: Request) -> ModelReply:
+        """Parse the response body to `request`; a body without an answer raises ValueError (one line)."""
+
+
+API_REGISTRY: dict[str, ChatAPI] = {}
+
+
+def register_api(name: str):
+    """Class decorator: register one instance of a `ChatAPI` under `name`."""
+
+    def decorator(cls):
+        if name in API_REGISTRY and type(API_REGISTRY[name]).__qualname__ != cls.__qualname__:
+            raise ValueError(f"chat API {name!r} is already registered: {type(API_REGISTRY[name])} vs {cls}")
+        instance = cls()
+        instance.name = name
+        API_REGISTRY[name] = instance
+        return cls
+
+    return decorator
+
+
+def get_api(name: str) -> ChatAPI:
+    """The registered chat API `name`; unknown names raise ValueError listing the valid ones."""
+    try:
+        return API_REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown provider API {name!r}; valid: {', '.join(sorted(API_REGISTRY))}") from None
+
+
+def png_base64(image: Image.Image) -> str:
+    """A screenshot as base64 PNG (lossless: small UI text survives)."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=3)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def shown_images(turns: list[Turn], history_images: int) -> set[int]:
+    """Indices of the turns whose screenshot is still sent: the last `history_images` that have one."""
+    with_image = [i for i, t in enumerate(turns) if t.image is not None]
+    return set(with_image[-history_images:]) if history_images > 0 else set()
+
+
+def _load_builtin_apis() -> None:
+    from verl_cua.eval.apis import anthropic_messages, openai_chat  # noqa: F401
+
+
+_load_builtin_apis()

@@ -1,0 +1,153 @@
+"""`ChatClient`: one model behind a chat API (`verl_cua.eval.apis`), with retries, backoff and error classes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from verl_cua.actions import PromptSpec
+from verl_cua.eval.apis import ModelReply, Request, Turn, get_api
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+FATAL_STATUS = {
+    401: "check the API key (--api-key-env)",
+    403: "check the API key's permissions",
+    404: "check --base-url",
+}
+MAX_RETRY_AFTER = 60.0
+
+
+class EndpointError(RuntimeError):
+    """The endpoint failed. `kind`: `retryable` (down, overloaded, timed out: infrastructure, the episode is
+    retried), `rejected` (it refused this request, e.g. too long: the episode ends), `fatal` (bad key, URL or
+    model: the whole run stops)."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class ChatClient:
+    """Sends the conversation so far to `model` and returns its reply; safe to share between threads."""
+
+    def __init__(
+        self,
+        api: str,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        retries: int = 3,
+        backoff: float = 2.0,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        extra_body: dict[str, Any] | None = None,
+    ):
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            raise ImportError("verl-cua eval needs httpx: pip install 'verl-cua'") from None
+        self.api = get_api(api)
+        self.model = model
+        self.url = _join(base_url or self.api.default_base_url, self.api.path)
+        self._headers = {"Content-Type": "application/json", **self.api.headers(api_key)}
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.max_tokens, self.temperature = max_tokens, temperature
+        self.extra_body = dict(extra_body or {})
+        self._local = threading.local()
+
+    def complete(self, spec: PromptSpec, turns: list[Turn], history_images: int) -> ModelReply:
+        """One model turn for the conversation `turns`; raises `EndpointError` once retries are spent."""
+        request = Request(
+            model=self.model,
+            spec=spec,
+            turns=turns,
+            history_images=history_images,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            extra_body=self.extra_body,
+        )
+        body = self.api.body(request)
+        start = time.perf_counter()
+        data = self._post(body)
+        try:
+            reply = self.api.reply(data, request)
+        except ValueError as exc:
+            raise EndpointError(f"{self.url}: unusable response: {exc}", "retryable") from None
+        reply.seconds = time.perf_counter() - start
+        return reply
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = httpx.Client(timeout=self.timeout)
+        error = "no attempt"
+        for attempt in range(self.retries + 1):
+            wait = min(self.backoff * 2**attempt, MAX_RETRY_AFTER)
+            try:
+                response = client.post(self.url, json=body, headers=self._headers)
+            except httpx.TransportError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                status = response.status_code
+                if status == 200:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        error = f"HTTP 200 with a body that is not JSON: {response.text[:120]!r}"
+                elif status in FATAL_STATUS:
+                    raise EndpointError(
+                        f"{self.url}: HTTP {status} {_detail(response)}; {FATAL_STATUS[status]}", "fatal"
+                    )
+                elif status in RETRY_STATUS:
+                    error = f"HTTP {status} {_detail(response)}"
+                    wait = max(wait, _retry_after(response))
+                else:
+                    raise EndpointError(f"{self.url}: HTTP {status} {_detail(response)}", "rejected")
+            if attempt < self.retries:
+                logger.warning("%s: %s; retry %d/%d in %.1fs", self.url, error, attempt + 1, self.retries, wait)
+                time.sleep(wait)
+        raise EndpointError(f"{self.url}: {error} (after {self.retries} retries)", "retryable")
+
+
+def api_key_from_env(api: str, variable: str | None) -> str | None:
+    """The API key from `variable` (an error if it is named but unset) or the API's usual variable, if set."""
+    if variable:
+        value = os.environ.get(variable)
+        if not value:
+            raise ValueError(f"--api-key-env {variable}: that environment variable is not set")
+        return value
+    return os.environ.get(get_api(api).default_key_env) or None
+
+
+def _join(base: str, path: str) -> str:
+    base = base.rstrip("/")
+    if path.startswith("/v1/") and base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base + path
+
+
+def _detail(response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return " ".join(response.text.split())[:200]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:200]
+    return str(error or data.get("detail") or data.get("message") or data)[:200]
+
+
+def _retry_after(response) -> float:
+    try:
+        return min(float(response.headers.get("retry-after", 0)), MAX_RETRY_AFTER)
+    except ValueError:
+        return 0.0

@@ -1,0 +1,129 @@
+"""One evaluation episode: reset, ask the model, parse, step, until done; evaluate; record every step on disk."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from verl_cua.actions import parse_action
+from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.envs.pool import EnvLease
+from verl_cua.envs.task_sets import TaskRef
+from verl_cua.envs.trajectory import EpisodeWriter, step_record
+from verl_cua.eval.apis import Turn
+from verl_cua.eval.endpoint import ChatClient, EndpointError
+from verl_cua.eval.images import for_model, model_image_size
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """What an episode needs besides the env and the model."""
+
+    format: str
+    max_steps: int = 15
+    history_images: int = 3
+    max_pixels: int | None = None
+    success_threshold: float = 1.0
+
+
+class RunAborted(RuntimeError):
+    """The endpoint refused us for good (bad key, URL or model): no later episode can succeed either."""
+
+
+def run_episode(
+    lease: EnvLease, ref: TaskRef, client: ChatClient, settings: EpisodeSettings, writer: EpisodeWriter
+) -> dict[str, Any]:
+    """Play `ref` on the leased env and return its `result.json` dict (status success/failure/infra_failure)."""
+    start = time.perf_counter()
+    totals = {"model_seconds": 0.0, "env_seconds": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
+    result: dict[str, Any] = {
+        "task": ref.key,
+        "env": ref.env,
+        "domain": ref.domain,
+        "task_id": ref.task_id,
+        "instruction": "",
+        "model": client.model,
+        "steps": 0,
+        "invalid_actions": 0,
+        "score": None,
+        "error": None,
+        "final_screenshot": None,
+    }
+
+    def finish(status: str, end_reason: str, error: str | None = None) -> dict[str, Any]:
+        usage = {"prompt_tokens": totals["prompt_tokens"], "completion_tokens": totals["completion_tokens"]}
+        result.update(status=status, end_reason=end_reason, error=error or result["error"], usage=usage)
+        result.update(model_seconds=totals["model_seconds"], env_seconds=totals["env_seconds"])
+        result["seconds"] = time.perf_counter() - start
+        return result
+
+    t = time.perf_counter()
+    obs = lease.reset(ref.task)
+    totals["env_seconds"] += time.perf_counter() - t
+    if lease.infra_failure:
+        return finish("infra_failure", "infra", lease.error)
+    result["instruction"] = obs.instruction
+    screen = obs.screen
+    image = model_image_size(settings.format, screen, settings.max_pixels)
+    spec = build_prompt(settings.format, screen=screen, image=image)
+    shot = result["final_screenshot"] = writer.screenshot(0, obs.screenshot)
+    turns = [Turn(image=for_model(obs.screenshot, image), text=spec.user_text(obs.instruction))]
+    end_reason = "max_steps"
+    for step in range(1, settings.max_steps + 1):
+        try:
+            reply = client.complete(spec, turns, settings.history_images)
+        except EndpointError as exc:
+            if exc.kind == "fatal":
+                raise RunAborted(str(exc)) from None
+            if exc.kind == "retryable":
+                return finish("infra_failure", "endpoint", str(exc))
+            result["error"], end_reason = str(exc), "endpoint_rejected"
+            break
+        turns[-1].reply = reply
+        parsed = parse_action(reply.text, format=settings.format, screen=screen, image=image)
+        t = time.perf_counter()
+        stepped = lease.step(parsed)
+        env_s = time.perf_counter() - t
+        totals["model_seconds"] += reply.seconds
+        totals["env_seconds"] += env_s
+        for key in ("prompt_tokens", "completion_tokens"):
+            totals[key] += (reply.usage or {}).get(key, 0)
+        result["steps"] = step
+        result["invalid_actions"] += 0 if parsed.valid else 1
+        infra = bool(stepped.info.get("infra_failure"))
+        writer.step(
+            step_record(
+                step=step,
+                screenshot=shot,
+                screen=screen,
+                model_text=reply.text,
+                action=parsed.to_dict(),
+                valid=parsed.valid,
+                error=parsed.error,
+                env_error=stepped.info.get("error"),
+                infra_failure=infra,
+                reward=stepped.reward,
+                timing={"model_s": reply.seconds, "env_s": env_s},
+                usage=reply.usage,
+                response=reply.response,
+            )
+        )
+        if infra:
+            return finish("infra_failure", "infra", stepped.info.get("error"))
+        if stepped.observation is not obs:  # an invalid action leaves the screen as it was: no new file
+            obs = stepped.observation
+            shot = writer.screenshot(step, obs.screenshot)
+        result["final_screenshot"] = shot
+        if parsed.terminal or stepped.done:
+            end_reason = parsed.terminal or "env_done"
+            break
+        error = None if parsed.valid else parsed.error
+        turns.append(Turn(image=for_model(obs.screenshot, image), text=observation_text(step, error), error=error))
+    t = time.perf_counter()
+    score = lease.evaluate()
+    totals["env_seconds"] += time.perf_counter() - t
+    if lease.infra_failure:
+        return finish("infra_failure", "infra", lease.error)
+    result["score"] = float(score)
+    return finish("success" if score >= settings.success_threshold else "failure", end_reason)

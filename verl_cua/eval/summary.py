@@ -1,0 +1,92 @@
+"""`summary.json` of an eval run, overall and per domain (OSWorld app / MiniWoB task), and its printed table.
+
+Success rate = successes / scored episodes: an infra failure is not the model's, so it is counted apart
+(`infra_failures`) and left out of the rate, as are tasks not run yet (`unfinished`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from verl_cua.envs.trajectory import episode_dirs, read_episode
+
+
+def summarise(run_dir: str | Path, tasks: list[str] | None = None) -> dict[str, Any]:
+    """Figures over the episodes of `tasks` (default: every episode in the run directory)."""
+    root = Path(run_dir)
+    keys = tasks if tasks is not None else list(episode_dirs(root))
+    results = {}
+    for key in keys:
+        ep = read_episode(root / key, key) if (root / key).is_dir() else None
+        results[key] = (ep.result if ep is not None else None) or {"status": "unfinished", "task": key}
+    domains: dict[str, list[dict]] = {}
+    for key, r in results.items():
+        domains.setdefault(r.get("domain") or key.split("/")[0], []).append(r)
+    return {
+        **_figures(list(results.values())),
+        "domains": {d: _figures(rs) for d, rs in sorted(domains.items())},
+        "results": {
+            k: {f: r.get(f) for f in ("status", "score", "steps", "end_reason", "attempts")} for k, r in results.items()
+        },
+    }
+
+
+def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in results if r["status"] in ("success", "failure")]
+    successes = sum(r["status"] == "success" for r in scored)
+    steps = sum(int(r.get("steps") or 0) for r in scored)
+    invalid = sum(int(r.get("invalid_actions") or 0) for r in scored)
+    usage = [r.get("usage") or {} for r in scored]
+    return {
+        "tasks": len(results),
+        "scored": len(scored),
+        "successes": successes,
+        "success_rate": successes / len(scored) if scored else None,
+        "infra_failures": sum(r["status"] == "infra_failure" for r in results),
+        "unfinished": sum(r["status"] == "unfinished" for r in results),
+        "retried": sum(int(r.get("attempts") or 1) > 1 for r in results),
+        "invalid_action_rate": invalid / steps if steps else None,
+        "mean_steps": steps / len(scored) if scored else None,
+        "mean_step_latency_s": sum(float(r.get("model_seconds") or 0) for r in scored) / steps if steps else None,
+        "mean_env_s_per_step": sum(float(r.get("env_seconds") or 0) for r in scored) / steps if steps else None,
+        "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+        "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+    }
+
+
+def print_summary(summary: dict[str, Any], title: str = "verl-cua eval") -> None:
+    """A rich table: one row per domain and one for the whole run."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    columns = ("domain", "tasks", "success", "rate", "infra", "invalid", "steps", "s/step", "tokens in/out")
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    rows = list(summary["domains"].items())
+    for name, figures in rows:
+        table.add_row(name, *_cells(figures))
+    table.add_section()
+    table.add_row("[bold]all", *_cells(summary), style="bold")
+    Console().print(table)
+
+
+def _cells(f: dict[str, Any]) -> list[str]:
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    def num(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    unfinished = f" (+{f['unfinished']} left)" if f["unfinished"] else ""
+    return [
+        f"{f['tasks']}{unfinished}",
+        f"{f['successes']}/{f['scored']}",
+        pct(f["success_rate"]),
+        str(f["infra_failures"]),
+        pct(f["invalid_action_rate"]),
+        num(f["mean_steps"], ".1f"),
+        num(f["mean_step_latency_s"], ".2f"),
+        f"{f['prompt_tokens']}/{f['completion_tokens']}",
+    ]

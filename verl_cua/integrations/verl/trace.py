@@ -1,0 +1,160 @@
+"""The training trace (`cua.trace.dir`): rollouts on disk in the eval harness's format, for `verl-cua view`.
+
+The agent loop writes each sampled episode as it plays it (`<dir>/step_<global step>/<task>/<uid>-<session>/`:
+the screenshots the model saw, one line per step, `result.json` with the reward); the trainer adds each step's
+advantage (the mean over that turn's model tokens) once the estimator has run. Whole groups are sampled (a hash of
+the group's uid below `fraction`) every `every` training steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from verl_cua.envs.trajectory import RESULT, EpisodeWriter, step_record, write_json
+
+logger = logging.getLogger(__name__)
+
+
+def sampled(trace: dict[str, Any], uid: Any, global_steps: Any) -> bool:
+    """Whether the group `uid` of training step `global_steps` is traced."""
+    if not trace.get("dir") or global_steps is None or int(global_steps) % int(trace["every"]):
+        return False
+    digest = hashlib.sha1(str(uid).encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2**32 < float(trace["fraction"])
+
+
+class EpisodeTrace:
+    """One traced episode: screenshots and step lines as the agent loop plays it, then its result."""
+
+    def __init__(self, directory: Path, task_id: str):
+        self.writer = EpisodeWriter(directory)
+        self.dir = directory
+        self.task_id = task_id
+        self._shots = 0
+        self.broken = False
+
+    def step(self, *, seen: Image.Image, screen, text: str, parsed, info: dict, reward: float, model_s: float,
+             env_s: float) -> None:  # fmt: skip
+        """One model turn: the screenshot it acted on, its text, the parsed action and what the env said."""
+        self._safely(self._step, seen, screen, text, parsed, info, reward, model_s, env_s)
+
+    def _step(self, seen, screen, text, parsed, info, reward, model_s, env_s) -> None:
+        name = self.writer.screenshot(self._shots, seen)
+        self._shots += 1
+        self.writer.step(
+            step_record(
+                step=self._shots,
+                screenshot=name,
+                screen=screen,
+                model_text=text,
+                action=parsed.to_dict(),
+                valid=parsed.valid,
+                error=parsed.error,
+                env_error=info.get("error"),
+                infra_failure=bool(info.get("infra_failure")),
+                reward=float(reward),
+                timing={"model_s": model_s, "env_s": env_s},
+            )
+        )
+
+    def finish(self, ep, reward: float, final: Image.Image | None) -> None:
+        """`result.json` in the eval format, plus the training reward."""
+        self._safely(self._finish, ep, reward, final)
+
+    def _finish(self, ep, reward: float, final: Image.Image | None) -> None:
+        final_name = self.writer.screenshot(self._shots, final) if final is not None else None
+        status = "infra_failure" if ep.infra_failure else "success" if ep.success else "failure"
+        task = self.dir.parent.name
+        self.writer.finish(
+            {
+                "task": f"{task}/{self.dir.name}",
+                "domain": task,
+                "task_id": self.task_id,
+                "instruction": ep.instruction,
+                "status": status,
+                "score": None if ep.infra_failure else float(ep.score),
+                "reward": float(reward),
+                "steps": ep.steps,
+                "invalid_actions": ep.invalid,
+                "end_reason": "infra" if ep.infra_failure else "truncated" if ep.truncated else "done",
+                "error": ep.infra_error,
+                "final_screenshot": final_name,
+                "model_seconds": ep.generate_seconds,
+                "env_seconds": ep.env_seconds,
+            }
+        )
+
+    def _safely(self, fn, *args) -> None:
+        """A full or vanished disk must not stop training: the trace stops, with one warning."""
+        if self.broken:
+            return
+        try:
+            fn(*args)
+        except OSError as exc:
+            self.broken = True
+            self.writer.close()
+            logger.warning("cua.trace: stopped writing %s: %s", self.dir, exc)
+
+
+def open_trace(trace: dict[str, Any], kwargs: dict[str, Any], task: Any) -> EpisodeTrace | None:
+    """The trace of this agent-loop call's episode, or None when it is not sampled (or tracing is off)."""
+    uid, steps = kwargs.get("uid"), kwargs.get("global_steps")
+    if not sampled(trace, uid, steps):
+        return None
+    info = kwargs.get("extra_info") or {}
+    task_id = str(info.get("task_id") or (task.get("task") if isinstance(task, dict) else task))
+    name = Path(task_id).stem if task_id.endswith(".json") else task_id
+    if isinstance(task, dict) and task.get("seed") is not None:
+        name = f"{name}-seed{task['seed']}"
+    directory = Path(trace["dir"]) / f"step_{int(steps):06d}" / name / f"{str(uid)[:8]}-{kwargs.get('session_id', 0)}"
+    try:
+        return EpisodeTrace(directory, task_id)
+    except OSError as exc:  # a full or missing disk must not stop training
+        logger.warning("cua.trace: cannot write %s: %s", directory, exc)
+        return None
+
+
+def turn_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> list[float]:
+    """Mean advantage of each model turn of one row: each run of 1s in the response mask is a turn."""
+    out, total, count = [], 0.0, 0
+    for adv, m in zip(advantages.tolist(), mask.tolist(), strict=False):
+        if m:
+            total, count = total + adv, count + 1
+        elif count:
+            out.append(total / count)
+            total, count = 0.0, 0
+    if count:
+        out.append(total / count)
+    return out
+
+
+def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask: torch.Tensor) -> int:
+    """Add `step_advantages` to the result.json of each traced row's episode; returns the episodes written."""
+    episodes: dict[str, dict[int, float]] = {}
+    for i, e in enumerate(extra):
+        path = e.get("cua_trace_dir")
+        if not path or e.get("cua_replayed"):  # a replayed success is an older step's episode
+            continue
+        turns = turn_advantages(advantages[i], response_mask[i])
+        steps = episodes.setdefault(path, {})
+        if "step_index" in e:  # step rows: one row per step
+            steps[int(e["step_index"])] = turns[0] if turns else 0.0
+        else:
+            steps.update(enumerate(turns))
+    for path, steps in episodes.items():
+        result_path = Path(path) / RESULT
+        try:
+            result = json.loads(result_path.read_text(encoding="utf-8"))
+            n = max(int(result.get("steps") or 0), max(steps, default=-1) + 1)
+            result["step_advantages"] = [steps.get(k) for k in range(n)]
+            write_json(result_path, result)
+        except (OSError, ValueError) as exc:
+            logger.warning("cua.trace: cannot add advantages to %s: %s", result_path, exc)
+    return len(episodes)
