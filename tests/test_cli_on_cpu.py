@@ -55,3 +55,23 @@ def test_console_script_reads_stdin_and_rejects_bad_screen():
         [*exe, "parse", "--format", "pyautogui", "--screen", "800by600", "DONE"], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "WIDTHxHEIGHT" in proc.stderr
+
+
+def test_view_and_compare_commands(tmp_path, capsys):
+    from verl_cua.testing.viewer_runs import write_sample_runs
+    from verl_cua.viewer import compare_runs
+
+    a, b = write_sample_runs(tmp_path)
+    out = tmp_path / "report.html"
+    assert main(["view", str(a), str(b), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert 'data-task="calc/calc-sum-column"' in html and "baseline" in html and "candidate" in html
+    assert capsys.readouterr().out.strip() == f"report: {out}"
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == compare_runs(a, b) != []
+    assert main(["compare", str(a), str(b)]) == 0
+    printed = capsys.readouterr().out
+    assert "baseline" in printed and "tasks differ" in printed
+    assert main(["view", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("verl-cua view:") and "nope" in err and "\n" not in err

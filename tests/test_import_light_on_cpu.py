@@ -1,4 +1,4 @@
-"""`verl_cua.actions` works with torch, verl and ray unavailable (an eval box or desktop host)."""
+"""The actions, envs and tools layers work with torch, verl and ray unavailable (an eval box or desktop host)."""
 
 import subprocess
 import sys
@@ -61,6 +61,30 @@ def test_envs_layer_imports_without_torch_verl_or_ray():
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None)
         assert not loaded, loaded
         assert sorted(ENV_REGISTRY) == ["miniwob", "osworld"], sorted(ENV_REGISTRY)
+        print("OK")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("OK")
+
+
+def test_eval_and_viewer_import_without_torch_verl_or_ray():
+    """The tools layer (eval harness, viewer, CLI) runs on an eval box with no ML stack."""
+    script = textwrap.dedent(
+        """
+        import sys
+
+        BLOCKED = ("torch", "verl", "ray", "torchvision", "vllm", "sglang")
+        for name in BLOCKED:
+            sys.modules[name] = None
+        import verl_cua.eval, verl_cua.eval.runner, verl_cua.viewer, verl_cua.viewer.compare, verl_cua.cli
+        import verl_cua.envs.trajectory, verl_cua.envs.task_sets
+        from verl_cua.eval.apis import API_REGISTRY
+        verl_cua.cli.build_parser().parse_args(["view", "runs/a", "runs/b"])
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None)
+        assert not loaded, loaded
+        assert sorted(API_REGISTRY) == ["anthropic", "openai"], sorted(API_REGISTRY)
         print("OK")
         """
     )

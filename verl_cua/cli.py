@@ -73,19 +73,16 @@ def _view_cmd(args: argparse.Namespace) -> int:
 
 
 def _compare_cmd(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from verl_cua.viewer.compare import compare_runs, print_compare
+    from verl_cua.viewer.compare import compare_dirs, compare_runs
 
     try:
-        rows = compare_runs(args.a, args.b)
+        if args.json:
+            print(json.dumps(compare_runs(args.a, args.b), indent=1))
+        else:
+            compare_dirs(args.a, args.b)
     except (ValueError, FileNotFoundError) as exc:
         print(f"verl-cua compare: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(rows, indent=1))
-    else:
-        print_compare(rows, Path(args.a).name, Path(args.b).name)
     return 0
 
 

@@ -9,6 +9,8 @@ A step line: `step` (1-based), `screenshot` (the file the model saw, relative to
 JSON), `action` (`ParsedAction.to_dict()`), `valid`, `error`, `env_error`, `infra_failure`, `reward` (the env's
 step reward), `advantage` (training traces), `timing` (`model_s`, `env_s`), `usage` (`prompt_tokens`,
 `completion_tokens` when the endpoint reports them), `response` (the endpoint's raw reply, eval only).
+Training traces write `advantage` later than the step lines: the trainer puts each step's advantage into
+`result.json` as `step_advantages` (one per step, null for a step row it did not see).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ TRAJECTORY = "trajectory.jsonl"
 RESULT = "result.json"
 RUN = "run.json"
 STATUSES = ("success", "failure", "infra_failure")
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 STEP_KEYS = (
     "step",
     "screenshot",
@@ -69,6 +73,7 @@ def write_json(path: Path, data: Any) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False, indent=1, default=str)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from whoever the run is shared with
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -101,7 +101,7 @@ def run_episode(
                 action=parsed.to_dict(),
                 valid=parsed.valid,
                 error=parsed.error,
-                env_error=stepped.info.get("error"),
+                env_error=stepped.info.get("error") if parsed.valid else None,  # else it repeats the parse error
                 infra_failure=infra,
                 reward=stepped.reward,
                 timing={"model_s": reply.seconds, "env_s": env_s},

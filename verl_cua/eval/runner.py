@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,8 @@ def run_eval(
 ) -> dict[str, Any]:
     """Run the tasks not yet finished in `config.out`, then write and return `summary.json`'s content."""
     _check(config)
+    if config.env == "osworld" and config.provider is None:
+        config = replace(config, provider="local")
     refs = resolve_tasks(config.env, config.tasks, config.seeds)
     out = Path(config.out)
     meta = _open_run(out, config, refs)
@@ -119,7 +121,7 @@ def _check(config: EvalConfig) -> None:
 def _env_factory(config: EvalConfig) -> Callable[[], GUIEnv]:
     kwargs = dict(config.env_kwargs)
     if config.env == "osworld":
-        kwargs.setdefault("provider", config.provider or "local")
+        kwargs.setdefault("provider", config.provider)
     return lambda: make_env(config.env, action_format=config.format, **kwargs)
 
 

@@ -61,15 +61,18 @@ def print_summary(summary: dict[str, Any], title: str = "verl-cua eval") -> None
     from rich.table import Table
 
     table = Table(title=title)
-    columns = ("domain", "tasks", "success", "rate", "infra", "invalid", "steps", "s/step", "tokens in/out")
+    columns = ("domain", "tasks", "success", "rate", "infra", "invalid", "steps", "s/step", "tokens in", "out")
     for i, name in enumerate(columns):
-        table.add_column(name, justify="left" if i == 0 else "right")
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
     rows = list(summary["domains"].items())
     for name, figures in rows:
         table.add_row(name, *_cells(figures))
     table.add_section()
     table.add_row("[bold]all", *_cells(summary), style="bold")
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # a log file or a pipe: no 80-column squeeze
+        console = Console(width=160)
+    console.print(table)
 
 
 def _cells(f: dict[str, Any]) -> list[str]:
@@ -88,5 +91,10 @@ def _cells(f: dict[str, Any]) -> list[str]:
         pct(f["invalid_action_rate"]),
         num(f["mean_steps"], ".1f"),
         num(f["mean_step_latency_s"], ".2f"),
-        f"{f['prompt_tokens']}/{f['completion_tokens']}",
+        _count(f["prompt_tokens"]),
+        _count(f["completion_tokens"]),
     ]
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)

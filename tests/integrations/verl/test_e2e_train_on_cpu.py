@@ -42,8 +42,9 @@ def _check_trace(trace: Path, steps: list[dict]) -> None:
     from verl_cua.envs.trajectory import read_run
 
     for index, metrics in enumerate(steps, start=1):
-        _meta, episodes = read_run(trace / f"step_{index:06d}")
+        meta, episodes = read_run(trace / f"step_{index:06d}")
         assert len(episodes) == 8 and metrics["cua/traced_episodes"] == 8
+        assert (meta["estimator"], meta["global_step"], meta["rollout_n"]) == ("grpo", index, 4)
         groups: dict[str, list] = {}
         for key, ep in episodes.items():
             result = ep.result

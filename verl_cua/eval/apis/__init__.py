@@ -37,6 +37,13 @@ class Turn:
     text: str
     error: str | None = None  # why the previous reply was not a valid action (adapters may report it natively)
     reply: ModelReply | None = None
+    _base64: str | None = field(default=None, repr=False)
+
+    def image_base64(self) -> str:
+        """The screenshot as base64 PNG, encoded once (it is resent with every later turn in the history)."""
+        if self._base64 is None:
+            self._base64 = png_base64(self.image)
+        return self._base64
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verl_cua.eval.apis import OMITTED, ModelReply, Request, png_base64, register_api, shown_images
+from verl_cua.eval.apis import OMITTED, ModelReply, Request, register_api, shown_images
 
 API_VERSION = "2023-06-01"
 COMPUTER_USE_BETA = "computer-use-2025-01-24"  # the beta that carries the computer_20250124 tool
@@ -34,7 +34,7 @@ class AnthropicMessages:
         messages: list[dict[str, Any]] = []
         previous = None
         for i, turn in enumerate(request.turns):
-            image = _image_block(turn.image) if i in shown else None
+            image = _image_block(turn) if i in shown else None
             uses = [b for b in (previous.message["content"] if previous else []) if b.get("type") == "tool_use"]
             content: list[dict[str, Any]] = []
             if uses:  # every tool_use needs its tool_result, first in the next user turn
@@ -90,7 +90,7 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _image_block(image) -> dict[str, Any] | None:
-    if image is None:
+def _image_block(turn) -> dict[str, Any] | None:
+    if turn.image is None:
         return None
-    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png_base64(image)}}
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": turn.image_base64()}}

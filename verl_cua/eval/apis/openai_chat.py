@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verl_cua.eval.apis import OMITTED, ModelReply, Request, png_base64, register_api, shown_images
+from verl_cua.eval.apis import OMITTED, ModelReply, Request, register_api, shown_images
 
 
 @register_api("openai")
@@ -31,7 +31,7 @@ class OpenAIChat:
             content: list[dict[str, Any]] = []
             if turn.image is not None:
                 if i in shown:
-                    url = f"data:image/png;base64,{png_base64(turn.image)}"
+                    url = f"data:image/png;base64,{turn.image_base64()}"
                     content.append({"type": "image_url", "image_url": {"url": url}})
                 else:
                     content.append({"type": "text", "text": OMITTED})

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from verl_cua.envs.trajectory import RESULT, EpisodeWriter, step_record, write_json
+from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, step_record, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -158,3 +158,21 @@ def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask:
         except (OSError, ValueError) as exc:
             logger.warning("cua.trace: cannot add advantages to %s: %s", result_path, exc)
     return len(episodes)
+
+
+def write_trace_run(cua: dict[str, Any], config, global_steps: int) -> None:
+    """`run.json` of a traced training step, so `verl-cua view` can say what produced it."""
+    path = Path(cua["trace"]["dir"]) / f"step_{int(global_steps):06d}" / RUN
+    meta = {
+        "name": f"step {int(global_steps)}",
+        "model": str(config.actor_rollout_ref.model.path),
+        "format": cua["action"]["format"],
+        "env": cua["env"]["name"],
+        "estimator": str(config.algorithm.adv_estimator),
+        "global_step": int(global_steps),
+        "rollout_n": int(config.actor_rollout_ref.rollout.n),
+    }
+    try:
+        write_json(path, meta)
+    except OSError as exc:
+        logger.warning("cua.trace: cannot write %s: %s", path, exc)

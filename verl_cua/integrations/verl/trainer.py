@@ -36,7 +36,7 @@ from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
-from verl_cua.integrations.verl.trace import write_advantages
+from verl_cua.integrations.verl.trace import write_advantages, write_trace_run
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,7 @@ class CuaTrainer(PPOTrainerSync):
             metrics["cua/traced_episodes"] = write_advantages(
                 extra, data.batch["advantages"], data.batch["response_mask"]
             )
+            write_trace_run(self.cua, self.config, self.global_steps)
         out_fields = ["advantages", "returns"]
         if algo.use_kl_in_reward:
             out_fields.append("token_level_rewards")
