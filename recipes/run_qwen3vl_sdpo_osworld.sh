@@ -69,6 +69,9 @@ ENTROPULSE_SFT_STEPS=${ENTROPULSE_SFT_STEPS:-5}
 ENTROPULSE_SFT_BATCH=${ENTROPULSE_SFT_BATCH:-8}
 ENTROPULSE_RATIO=${ENTROPULSE_RATIO:-0.5}
 ENTROPULSE_MIN_RL_STEPS=${ENTROPULSE_MIN_RL_STEPS:-20}
+TRACE_DIR=${TRACE_DIR:-outputs/${EXPERIMENT_NAME}/trace}  # rollouts for `verl-cua view`; TRACE_DIR=null: off
+TRACE_EVERY=${TRACE_EVERY:-20}                    # every N-th training step
+TRACE_FRACTION=${TRACE_FRACTION:-0.125}           # of the prompt groups (2 of 16 tasks x N_RESP episodes)
 
 # shellcheck source=recipes/osworld_preflight.sh
 source recipes/osworld_preflight.sh
@@ -136,6 +139,9 @@ fi
     cua.entropulse.sft_batch_size="${ENTROPULSE_SFT_BATCH}" \
     cua.entropulse.ratio="${ENTROPULSE_RATIO}" \
     cua.entropulse.min_rl_steps="${ENTROPULSE_MIN_RL_STEPS}" \
+    cua.trace.dir="${TRACE_DIR}" \
+    cua.trace.every="${TRACE_EVERY}" \
+    cua.trace.fraction="${TRACE_FRACTION}" \
     trainer.logger="${LOGGER}" \
     trainer.project_name="${PROJECT_NAME}" \
     trainer.experiment_name="${EXPERIMENT_NAME}" \

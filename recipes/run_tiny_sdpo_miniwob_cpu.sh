@@ -27,6 +27,7 @@ ENTROPULSE_RL_STEPS=${ENTROPULSE_RL_STEPS:-2}
 ENTROPULSE_SFT_STEPS=${ENTROPULSE_SFT_STEPS:-1}
 ENTROPULSE_SFT_BATCH=${ENTROPULSE_SFT_BATCH:-2}
 OUT=${OUT:-outputs/tiny_sdpo_miniwob}
+TRACE_DIR=${TRACE_DIR:-${OUT}/trace}                # every rollout, for `verl-cua view`; TRACE_DIR=null: off
 
 PY="${VENV}/bin/python"
 if [ ! -x "${PY}" ]; then
@@ -62,6 +63,7 @@ VERL_FILE_LOGGER_PATH="${PWD}/${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     cua.entropulse.rl_steps="${ENTROPULSE_RL_STEPS}" \
     cua.entropulse.sft_steps="${ENTROPULSE_SFT_STEPS}" \
     cua.entropulse.sft_batch_size="${ENTROPULSE_SFT_BATCH}" \
+    cua.trace.dir="${TRACE_DIR}" \
     trainer.total_training_steps="${STEPS}" \
     trainer.experiment_name=tiny_sdpo_miniwob \
     trainer.default_local_dir="${OUT}/checkpoints" \

@@ -175,6 +175,10 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
         assert cfg.cua.env.max_steps == 2 and cfg.cua.action.max_tokens_per_step == 48
         pulse = cfg.cua.entropulse
         assert (pulse.schedule, pulse.rl_steps, pulse.sft_steps, pulse.sft_batch_size) == ("fixed", 2, 1, 2)
+        assert cfg.cua.trace.dir == str(tmp_path / "out" / "trace") and cfg.cua.trace.every == 1
+    if recipe.name == "run_qwen3vl_sdpo_osworld.sh":  # the flagship traces 2 of 16 groups every 20 steps
+        trace = cfg.cua.trace
+        assert (trace.dir, trace.every, trace.fraction) == ("outputs/qwen3vl8b_sdpo_osworld/trace", 20, 0.125)
     _verl_validate(cfg)
 
 
