@@ -26,10 +26,10 @@ XTERM_TASK = {
     "id": "bench-xterm",
     "instruction": "Benchmark: an xterm on the desktop.",
     "config": [{"type": "launch", "parameters": {"command": ["xterm", "-geometry", "100x30+50+50"]}}],
-    "evaluator": {
+    "evaluator": {  # a real getter and metric that score 1 on any live desktop
         "func": "exact_match",
-        "result": {"type": "rule", "rules": {}},
-        "expected": {"type": "rule", "rules": {}},
+        "result": {"type": "vm_command_line", "command": "echo ok", "shell": True},
+        "expected": {"type": "rule", "rules": {"expected": "ok\n"}},
     },
 }
 CALC_TASK = {**XTERM_TASK, "id": "bench-calc", "config": [

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.envs import XTERM_TASK
 from verl_cua.actions import parse_action
 from verl_cua.actions.prompts import build_prompt
 from verl_cua.envs import EnvPool, make_env
@@ -30,16 +31,6 @@ from verl_cua.eval import ChatClient, EpisodeSettings, run_episode
 from verl_cua.testing.chat_server import ScriptedChatServer
 
 HISTORY = 3
-XTERM_TASK = {
-    "id": "bench-eval-xterm",
-    "instruction": "Benchmark: an xterm on the desktop.",
-    "config": [{"type": "launch", "parameters": {"command": ["xterm", "-geometry", "100x30+50+50"]}}],
-    "evaluator": {
-        "func": "exact_match",
-        "result": {"type": "vm_command_line", "command": "echo ok", "shell": True},
-        "expected": {"type": "rule", "rules": {"expected": "ok\n"}},
-    },
-}
 ENVS = {
     "miniwob": (lambda: make_env("miniwob", action_format="qwen3vl"), {"task": "click-button", "seed": 0}),
     "local_desktop": (lambda: make_env("osworld", provider="local", action_format="qwen3vl", pause=0.0), XTERM_TASK),

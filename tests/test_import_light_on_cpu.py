@@ -4,15 +4,31 @@ import subprocess
 import sys
 import textwrap
 
+BLOCKED = ("torch", "verl", "ray", "torchvision", "vllm", "sglang")
+
+
+def _run_blocked(body: str) -> None:
+    """Run `body` in a fresh Python where the ML stack cannot be imported; fail if any of it got loaded."""
+    script = "\n".join(
+        [
+            "import importlib.util, sys",
+            f"BLOCKED = {BLOCKED!r}",
+            "for name in BLOCKED:  # None in sys.modules: `import` fails and find_spec() says 'not installed'",
+            "    sys.modules[name] = None",
+            textwrap.dedent(body),
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in BLOCKED and sys.modules[m] is not None)",
+            "assert not loaded, loaded",
+            "print('OK')",
+        ]
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("OK")
+
 
 def test_actions_import_and_parse_every_format_without_torch_verl_or_ray():
-    script = textwrap.dedent(
+    _run_blocked(
         """
-        import importlib.util, sys
-
-        BLOCKED = ("torch", "verl", "ray", "torchvision", "vllm", "sglang")
-        for name in BLOCKED:  # None in sys.modules: `import` fails and find_spec() says "not installed"
-            sys.modules[name] = None
         assert importlib.util.find_spec("torch") is None
         import verl_cua, verl_cua.cli
         from verl_cua.actions import parse_action
@@ -30,25 +46,14 @@ def test_actions_import_and_parse_every_format_without_torch_verl_or_ray():
             result = parse_action(text, format=fmt, screen=(1920, 1080))
             assert result.valid, (fmt, result.error)
             build_prompt(fmt, screen=(1920, 1080))
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None)
-        assert not loaded, loaded
-        print("OK")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().endswith("OK")
 
 
 def test_envs_layer_imports_without_torch_verl_or_ray():
     """Every envs module (MiniWoB, pool, OSWorld env, local desktop, OSWorld's DesktopEnv) loads with them blocked."""
-    script = textwrap.dedent(
+    _run_blocked(
         """
-        import importlib.util, sys
-
-        BLOCKED = ("torch", "verl", "ray", "torchvision", "vllm", "sglang")
-        for name in BLOCKED:
-            sys.modules[name] = None
         from verl_cua.envs import EnvPool, make_env, ENV_REGISTRY
         import verl_cua.envs.miniwob, verl_cua.envs.pool
         import verl_cua.envs.osworld.env, verl_cua.envs.osworld.local_desktop, verl_cua.envs.osworld.tasks
@@ -58,36 +63,19 @@ def test_envs_layer_imports_without_torch_verl_or_ray():
             evaluators.install()
             from desktop_env.desktop_env import DesktopEnv
             evaluators.metric("compare_table"), evaluators.getter("vm_file")
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None)
-        assert not loaded, loaded
         assert sorted(ENV_REGISTRY) == ["miniwob", "osworld"], sorted(ENV_REGISTRY)
-        print("OK")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().endswith("OK")
 
 
 def test_eval_and_viewer_import_without_torch_verl_or_ray():
     """The tools layer (eval harness, viewer, CLI) runs on an eval box with no ML stack."""
-    script = textwrap.dedent(
+    _run_blocked(
         """
-        import sys
-
-        BLOCKED = ("torch", "verl", "ray", "torchvision", "vllm", "sglang")
-        for name in BLOCKED:
-            sys.modules[name] = None
         import verl_cua.eval, verl_cua.eval.runner, verl_cua.viewer, verl_cua.viewer.compare, verl_cua.cli
         import verl_cua.envs.trajectory, verl_cua.envs.task_sets
         from verl_cua.eval.apis import API_REGISTRY
         verl_cua.cli.build_parser().parse_args(["view", "runs/a", "runs/b"])
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None)
-        assert not loaded, loaded
         assert sorted(API_REGISTRY) == ["anthropic", "openai"], sorted(API_REGISTRY)
-        print("OK")
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().endswith("OK")
