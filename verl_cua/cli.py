@@ -57,6 +57,10 @@ def _eval_cmd(args: argparse.Namespace) -> int:
         return 3
     print_summary(summary, title=f"verl-cua eval: {config.model} ({config.format}) on {config.env}")
     print(f"results: {config.out} (summary.json, <domain>/<task>/trajectory.jsonl); view: verl-cua view {config.out}")
+    if summary["infra_failures"]:
+        print(f"verl-cua eval: {summary['infra_failures']} tasks ended in infra failures; rerun to retry them",
+              file=sys.stderr)  # fmt: skip
+        return 4
     return 0
 
 
@@ -164,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `verl-cua` console script; exit 0 ok, 1 invalid output (parse), 2 bad arguments,
-    3 eval stopped by the endpoint (bad key, URL or model)."""
+    3 eval stopped by the endpoint (bad key, URL or model; failing every request), 4 infra failures left."""
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -3,9 +3,11 @@ retried and counted apart; an endpoint that is down is an infra failure; a bad k
 
 import json
 
+import pytest
+
 from verl_cua.cli import main
 from verl_cua.envs import InfraFailure, make_env
-from verl_cua.eval import ChatClient, EvalConfig, run_eval
+from verl_cua.eval import ChatClient, EvalConfig, RunAborted, run_eval
 
 
 class DiesOnFirstStep:
@@ -96,3 +98,47 @@ def test_unknown_task_and_claude_without_anthropic_fail_in_one_line(tmp_path, ca
                "--out", str(tmp_path)])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "--provider-api anthropic" in err
+
+
+def test_settings_mistakes_are_one_line_errors_not_infra_failures(tmp_path, capsys, chromium):
+    base = ["eval", "--model", "m", "--format", "pyautogui", "--no-progress", "--out", str(tmp_path)]
+    assert main([*base, "--env", "osworld", "--provider", "dockr", "--tasks", "term-create-file"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown --provider 'dockr'; valid: local, docker" in err and "\n" not in err
+    assert main([*base, "--env", "miniwob", "--tasks", "click-test", "--env-kwargs", '{"bogus": 1}']) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("verl-cua eval: cannot make the miniwob env: TypeError") and "bogus" in err
+    assert main([*base, "--env", "miniwob", "--tasks", "click-test", "--max-pixels", "100000"]) == 2
+    assert "--max-pixels does not apply to --format pyautogui" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("result.json"))
+
+
+def test_a_mistyped_model_does_not_lock_the_run_directory(tmp_path, chat_server, chromium):
+    down = chat_server({}, status=404)
+    with pytest.raises(RunAborted, match="HTTP 404.*--model"):
+        run_eval(_config(tmp_path, down.url))
+    good = chat_server({"Click": ["DONE"]})
+    fixed = EvalConfig(**{**_config(tmp_path, good.url).__dict__, "model": "the-right-name"})
+    assert run_eval(fixed)["scored"] == 2  # no episode had finished: the settings were not binding yet
+    with pytest.raises(ValueError, match="model='the-right-name', not 'scripted'"):
+        run_eval(_config(tmp_path, good.url))  # now they are
+
+
+def test_two_evals_cannot_share_a_run_directory(tmp_path, chat_server):
+    import fcntl
+
+    tmp_path.mkdir(exist_ok=True)
+    with open(tmp_path / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValueError, match="another verl-cua eval is writing to"):
+            run_eval(_config(tmp_path, "http://127.0.0.1:9/v1"), env_factory=lambda: None)
+
+
+def test_the_cli_exits_4_while_infra_failures_are_left(tmp_path, capsys, monkeypatch):
+    summary = {"infra_failures": 2, "domains": {}, "tasks": 2, "scored": 0, "successes": 0, "success_rate": None,
+               "unfinished": 0, "invalid_action_rate": None, "mean_steps": None, "mean_step_latency_s": None,
+               "prompt_tokens": 0, "completion_tokens": 0}  # fmt: skip
+    monkeypatch.setattr("verl_cua.eval.run_eval", lambda config, progress: summary)
+    rc = main(["eval", "--env", "miniwob", "--tasks", "click-test", "--model", "m", "--format", "pyautogui",
+               "--out", str(tmp_path)])  # fmt: skip
+    assert rc == 4 and "2 tasks ended in infra failures; rerun to retry them" in capsys.readouterr().err

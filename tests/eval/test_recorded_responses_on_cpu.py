@@ -7,14 +7,14 @@ import json
 import pytest
 from PIL import Image
 
-from verl_cua.actions import build_prompt
+from verl_cua.actions import build_prompt, parse_action
 from verl_cua.envs import EnvPool, Observation, StepResult
 from verl_cua.envs.base import step_info
 from verl_cua.envs.task_sets import TaskRef
 from verl_cua.envs.trajectory import STEP_KEYS, EpisodeWriter, read_episode
-from verl_cua.eval import ChatClient, EpisodeSettings, run_episode
+from verl_cua.eval import ChatClient, EndpointError, EpisodeSettings, run_episode
 from verl_cua.eval.apis import Request, Turn, get_api
-from verl_cua.testing.chat_server import ScriptedChatServer
+from verl_cua.testing.chat_server import Raw, ScriptedChatServer
 
 SCREEN = (1920, 1080)
 INSTRUCTION = "Press the Submit button."
@@ -191,10 +191,47 @@ def test_anthropic_answers_each_tool_use_with_a_tool_result_and_the_screenshot()
     assert body["messages"][1]["content"] == ANTHROPIC["content"]  # Claude's own blocks go back unchanged
 
 
-def test_anthropic_reports_an_invalid_action_as_a_tool_error():
+def test_anthropic_reports_an_invalid_action_as_a_tool_error_with_the_screen():
     spec, adapter, turns = _turns(ANTHROPIC, "anthropic", "claude", error="zoom is not supported", steps=2)
-    result = adapter.body(Request("claude-x", spec, turns, 2, 256, 0.0))["messages"][2]["content"][0]
-    assert result["is_error"] is True and result["content"] == [{"type": "text", "text": "zoom is not supported"}]
+    body = adapter.body(Request("claude-x", spec, turns, 1, 256, 0.0))
+    result = body["messages"][2]["content"][0]
+    assert result["is_error"] is True and result["content"][0] == {"type": "text", "text": "zoom is not supported"}
+    assert result["content"][1]["type"] == "image"  # the only screenshot in a one-image history
+
+
+def test_an_empty_claude_turn_is_kept_as_a_placeholder():
+    spec = build_prompt("claude", screen=SCREEN, image=(1280, 720))
+    reply = get_api("anthropic").reply({**ANTHROPIC, "content": []}, Request("m", spec, [], 1, 64, 0.0))
+    assert reply.text == "[]" and reply.message["content"] == [{"type": "text", "text": "(no reply)"}]
+    assert not parse_action(reply.text, format="claude", screen=SCREEN, image=(1280, 720)).valid
+
+
+@pytest.mark.parametrize("body", [None, [], {"choices": [{"message": {"tool_calls": ["x"]}}]}, {"choices": "x"}])
+def test_malformed_bodies_are_retryable_endpoint_errors(body):
+    server = ScriptedChatServer({"Submit": [Raw(body)]})
+    try:
+        client = ChatClient("openai", "m", base_url=server.url, retries=0)
+        spec = build_prompt("qwen3vl", screen=SCREEN)
+        with pytest.raises(EndpointError, match="unusable response") as info:
+            client.complete(spec, [Turn(image=None, text=INSTRUCTION)], 1)
+        assert info.value.kind == "retryable"
+    finally:
+        server.close()
+
+
+def test_the_client_gives_up_after_a_run_of_failed_requests():
+    server = ScriptedChatServer({}, status=503)
+    try:
+        client = ChatClient("openai", "m", base_url=server.url, retries=0, give_up_after=3)
+        spec = build_prompt("qwen3vl", screen=SCREEN)
+        kinds = []
+        for _ in range(4):
+            with pytest.raises(EndpointError) as info:
+                client.complete(spec, [Turn(image=None, text=INSTRUCTION)], 1)
+            kinds.append(info.value.kind)
+        assert kinds == ["retryable", "retryable", "fatal", "fatal"] and "in a row; giving up" in str(info.value)
+    finally:
+        server.close()
 
 
 def test_openai_sends_the_reply_text_back_and_omits_old_screenshots():

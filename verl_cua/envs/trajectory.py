@@ -4,7 +4,8 @@ Written by `verl-cua eval` and by the trainer's trace dump (`cua.trace.dir`); re
 `verl-cua compare`. A run directory holds `run.json` (what was run) and one episode directory per task,
 `<domain>/<task id>/`; any directory with a `trajectory.jsonl` below a run directory is an episode.
 
-A step line: `step` (1-based), `screenshot` (the file the model saw, relative to the episode directory), `screen`
+A step line: `step` (1-based), `screenshot` (the screen the model acted on, relative to the episode directory: eval
+keeps the full screenshot, training traces the resized image the model got), `screen`
 (the pixel space of the actions), `model_text` (the raw model output; Anthropic replies: their content blocks as
 JSON), `action` (`ParsedAction.to_dict()`), `valid`, `error`, `env_error`, `infra_failure`, `reward` (the env's
 step reward), `advantage` (training traces), `timing` (`model_s`, `env_s`), `usage` (`prompt_tokens`,
@@ -29,8 +30,6 @@ TRAJECTORY = "trajectory.jsonl"
 RESULT = "result.json"
 RUN = "run.json"
 STATUSES = ("success", "failure", "infra_failure")
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 STEP_KEYS = (
     "step",
     "screenshot",
@@ -73,7 +72,7 @@ def write_json(path: Path, data: Any) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False, indent=1, default=str)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from whoever the run is shared with
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from whoever the run is shared with
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -17,15 +17,16 @@ RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 FATAL_STATUS = {
     401: "check the API key (--api-key-env)",
     403: "check the API key's permissions",
-    404: "check --base-url",
+    404: "check --base-url and --model",
 }
 MAX_RETRY_AFTER = 60.0
+GIVE_UP_AFTER = 8  # failed requests in a row (all workers together): the endpoint is down or rejects us, stop
 
 
 class EndpointError(RuntimeError):
-    """The endpoint failed. `kind`: `retryable` (down, overloaded, timed out: infrastructure, the episode is
-    retried), `rejected` (it refused this request, e.g. too long: the episode ends), `fatal` (bad key, URL or
-    model: the whole run stops)."""
+    """The endpoint failed; never the model's failure. `kind`: `retryable` (down, overloaded, timed out),
+    `rejected` (it refused this request, e.g. too long for its context), `fatal` (bad key, URL or model, or too
+    many failures in a row: the whole run stops)."""
 
     def __init__(self, message: str, kind: str):
         super().__init__(message)
@@ -33,7 +34,11 @@ class EndpointError(RuntimeError):
 
 
 class ChatClient:
-    """Sends the conversation so far to `model` and returns its reply; safe to share between threads."""
+    """Sends the conversation so far to `model` and returns its reply; safe to share between threads.
+
+    After `give_up_after` failed requests in a row (no success in between, all threads together) every further
+    failure is `fatal`: a down or refusing endpoint stops the run instead of burning a desktop reset per task.
+    """
 
     def __init__(
         self,
@@ -48,6 +53,7 @@ class ChatClient:
         max_tokens: int = 1024,
         temperature: float = 0.0,
         extra_body: dict[str, Any] | None = None,
+        give_up_after: int = GIVE_UP_AFTER,
     ):
         try:
             import httpx  # noqa: F401
@@ -61,6 +67,9 @@ class ChatClient:
         self.max_tokens, self.temperature = max_tokens, temperature
         self.extra_body = dict(extra_body or {})
         self._local = threading.local()
+        self.give_up_after = give_up_after
+        self._failures = 0
+        self._lock = threading.Lock()
 
     def complete(self, spec: PromptSpec, turns: list[Turn], history_images: int) -> ModelReply:
         """One model turn for the conversation `turns`; raises `EndpointError` once retries are spent."""
@@ -74,16 +83,30 @@ class ChatClient:
             extra_body=self.extra_body,
         )
         body = self.api.body(request)
-        start = time.perf_counter()
-        data = self._post(body)
         try:
-            reply = self.api.reply(data, request)
-        except ValueError as exc:
-            raise EndpointError(f"{self.url}: unusable response: {exc}", "retryable") from None
-        reply.seconds = time.perf_counter() - start
+            data, seconds = self._post(body)
+            try:
+                reply = self.api.reply(data, request)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a body of the wrong shape
+                raise EndpointError(
+                    f"{self.url}: unusable response: {type(exc).__name__}: {exc}", "retryable"
+                ) from None
+        except EndpointError as exc:
+            raise self._failed(exc) from None
+        with self._lock:
+            self._failures = 0
+        reply.seconds = seconds  # the answering attempt only, not the retries before it
         return reply
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _failed(self, exc: EndpointError) -> EndpointError:
+        with self._lock:
+            self._failures += 1
+            give_up = self._failures >= self.give_up_after
+        if give_up and exc.kind != "fatal":
+            return EndpointError(f"{exc} ({self._failures} failed requests in a row; giving up)", "fatal")
+        return exc
+
+    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         import httpx
 
         client = getattr(self._local, "client", None)
@@ -92,6 +115,7 @@ class ChatClient:
         error = "no attempt"
         for attempt in range(self.retries + 1):
             wait = min(self.backoff * 2**attempt, MAX_RETRY_AFTER)
+            start = time.perf_counter()
             try:
                 response = client.post(self.url, json=body, headers=self._headers)
             except httpx.TransportError as exc:
@@ -100,7 +124,7 @@ class ChatClient:
                 status = response.status_code
                 if status == 200:
                     try:
-                        return response.json()
+                        return response.json(), time.perf_counter() - start
                     except ValueError:
                         error = f"HTTP 200 with a body that is not JSON: {response.text[:120]!r}"
                 elif status in FATAL_STATUS:

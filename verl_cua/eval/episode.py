@@ -73,13 +73,10 @@ def run_episode(
     for step in range(1, settings.max_steps + 1):
         try:
             reply = client.complete(spec, turns, settings.history_images)
-        except EndpointError as exc:
+        except EndpointError as exc:  # not the model's doing: retried (or stopping the run), never scored
             if exc.kind == "fatal":
                 raise RunAborted(str(exc)) from None
-            if exc.kind == "retryable":
-                return finish("infra_failure", "endpoint", str(exc))
-            result["error"], end_reason = str(exc), "endpoint_rejected"
-            break
+            return finish("infra_failure", "endpoint" if exc.kind == "retryable" else "endpoint_rejected", str(exc))
         turns[-1].reply = reply
         parsed = parse_action(reply.text, format=settings.format, screen=screen, image=image)
         t = time.perf_counter()

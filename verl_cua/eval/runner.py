@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import EnvPool, GUIEnv, make_env
+from verl_cua.envs import EnvPool, GUIEnv, InfraFailure, make_env
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, write_json
 from verl_cua.eval.endpoint import ChatClient
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 FINAL = ("success", "failure")
 # run.json fields that must match when a run directory is resumed (results made otherwise would be mixed in)
 SAME_RUN = ("env", "provider", "env_kwargs", "model", "format", "provider_api", "max_steps", "history_images",
-            "max_pixels", "temperature", "max_tokens", "success_threshold")  # fmt: skip
+            "max_pixels", "temperature", "max_tokens", "success_threshold", "extra_body")  # fmt: skip
 
 
 @dataclass
@@ -76,28 +77,43 @@ def run_eval(
         config = replace(config, provider="local")
     refs = resolve_tasks(config.env, config.tasks, config.seeds)
     out = Path(config.out)
-    meta = _open_run(out, config, refs)
-    pending = [r for r in refs if _status(out / r.key) not in FINAL]
-    if pending:
-        if client is None:
-            from verl_cua.eval.endpoint import api_key_from_env
-
-            key = api_key_from_env(config.provider_api, config.api_key_env)
-            client = ChatClient(
-                config.provider_api,
-                config.model,
-                base_url=config.base_url,
-                api_key=key,
-                timeout=config.timeout,
-                max_tokens=config.max_tokens,
-                temperature=config.temperature,
-                extra_body=config.extra_body,
-            )
-        factory = env_factory or _env_factory(config)
-        _run_pending(config, pending, client, factory, done=len(refs) - len(pending), progress=progress)
-    summary = summarise(out, tasks=meta["tasks"])
-    write_json(out / "summary.json", summary)
+    with _run_lock(out):
+        meta = _open_run(out, config, refs)
+        pending = [r for r in refs if _status(out / r.key) not in FINAL]
+        if pending:
+            _run_pending(config, pending, client, env_factory, done=len(refs) - len(pending), progress=progress)
+        summary = summarise(out, tasks=meta["tasks"])
+        write_json(out / "summary.json", summary)
     return summary
+
+
+def _client(config: EvalConfig) -> ChatClient:
+    from verl_cua.eval.endpoint import api_key_from_env
+
+    return ChatClient(
+        config.provider_api,
+        config.model,
+        base_url=config.base_url,
+        api_key=api_key_from_env(config.provider_api, config.api_key_env),
+        timeout=config.timeout,
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        extra_body=config.extra_body,
+    )
+
+
+@contextlib.contextmanager
+def _run_lock(out: Path):
+    """One `verl-cua eval` per run directory: a second one would delete the first one's episodes in flight."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another verl-cua eval is writing to {out}; wait for it or use another --out") from None
+        yield
 
 
 def _check(config: EvalConfig) -> None:
@@ -116,6 +132,13 @@ def _check(config: EvalConfig) -> None:
         raise ValueError(f"--retries must be >= 0, got {config.retries}")
     if config.env != "osworld" and config.provider:
         raise ValueError(f"--provider is for --env osworld; {config.env} takes none")
+    if config.env == "osworld" and config.provider is not None:
+        from verl_cua.envs.osworld.env import PROVIDERS
+
+        if config.provider not in PROVIDERS:
+            raise ValueError(f"unknown --provider {config.provider!r}; valid: {', '.join(PROVIDERS)}")
+    if config.max_pixels is not None and config.format == "pyautogui":
+        raise ValueError("--max-pixels does not apply to --format pyautogui: its coordinates are screen pixels")
 
 
 def _env_factory(config: EvalConfig) -> Callable[[], GUIEnv]:
@@ -130,8 +153,12 @@ def _open_run(out: Path, config: EvalConfig, refs: list[TaskRef]) -> dict[str, A
     meta = config.run_meta()
     path = out / RUN
     if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        for key in SAME_RUN:
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc}); fix or remove it") from None
+        started = any(out.rglob(RESULT))  # settings are only binding once an episode has finished with them
+        for key in SAME_RUN if started else ():
             if old.get(key) != meta.get(key):
                 raise ValueError(
                     f"{out} holds a run with {key}={old.get(key)!r}, not {meta.get(key)!r}; "
@@ -157,12 +184,14 @@ def _status(episode_dir: Path) -> str | None:
 def _run_pending(
     config: EvalConfig,
     pending: list[TaskRef],
-    client: ChatClient,
-    factory: Callable[[], GUIEnv],
+    client: ChatClient | None,
+    env_factory: Callable[[], GUIEnv] | None,
     *,
     done: int,
     progress: bool,
 ) -> None:
+    client = client or _client(config)
+    factory = _first_env_in_foreground(env_factory or _env_factory(config), config)
     settings = EpisodeSettings(
         format=config.format,
         max_steps=config.max_steps,
@@ -179,6 +208,7 @@ def _run_pending(
     def run_one(ref: TaskRef) -> None:
         if stop.is_set():
             return
+        spent = {"prompt_tokens": 0, "completion_tokens": 0}  # API spend over every attempt, failed ones too
         for attempt in range(1, config.retries + 2):
             writer = EpisodeWriter(out / ref.key)
             try:
@@ -191,8 +221,12 @@ def _run_pending(
                 return
             except BaseException:
                 writer.close()
+                stop.set()  # a bug: the other workers start no new episode
                 raise
             result["attempts"] = attempt
+            for key in spent:
+                spent[key] += result["usage"][key]
+            result["usage_all_attempts"] = dict(spent)
             writer.finish(result)
             if result["status"] != "infra_failure":
                 break
@@ -214,10 +248,26 @@ def _run_pending(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verl-cua-eval") as executor,
     ):
         try:
-            for future in [executor.submit(run_one, ref) for ref in pending]:
-                future.result()
+            futures = [executor.submit(run_one, ref) for ref in pending]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                if future.done():
+                    future.result()  # re-raise the first error of a worker
         except BaseException:
             stop.set()  # Ctrl-C or a bug: no new episodes; finished ones are on disk, the rest rerun next time
+            executor.shutdown(wait=False, cancel_futures=True)
             raise
     if aborted:
         raise RunAborted(aborted[0])
+
+
+def _first_env_in_foreground(factory: Callable[[], GUIEnv], config: EvalConfig) -> Callable[[], GUIEnv]:
+    """Build one env now: a mistake in the settings (unknown kwarg, missing package) is a one-line error, not an
+    infra failure per task. The env is handed to the pool; a desktop that does not start is left to the pool."""
+    try:
+        first = [factory()]
+    except InfraFailure:
+        first = []
+    except (ValueError, TypeError, ImportError, RuntimeError, OSError) as exc:
+        raise ValueError(f"cannot make the {config.env} env: {type(exc).__name__}: {exc}") from None
+    return lambda: first.pop() if first else factory()

@@ -37,7 +37,7 @@ def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
     successes = sum(r["status"] == "success" for r in scored)
     steps = sum(int(r.get("steps") or 0) for r in scored)
     invalid = sum(int(r.get("invalid_actions") or 0) for r in scored)
-    usage = [r.get("usage") or {} for r in scored]
+    usage = [r.get("usage_all_attempts") or r.get("usage") or {} for r in results]  # spend includes failed tries
     return {
         "tasks": len(results),
         "scored": len(scored),

@@ -13,6 +13,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from PIL import Image
 
 
+class Raw:
+    """A script entry sent as the response body exactly as it is (any JSON value, e.g. null or a list)."""
+
+    def __init__(self, body):
+        self.body = body
+
+
 class ScriptedChatServer:
     """`scripts[word] = [reply 0, reply 1, ...]`: the first script whose word is in the instruction answers. A reply
     is model text, a list of Anthropic content blocks, or a whole recorded response body (a dict, sent as it is)."""
@@ -54,6 +61,8 @@ class ScriptedChatServer:
         text = first_user_text(messages)
         script = next((s for word, s in self.scripts.items() if word in text), None)
         reply = script[turn] if script is not None and turn < len(script) else self.fallback
+        if isinstance(reply, Raw):
+            return 200, reply.body
         if isinstance(reply, dict):  # a recorded response body, replayed as it is
             return 200, reply
         if path.endswith("/messages"):

@@ -63,3 +63,24 @@ def test_trace_keys_and_values_are_checked():
         validate_cua_config({**base, "trace": {"dirr": "/tmp"}})
     with pytest.raises(CuaConfigError, match="cua.trace.fraction must be a number in"):
         validate_cua_config({**base, "trace": {"dir": "/tmp", "every": 1, "fraction": 2}})
+
+
+def test_validation_rows_are_marked_and_traced_apart(tmp_path):
+    import numpy as np
+    from verl.utils import tensordict_utils as tu
+
+    from verl_cua.integrations.verl.trace import MarkValidation, open_trace
+
+    loader = [{"raw_prompt": np.array([[{"role": "user", "content": "x"}]] * 3, dtype=object), "index": np.arange(3)}]
+    wrapped = MarkValidation(loader)
+    assert len(wrapped) == 1
+    (batch,) = list(wrapped)
+    batch["uid"] = np.array(["u1", "u2", "u3"], dtype=object)  # what verl's _validate adds next
+    td = tu.get_tensordict(batch)  # verl's own conversion, as in its _validate
+    assert [td["cua_validate"][i] for i in range(3)] == [True] * 3
+    trace = {"dir": str(tmp_path), "every": 1, "fraction": 1.0}
+    row = {"uid": "0a1b2c3d4e", "session_id": 0, "global_steps": 5, "extra_info": {"task_id": "click-test"}}
+    val = open_trace(trace, {**row, "cua_validate": True}, {"task": "click-test", "seed": 1})
+    train = open_trace(trace, row, {"task": "click-test", "seed": 1})
+    assert val.dir == tmp_path / "val_step_000005" / "click-test-seed1" / "0a1b2c3d-0"
+    assert train.dir == tmp_path / "step_000005" / "click-test-seed1" / "0a1b2c3d-0"

@@ -48,7 +48,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class Request:
-    """What to send: the path below the base URL, the body, and the settings adapters read."""
+    """One model turn to ask for: the conversation so far and the generation settings."""
 
     model: str
     spec: PromptSpec

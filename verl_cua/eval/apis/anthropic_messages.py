@@ -39,12 +39,12 @@ class AnthropicMessages:
             content: list[dict[str, Any]] = []
             if uses:  # every tool_use needs its tool_result, first in the next user turn
                 for k, use in enumerate(uses):
+                    parts = [_text(turn.error)] if turn.error else []  # nothing was done: say why
+                    if k == len(uses) - 1 and turn.image is not None:
+                        parts.append(image or _text(OMITTED))  # the screen after the actions, error or not
+                    result = {"content": parts or [_text("done")]}
                     if turn.error:
-                        result = {"content": [_text(turn.error)], "is_error": True}
-                    elif k == len(uses) - 1 and turn.image is not None:
-                        result = {"content": [image or _text(OMITTED)]}
-                    else:
-                        result = {"content": [_text("done")]}
+                        result["is_error"] = True
                     content.append({"type": "tool_result", "tool_use_id": use["id"], **result})
             elif turn.image is not None:
                 content.append(image or _text(OMITTED))
@@ -83,7 +83,9 @@ class AnthropicMessages:
             int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
         )
         tokens = {"prompt_tokens": prompt, "completion_tokens": int(usage.get("output_tokens") or 0)} if usage else None
-        return ModelReply(text=text, message={"role": "assistant", "content": content}, usage=tokens, response=body)
+        # an empty turn cannot be sent back (the API rejects empty content): keep a placeholder in the history
+        message = {"role": "assistant", "content": content or [_text("(no reply)")]}
+        return ModelReply(text=text, message=message, usage=tokens, response=body)
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -49,9 +49,13 @@ class OpenAIChat:
 
     def reply(self, body: dict[str, Any], request: Request) -> ModelReply:
         """The first choice's text, with any extracted `tool_calls` appended as `<tool_call>` blocks."""
-        choices = body.get("choices") if isinstance(body, dict) else None
-        if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-            raise ValueError(f"response has no choices[0].message (keys: {', '.join(sorted(body)[:6])})")
+        if not isinstance(body, dict):
+            raise ValueError(f"response is a JSON {type(body).__name__}, not an object")
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError(f"response has no choices (keys: {', '.join(sorted(body)[:6])})")
+        if not isinstance(choices[0].get("message"), dict):
+            raise ValueError("response has no choices[0].message")
         message = choices[0]["message"]
         text = _content_text(message.get("content"))
         for call in message.get("tool_calls") or []:

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from PIL import Image
 
@@ -103,17 +104,40 @@ class EpisodeTrace:
             logger.warning("cua.trace: stopped writing %s: %s", self.dir, exc)
 
 
+class MarkValidation:
+    """The trainer's validation dataloader with `cua_validate` on every row: verl does not tell the agent loop which
+    rollouts validate, and a traced validation rollout must not land among a training step's groups."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        for batch in self.loader:
+            batch["cua_validate"] = np.array([True] * len(batch["raw_prompt"]), dtype=object)  # as verl adds uid
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)
+
+
 def open_trace(trace: dict[str, Any], kwargs: dict[str, Any], task: Any) -> EpisodeTrace | None:
-    """The trace of this agent-loop call's episode, or None when it is not sampled (or tracing is off)."""
+    """The trace of this agent-loop call's episode, or None when it is not sampled (or tracing is off).
+    Validation rollouts go to `val_step_<N>/` (no advantages), training ones to `step_<N>/`."""
     uid, steps = kwargs.get("uid"), kwargs.get("global_steps")
     if not sampled(trace, uid, steps):
         return None
+    prefix = "val_step" if kwargs.get("cua_validate") else "step"
     info = kwargs.get("extra_info") or {}
     task_id = str(info.get("task_id") or (task.get("task") if isinstance(task, dict) else task))
     name = Path(task_id).stem if task_id.endswith(".json") else task_id
     if isinstance(task, dict) and task.get("seed") is not None:
         name = f"{name}-seed{task['seed']}"
-    directory = Path(trace["dir"]) / f"step_{int(steps):06d}" / name / f"{str(uid)[:8]}-{kwargs.get('session_id', 0)}"
+    directory = (
+        Path(trace["dir"]) / f"{prefix}_{int(steps):06d}" / name / f"{str(uid)[:8]}-{kwargs.get('session_id', 0)}"
+    )
     try:
         return EpisodeTrace(directory, task_id)
     except OSError as exc:  # a full or missing disk must not stop training

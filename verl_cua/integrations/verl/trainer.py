@@ -36,7 +36,7 @@ from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
-from verl_cua.integrations.verl.trace import write_advantages, write_trace_run
+from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +289,16 @@ class CuaTrainer(PPOTrainerSync):
             metrics.update({k: v for k, v in self.entropulse.metrics().items() if k != "entropulse/phase"})
         else:
             metrics.update(self.entropulse.metrics())
+
+    def on_validate_begin(self):
+        super().on_validate_begin()
+        if (self.cua.get("trace") or {}).get("dir"):
+            self.val_dataloader = MarkValidation(self.val_dataloader)
+
+    def on_validate_end(self):
+        if isinstance(self.val_dataloader, MarkValidation):
+            self.val_dataloader = self.val_dataloader.loader
+        super().on_validate_end()
 
     def on_step_end(self):
         self.entropulse_step(self._step_metrics)
