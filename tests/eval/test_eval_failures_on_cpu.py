@@ -67,6 +67,7 @@ def test_endpoint_down_is_an_infra_failure_and_is_rerun(tmp_path, chromium):
     assert result["status"] == "infra_failure" and result["end_reason"] == "endpoint" and result["attempts"] == 2
     assert "ConnectError" in result["error"]
     assert (summary["scored"], summary["infra_failures"], summary["success_rate"]) == (0, 2, None)
+    assert summary["success_rate_osworld"] == 0.0 and summary["success_rate_ci95"] is None  # OSWorld counts them
     calls = []
 
     class Counting(ChatClient):
@@ -136,6 +137,7 @@ def test_two_evals_cannot_share_a_run_directory(tmp_path, chat_server):
 
 def test_the_cli_exits_4_while_infra_failures_are_left(tmp_path, capsys, monkeypatch):
     summary = {"infra_failures": 2, "domains": {}, "tasks": 2, "scored": 0, "successes": 0, "success_rate": None,
+               "success_rate_ci95": None,
                "unfinished": 0, "invalid_action_rate": None, "mean_steps": None, "mean_step_latency_s": None,
                "prompt_tokens": 0, "completion_tokens": 0}  # fmt: skip
     monkeypatch.setattr("verl_cua.eval.run_eval", lambda config, progress: summary)

@@ -55,6 +55,8 @@ def test_summary_counts_one_success_of_two(run):
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["successes"], summary["scored"], summary["success_rate"]) == (1, 2, 0.5)
     assert summary["infra_failures"] == 0 and summary["unfinished"] == 0
+    assert summary["success_rate_ci95"] == pytest.approx([0.0945, 0.9055], abs=1e-4)  # Wilson, 1 of 2
+    assert summary["success_rate_osworld"] == 0.5
     assert summary["domains"]["terminal"]["successes"] == 1 and summary["domains"]["terminal"]["tasks"] == 2
     # 5 model turns, one of them not an action
     assert summary["invalid_action_rate"] == pytest.approx(1 / 5)

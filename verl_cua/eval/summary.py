@@ -1,11 +1,13 @@
 """`summary.json` of an eval run, overall and per domain (OSWorld app / MiniWoB task), and its printed table.
 
 Success rate = successes / scored episodes: an infra failure is not the model's, so it is counted apart
-(`infra_failures`) and left out of the rate, as are tasks not run yet (`unfinished`).
+(`infra_failures`) and left out of the rate, as are tasks not run yet (`unfinished`). `success_rate_ci95` is the
+Wilson score interval; `success_rate_osworld` counts infra failures as failures, as OSWorld's own scripts do.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ def summarise(run_dir: str | Path, tasks: list[str] | None = None) -> dict[str, 
 
 def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in results if r["status"] in ("success", "failure")]
+    infra = sum(r["status"] == "infra_failure" for r in results)
     successes = sum(r["status"] == "success" for r in scored)
     steps = sum(int(r.get("steps") or 0) for r in scored)
     invalid = sum(int(r.get("invalid_actions") or 0) for r in scored)
@@ -43,7 +46,9 @@ def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
         "scored": len(scored),
         "successes": successes,
         "success_rate": successes / len(scored) if scored else None,
-        "infra_failures": sum(r["status"] == "infra_failure" for r in results),
+        "success_rate_ci95": wilson_interval(successes, len(scored)),
+        "success_rate_osworld": successes / (len(scored) + infra) if scored or infra else None,
+        "infra_failures": infra,
         "unfinished": sum(r["status"] == "unfinished" for r in results),
         "retried": sum(int(r.get("attempts") or 1) > 1 for r in results),
         "invalid_action_rate": invalid / steps if steps else None,
@@ -55,13 +60,35 @@ def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float] | None:
+    """The Wilson score interval of a success rate (95% by default); None without trials."""
+    if n == 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
 def print_summary(summary: dict[str, Any], title: str = "verl-cua eval") -> None:
     """A rich table: one row per domain and one for the whole run."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    columns = ("domain", "tasks", "success", "rate", "infra", "invalid", "steps", "s/step", "tokens in", "out")
+    columns = (
+        "domain",
+        "tasks",
+        "success",
+        "rate",
+        "95% CI",
+        "infra",
+        "invalid",
+        "steps",
+        "s/step",
+        "tokens in",
+        "out",
+    )
     for i, name in enumerate(columns):
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
     rows = list(summary["domains"].items())
@@ -87,6 +114,7 @@ def _cells(f: dict[str, Any]) -> list[str]:
         f"{f['tasks']}{unfinished}",
         f"{f['successes']}/{f['scored']}",
         pct(f["success_rate"]),
+        "-" if f["success_rate_ci95"] is None else "{:.0f}-{:.0f}%".format(*(100 * v for v in f["success_rate_ci95"])),
         str(f["infra_failures"]),
         pct(f["invalid_action_rate"]),
         num(f["mean_steps"], ".1f"),
