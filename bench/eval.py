@@ -5,6 +5,11 @@ moves in Qwen3-VL's format): the bare loop encodes the screenshot, posts the las
 steps the env; the harness (`run_episode`) also resizes for the model, writes every screenshot and step line to disk
 and keeps the raw replies. Rounds alternate harness and bare; figures are medians of per-step times. Envs: MiniWoB++
 (160x210 screenshots) and, when installed, the local OSWorld desktop (1920x1080, pause=0).
+
+On the 2-core CI machine (`--steps 8 --rounds 5` and `--rounds 7`, two runs): local desktop 352-385 ms per step
+through the harness vs 351-380 ms bare (ratio 1.003-1.014; 35 KB on disk and 110 KB sent per step); MiniWoB
+153-168 ms vs 146-160 ms (1.04-1.05). Before the harness reused one PNG encoding for the request and the file and
+left upsizing to the server's processor, the ratios were 1.12 and 1.22.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ def test_trajectories_and_screenshots_are_written(run):
 def test_requests_carry_the_prompt_and_at_most_k_screenshots(run):
     _rc, server, _out = run
     assert len(server.requests) == 5
-    size = model_image_size("qwen3vl", (1920, 1080))
+    assert model_image_size("qwen3vl", (1920, 1080)) == (1920, 1088)  # a resize the server makes itself
+    size = (1920, 1080)  # so the screenshot goes as it is
     for req in server.requests:
         body = req["body"]
         assert body["model"] == "scripted-qwen3vl" and body["temperature"] == 0.0

@@ -243,3 +243,14 @@ def test_openai_sends_the_reply_text_back_and_omits_old_screenshots():
     kinds = [[p["type"] for p in m["content"]] for m in messages if m["role"] == "user"]
     assert kinds == [["text", "text"], ["image_url", "text"], ["image_url", "text"]]
     assert json.dumps(body)  # JSON-serialisable as it is sent
+
+
+def test_screenshots_are_shrunk_only_where_the_cap_is_ours():
+    from verl_cua.eval.images import for_model, model_image_size
+
+    screen = Image.new("RGB", SCREEN)
+    assert for_model(screen, model_image_size("qwen3vl", SCREEN)).size == SCREEN  # the server resizes to 1920x1088
+    capped = model_image_size("qwen3vl", SCREEN, max_pixels=1_003_520)
+    assert capped == (1312, 736) and for_model(screen, capped).size == capped
+    assert model_image_size("claude", SCREEN) == (1280, 720) and for_model(screen, (1280, 720)).size == (1280, 720)
+    assert model_image_size("pyautogui", SCREEN) == SCREEN

@@ -89,10 +89,13 @@ class EpisodeWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lines = open(self.dir / TRAJECTORY, "a", encoding="utf-8")  # closed by finish() / close()
 
-    def screenshot(self, index: int, image: Image.Image) -> str:
-        """Save the `index`-th screenshot; returns its file name for the step record."""
+    def screenshot(self, index: int, image: Image.Image | bytes) -> str:
+        """Save the `index`-th screenshot (an image, or PNG bytes already encoded); returns its file name."""
         name = screenshot_name(index)
-        image.save(self.dir / name, format="PNG", compress_level=3)
+        if isinstance(image, bytes):
+            (self.dir / name).write_bytes(image)
+        else:
+            image.save(self.dir / name, format="PNG", compress_level=3)
         return name
 
     def step(self, record: dict[str, Any]) -> None:

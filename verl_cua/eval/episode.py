@@ -11,7 +11,7 @@ from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.envs.pool import EnvLease
 from verl_cua.envs.task_sets import TaskRef
 from verl_cua.envs.trajectory import EpisodeWriter, step_record
-from verl_cua.eval.apis import Turn
+from verl_cua.eval.apis import Turn, png_bytes
 from verl_cua.eval.endpoint import ChatClient, EndpointError
 from verl_cua.eval.images import for_model, model_image_size
 
@@ -67,8 +67,9 @@ def run_episode(
     screen = obs.screen
     image = model_image_size(settings.format, screen, settings.max_pixels)
     spec = build_prompt(settings.format, screen=screen, image=image)
-    shot = result["final_screenshot"] = writer.screenshot(0, obs.screenshot)
-    turns = [Turn(image=for_model(obs.screenshot, image), text=spec.user_text(obs.instruction))]
+    shot, turn = _screen(writer, 0, obs.screenshot, image, spec.user_text(obs.instruction))
+    result["final_screenshot"] = shot
+    turns = [turn]
     end_reason = "max_steps"
     for step in range(1, settings.max_steps + 1):
         try:
@@ -108,15 +109,18 @@ def run_episode(
         )
         if infra:
             return finish("infra_failure", "infra", stepped.info.get("error"))
+        error = None if parsed.valid else parsed.error
         if stepped.observation is not obs:  # an invalid action leaves the screen as it was: no new file
             obs = stepped.observation
-            shot = writer.screenshot(step, obs.screenshot)
+            shot, turn = _screen(writer, step, obs.screenshot, image, observation_text(step, error))
+        else:
+            turn = Turn(image=turns[-1].image, text=observation_text(step, error), image_png=turns[-1].image_png)
+        turn.error = error
         result["final_screenshot"] = shot
         if parsed.terminal or stepped.done:
             end_reason = parsed.terminal or "env_done"
             break
-        error = None if parsed.valid else parsed.error
-        turns.append(Turn(image=for_model(obs.screenshot, image), text=observation_text(step, error), error=error))
+        turns.append(turn)
     t = time.perf_counter()
     score = lease.evaluate()
     totals["env_seconds"] += time.perf_counter() - t
@@ -124,3 +128,12 @@ def run_episode(
         return finish("infra_failure", "infra", lease.error)
     result["score"] = float(score)
     return finish("success" if score >= settings.success_threshold else "failure", end_reason)
+
+
+def _screen(writer: EpisodeWriter, index: int, screenshot, size: tuple[int, int], text: str) -> tuple[str, Turn]:
+    """Save a screenshot and make the turn that shows it; one PNG encoding serves both when the model gets the
+    screenshot as it is (1080p PNG encoding is the largest cost of a step here)."""
+    image = for_model(screenshot, size)
+    png = png_bytes(screenshot)
+    name = writer.screenshot(index, png)
+    return name, Turn(image=image, text=text, image_png=png if image is screenshot else None)

@@ -33,6 +33,9 @@ def model_image_size(format: str, screen: tuple[int, int], max_pixels: int | Non
 
 
 def for_model(image: Image.Image, size: tuple[int, int]) -> Image.Image:
-    """The screenshot as the model gets it: RGB, at `size`."""
+    """The screenshot to send for a model that sees it at `size`: shrunk to `size` when that is smaller (the cap
+    must be ours), else as it is, since the server's processor makes the same resize from it (fewer bytes)."""
     image = image.convert("RGB") if image.mode != "RGB" else image
-    return image if image.size == tuple(size) else image.resize(size, Image.Resampling.BICUBIC)
+    if size[0] * size[1] >= image.size[0] * image.size[1]:
+        return image
+    return image.resize(size, Image.Resampling.BICUBIC)

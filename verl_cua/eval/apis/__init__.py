@@ -37,13 +37,13 @@ class Turn:
     text: str
     error: str | None = None  # why the previous reply was not a valid action (adapters may report it natively)
     reply: ModelReply | None = None
-    _base64: str | None = field(default=None, repr=False)
+    image_png: bytes | None = field(default=None, repr=False)  # `image` already encoded, when the caller has it
 
     def image_base64(self) -> str:
         """The screenshot as base64 PNG, encoded once (it is resent with every later turn in the history)."""
-        if self._base64 is None:
-            self._base64 = png_base64(self.image)
-        return self._base64
+        if self.image_png is None:
+            self.image_png = png_bytes(self.image)
+        return base64.b64encode(self.image_png).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,11 @@ def get_api(name: str) -> ChatAPI:
         raise ValueError(f"unknown provider API {name!r}; valid: {', '.join(sorted(API_REGISTRY))}") from None
 
 
-def png_base64(image: Image.Image) -> str:
-    """A screenshot as base64 PNG (lossless: small UI text survives)."""
+def png_bytes(image: Image.Image) -> bytes:
+    """A screenshot as PNG (lossless: small UI text survives), as the trajectory stores it too."""
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=3)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return buf.getvalue()
 
 
 def shown_images(turns: list[Turn], history_images: int) -> set[int]:
