@@ -30,30 +30,31 @@ SAME_RUN = ("env", "provider", "env_kwargs", "model", "format", "provider_api", 
 
 @dataclass
 class EvalConfig:
-    """One evaluation run: which tasks on which env, which model through which API, and where the results go."""
+    """One evaluation run: which tasks on which env, which model through which API, and where the results go.
+    The fields are `verl-cua eval`'s options (`verl-cua eval --help` says what each does)."""
 
-    env: str
-    tasks: str | list[str]
-    model: str
-    format: str
-    out: str
-    provider: str | None = None  # OSWorld: local, docker, aws, ...
-    seeds: str = "0"  # MiniWoB
-    base_url: str | None = None
-    provider_api: str = "openai"
-    api_key_env: str | None = None
-    workers: int = 1
-    max_steps: int = 15
-    history_images: int = 3
-    max_pixels: int | None = None
-    retries: int = 2
-    max_tokens: int = 1024
+    env: str  # miniwob | osworld
+    tasks: str | list[str]  # names, task JSONs, folders, OSWorld meta files (comma-separated)
+    model: str  # the name the endpoint serves
+    format: str  # the model's action format: qwen3vl | qwen25vl | uitars | pyautogui | claude
+    out: str  # the run directory
+    provider: str | None = None  # OSWorld desktops: local (default), docker, aws, ...
+    seeds: str = "0"  # MiniWoB seeds per task: 0-9 or 1,2,3
+    base_url: str | None = None  # default: the API's own (vLLM's localhost:8000/v1, Anthropic's)
+    provider_api: str = "openai"  # openai (chat completions) | anthropic (Messages API)
+    api_key_env: str | None = None  # the environment variable with the key (default: the API's usual one)
+    workers: int = 1  # envs and episodes in parallel
+    max_steps: int = 15  # model turns per episode
+    history_images: int = 3  # screenshots kept in the conversation
+    max_pixels: int | None = None  # cap on the screenshot sent (qwen formats, claude)
+    retries: int = 2  # extra attempts for an episode that hit an infra failure
+    max_tokens: int = 1024  # generation budget per step
     temperature: float = 0.0
-    timeout: float = 300.0
-    success_threshold: float = 1.0
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    name: str | None = None
+    timeout: float = 300.0  # seconds per model request
+    success_threshold: float = 1.0  # an evaluator score counted as a success
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to make_env (provider options)
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
+    name: str | None = None  # the run's name in reports (default: the directory's)
 
     def run_meta(self) -> dict[str, Any]:
         """What run.json records (no API key, only the variable's name)."""

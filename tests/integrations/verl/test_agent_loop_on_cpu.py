@@ -145,6 +145,7 @@ def test_traced_episode_is_written_in_the_eval_format(tiny_model, chromium, tmp_
     assert {o.extra_fields["cua_trace_dir"] for o in outs} == {str(episode_dir)}
     episode = read_episode(episode_dir)
     assert episode.status == "success" and episode.result["reward"] == 1.0 and episode.result["steps"] == 3
+    assert episode.result["end_reason"] == "env_done"  # MiniWoB ended it on the successful submit
     assert [s["model_text"] for s in episode.steps] == texts and all(s["valid"] for s in episode.steps)
     seen = [o.multi_modal_data["images"][-1] for o in outs]  # the screenshot each step row acted on
     for step, image in zip(episode.steps, seen, strict=True):

@@ -47,6 +47,7 @@ class Episode:
     weight_versions: list[int] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)
     trace: EpisodeTrace | None = None
+    terminal: str | None = None  # "done" / "fail" when the model ended the episode
     last_generate_seconds: float = 0.0
 
     @property
@@ -252,6 +253,7 @@ class GUIAgentLoop(AgentLoopBase):
         ep.actions.append(text)
         ep.errors.append(None if parsed.valid else parsed.error)
         ep.invalid += 0 if parsed.valid else 1
+        ep.terminal = parsed.terminal
         before = ep.env_seconds
         result = await self._env(ep, service, lease.step, parsed)
         if result.info.get("infra_failure"):
@@ -273,8 +275,18 @@ class GUIAgentLoop(AgentLoopBase):
         """The episode's reward, after writing its traced result (when it is traced)."""
         reward = self._reward(ep)
         if ep.trace is not None:
-            ep.trace.finish(ep, reward, ep.final_screenshot)
+            ep.trace.finish(ep, reward, ep.final_screenshot, self._end_reason(ep))
         return reward
+
+    def _end_reason(self, ep: Episode) -> str:
+        """Why the episode stopped, in the eval harness's words."""
+        if ep.infra_failure:
+            return "infra"
+        if ep.truncated:
+            return "truncated"
+        if ep.terminal:
+            return ep.terminal
+        return "max_steps" if ep.steps >= self.env_cfg["max_steps"] else "env_done"
 
     def _reward(self, ep: Episode) -> float:
         """Task success in [0, 1] minus the invalid-action penalty; 0 for infra failures (excluded from training)."""

@@ -58,18 +58,18 @@ class EpisodeTrace:
                 action=parsed.to_dict(),
                 valid=parsed.valid,
                 error=parsed.error,
-                env_error=info.get("error"),
+                env_error=info.get("error") if parsed.valid else None,  # else it repeats the parse error
                 infra_failure=bool(info.get("infra_failure")),
                 reward=float(reward),
                 timing={"model_s": model_s, "env_s": env_s},
             )
         )
 
-    def finish(self, ep, reward: float, final: Image.Image | None) -> None:
+    def finish(self, ep, reward: float, final: Image.Image | None, end_reason: str) -> None:
         """`result.json` in the eval format, plus the training reward."""
-        self._safely(self._finish, ep, reward, final)
+        self._safely(self._finish, ep, reward, final, end_reason)
 
-    def _finish(self, ep, reward: float, final: Image.Image | None) -> None:
+    def _finish(self, ep, reward: float, final: Image.Image | None, end_reason: str) -> None:
         final_name = self.writer.screenshot(self._shots, final) if final is not None else None
         status = "infra_failure" if ep.infra_failure else "success" if ep.success else "failure"
         task = self.dir.parent.name
@@ -84,7 +84,7 @@ class EpisodeTrace:
                 "reward": float(reward),
                 "steps": ep.steps,
                 "invalid_actions": ep.invalid,
-                "end_reason": "infra" if ep.infra_failure else "truncated" if ep.truncated else "done",
+                "end_reason": end_reason,
                 "error": ep.infra_error,
                 "final_screenshot": final_name,
                 "model_seconds": ep.generate_seconds,
