@@ -144,3 +144,15 @@ def test_the_cli_exits_4_while_infra_failures_are_left(tmp_path, capsys, monkeyp
     rc = main(["eval", "--env", "miniwob", "--tasks", "click-test", "--model", "m", "--format", "pyautogui",
                "--out", str(tmp_path)])  # fmt: skip
     assert rc == 4 and "2 tasks ended in infra failures; rerun to retry them" in capsys.readouterr().err
+
+
+def test_a_missing_env_package_names_the_install_command(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "miniwob", None)  # as if not installed
+    rc = main(["eval", "--env", "miniwob", "--tasks", "click-test", "--model", "m", "--format", "qwen3vl",
+               "--out", str(tmp_path)])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert (
+        rc == 2 and err == "verl-cua eval: the miniwob env needs the miniwob package: pip install 'verl-cua[miniwob]'"
+    )

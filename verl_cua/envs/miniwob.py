@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 
 CHROME_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+PIP_HINT = "pip install 'verl-cua[miniwob]'"
 APT_HINT = "apt-get install -y --no-install-recommends chromium chromium-driver fonts-liberation"
 MAX_SCROLL_REPEAT = 10
 TYPE_CHUNK = 64  # MiniWoB's TYPE_TEXT limit
@@ -73,8 +74,11 @@ DENIED_CHORDS = frozenset(
 
 def task_names() -> list[str]:
     """All MiniWoB++ task names (`click-button`, ...) registered by the miniwob package."""
-    import gymnasium as gym
-    import miniwob
+    try:
+        import gymnasium as gym
+        import miniwob
+    except ImportError:
+        raise ImportError(f"the miniwob env needs the miniwob package: {PIP_HINT}") from None
 
     gym.register_envs(miniwob)
     return sorted(k.split("/", 1)[1].rsplit("-v", 1)[0] for k in gym.registry if k.startswith("miniwob/"))
@@ -334,7 +338,7 @@ def _check_system() -> None:
     try:
         import miniwob  # noqa: F401
     except ImportError:
-        raise ImportError("the miniwob env needs the miniwob package: pip install 'verl-cua[miniwob]'") from None
+        raise ImportError(f"the miniwob env needs the miniwob package: {PIP_HINT}") from None
     binary = os.environ.setdefault("MINIWOB_CHROME_BINARY", CHROME_BINARY)
     driver = os.environ.setdefault("MINIWOB_CHROMEDRIVER", CHROMEDRIVER)
     for path in (binary, driver):
