@@ -254,3 +254,11 @@ def test_screenshots_are_shrunk_only_where_the_cap_is_ours():
     assert capped == (1312, 736) and for_model(screen, capped).size == capped
     assert model_image_size("claude", SCREEN) == (1280, 720) and for_model(screen, (1280, 720)).size == (1280, 720)
     assert model_image_size("pyautogui", SCREEN) == SCREEN
+
+
+def test_extra_body_reaches_the_request_and_max_completion_tokens_replaces_max_tokens():
+    spec, adapter, turns = _turns(OPENAI_TEXT, "openai", "qwen3vl", steps=1)
+    body = adapter.body(Request("gpt", spec, turns, 1, 256, 0.0, {"top_p": 0.9}))
+    assert (body["max_tokens"], body["top_p"]) == (256, 0.9)
+    body = adapter.body(Request("gpt", spec, turns, 1, 256, 0.0, {"max_completion_tokens": 512}))
+    assert "max_tokens" not in body and body["max_completion_tokens"] == 512

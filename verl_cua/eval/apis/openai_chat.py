@@ -39,13 +39,16 @@ class OpenAIChat:
             messages.append({"role": "user", "content": content})
             if turn.reply is not None:
                 messages.append(turn.reply.message)
-        return {
+        body = {
             "model": request.model,
             "messages": messages,
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             **request.extra_body,
         }
+        if "max_completion_tokens" in request.extra_body:  # OpenAI's reasoning models refuse max_tokens
+            del body["max_tokens"]
+        return body
 
     def reply(self, body: dict[str, Any], request: Request) -> ModelReply:
         """The first choice's text, with any extracted `tool_calls` appended as `<tool_call>` blocks."""
