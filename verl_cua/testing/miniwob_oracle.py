@@ -32,11 +32,11 @@ def solution(env: MiniWoBEnv, obs: Observation, *, wrong: bool = False) -> list[
     fields = dict(obs.extra.get("fields", []))
     if task == "click-button":
         buttons = [e for e in elements if e["tag"] == "BUTTON"]
-        target = fields["target"].lower()
+        target = fields["target"]  # exact: a page may show both "yes" and "Yes", and only one of them counts
         pick = (
-            [b for b in buttons if (b.get("text") or "").lower() != target]
+            [b for b in buttons if (b.get("text") or "") != target]
             if wrong
-            else [b for b in buttons if (b.get("text") or "").lower() == target]
+            else [b for b in buttons if (b.get("text") or "") == target]
         )
         return [_click(*center(pick[0], scale))]
     if task == "click-test":
