@@ -132,6 +132,12 @@ class EpisodeRecord:
         return (self.result or {}).get("status", "unfinished")
 
 
+def read_result(directory: str | Path) -> dict[str, Any] | None:
+    """An episode's `result.json`, or None while it is unfinished (no trajectory lines are read)."""
+    path = Path(directory) / RESULT
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def read_episode(directory: str | Path, key: str | None = None) -> EpisodeRecord:
     """Read an episode directory; a torn last line (a crash mid-write) is dropped, other bad lines raise."""
     directory = Path(directory)
@@ -147,10 +153,7 @@ def read_episode(directory: str | Path, key: str | None = None) -> EpisodeRecord
             if i == len(lines) - 1:
                 break
             raise ValueError(f"{path}: line {i + 1} is not JSON") from None
-    result = None
-    if (directory / RESULT).is_file():
-        result = json.loads((directory / RESULT).read_text(encoding="utf-8"))
-    return EpisodeRecord(key=key or directory.name, dir=directory, result=result, steps=steps)
+    return EpisodeRecord(key=key or directory.name, dir=directory, result=read_result(directory), steps=steps)
 
 
 def episode_dirs(run_dir: str | Path) -> dict[str, Path]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from verl_cua.envs import EnvPool, GUIEnv, InfraFailure, make_env
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
-from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, write_json
+from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
 from verl_cua.eval.endpoint import ChatClient
 from verl_cua.eval.episode import EpisodeSettings, RunAborted, run_episode
 from verl_cua.eval.progress import EvalProgress
@@ -177,8 +177,8 @@ def _open_run(out: Path, config: EvalConfig, refs: list[TaskRef]) -> dict[str, A
 
 def _status(episode_dir: Path) -> str | None:
     try:
-        return json.loads((episode_dir / RESULT).read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError):
+        return (read_result(episode_dir) or {}).get("status")
+    except (OSError, ValueError):  # a torn or unreadable result: the task runs again
         return None
 
 

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs.trajectory import episode_dirs, read_episode
+from verl_cua.envs.trajectory import episode_dirs, read_result
 
 
 def summarise(run_dir: str | Path, tasks: list[str] | None = None) -> dict[str, Any]:
@@ -19,9 +19,8 @@ def summarise(run_dir: str | Path, tasks: list[str] | None = None) -> dict[str, 
     root = Path(run_dir)
     keys = tasks if tasks is not None else list(episode_dirs(root))
     results = {}
-    for key in keys:
-        ep = read_episode(root / key, key) if (root / key).is_dir() else None
-        results[key] = (ep.result if ep is not None else None) or {"status": "unfinished", "task": key}
+    for key in keys:  # result.json only: the trajectories (raw replies included) are not needed here
+        results[key] = read_result(root / key) or {"status": "unfinished", "task": key}
     domains: dict[str, list[dict]] = {}
     for key, r in results.items():
         domains.setdefault(r.get("domain") or key.split("/")[0], []).append(r)
@@ -70,9 +69,16 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float] | No
     return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
+def wide_console():
+    """A rich console; 160 columns when writing to a log file or a pipe (no 80-column squeeze of the tables)."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
 def print_summary(summary: dict[str, Any], title: str = "verl-cua eval") -> None:
     """A rich table: one row per domain and one for the whole run."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -96,10 +102,7 @@ def print_summary(summary: dict[str, Any], title: str = "verl-cua eval") -> None
         table.add_row(name, *_cells(figures))
     table.add_section()
     table.add_row("[bold]all", *_cells(summary), style="bold")
-    console = Console()
-    if not console.is_terminal:  # a log file or a pipe: no 80-column squeeze
-        console = Console(width=160)
-    console.print(table)
+    wide_console().print(table)
 
 
 def _cells(f: dict[str, Any]) -> list[str]:

@@ -86,14 +86,12 @@ def print_compare(
     rows: list[dict[str, Any]], a_name: str, b_name: str, *, total: int | None = None, console: Any = None
 ) -> None:
     """Print the rows as a rich table and the one-line count (`total`: tasks in either run, for "N of M")."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    if console is None:
-        console = Console()
-        if not console.is_terminal:  # a log file or a pipe: no 80-column squeeze
-            console = Console(width=160)
+    from verl_cua.eval.summary import wide_console
+
+    console = console or wide_console()
     if rows:
         table = Table(show_edge=False, header_style="bold")
         for column in ("domain", "task", a_name, b_name, "better"):

@@ -9,7 +9,6 @@ the group's uid below `fraction`) every `every` training steps.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, step_record, write_json
+from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, step_record, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +174,9 @@ def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask:
     for path, steps in episodes.items():
         result_path = Path(path) / RESULT
         try:
-            result = json.loads(result_path.read_text(encoding="utf-8"))
+            result = read_result(path)
+            if result is None:
+                raise OSError("no result.json")
             n = max(int(result.get("steps") or 0), max(steps, default=-1) + 1)
             result["step_advantages"] = [steps.get(k) for k in range(n)]
             write_json(result_path, result)
