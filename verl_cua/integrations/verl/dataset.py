@@ -2,6 +2,8 @@
 
 One row per (task, seed): `prompt` (the task id; the real instruction comes from the env at reset),
 `agent_name=gui_agent`, `data_source=verl_cua/<env>`, `extra_info={task, seed, index, env}`.
+`--host verl-agent` adds `env_kwargs={task, domain, task_id}`, which verl-agent hands to the env manager's
+`reset` (the rows then fix the task order, epochs and resumption, as verl-agent's Search env does).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from verl_cua.envs.task_sets import resolve_tasks
 
 ENVS = ("miniwob", "osworld")
+HOSTS = ("verl", "verl-agent")
 
 
 def miniwob_rows(tasks: list[str], seeds: str) -> list[dict[str, Any]]:
@@ -37,6 +40,21 @@ def _row(env: str, task: str, seed: int | None, task_id: str | None = None) -> d
     }
 
 
+def for_verl_agent(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same rows with the `env_kwargs` column verl-agent's collector passes to `GUIEnvironmentManager.reset`."""
+    for row in rows:
+        info = row["extra_info"]
+        task = {"task": info["task"], "seed": info["seed"]} if info["env"] == "miniwob" else info["task"]
+        domain = info["task"] if info["env"] == "miniwob" else Path(info["task"]).parent.name
+        task_id = f"seed-{info['seed']}" if info["env"] == "miniwob" else info["task_id"]
+        row["env_kwargs"] = {
+            "task": json.dumps(task) if isinstance(task, dict) else task,
+            "domain": domain,
+            "task_id": task_id,
+        }
+    return rows
+
+
 def write_parquet(rows: list[dict[str, Any]], out: str | Path) -> Path:
     """Number the rows (`extra_info.index`) and write them as parquet."""
     import pandas as pd
@@ -56,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", required=True, help="MiniWoB names (comma-separated) or OSWorld JSON files/folders")
     ap.add_argument("--seeds", default="0", help="MiniWoB seeds: 0-9 or 1,2,3 (or name@seed in --tasks)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--host", default="verl", choices=HOSTS, help="verl-agent: add the env_kwargs column it reads")
     args = ap.parse_args(argv)
     try:
         if args.env == "miniwob":
@@ -65,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"verl-cua dataset: {exc}", file=sys.stderr)
         return 2
+    if args.host == "verl-agent":
+        rows = for_verl_agent(rows)
     path = write_parquet(rows, args.out)
     print(json.dumps({"rows": len(rows), "out": str(path)}))
     return 0

@@ -1,0 +1,68 @@
+"""`python -m verl_cua.integrations.verl_agent.main <overrides>`: verl-agent's `main_ppo` with verl-cua installed.
+
+The same Hydra config and overrides as `python3 -m verl.trainer.main_ppo` (run from the verl-agent checkout).
+Before Ray starts it checks the estimator and our env section; then it swaps in a TaskRunner actor that calls
+`install()` first, since make_envs, the trainer and compute_advantage all run in that actor, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from verl_cua.integrations.verl_agent.install import NOT_FOUND, builtin_estimators, install
+
+
+def check_config(config: Any) -> None:
+    """One-line errors, before any env or GPU is touched: unknown estimator, bad `env.<ours>` section."""
+    import verl.trainer.ppo.ray_trainer as ray_trainer
+
+    from verl_cua.integrations.verl_agent.estimators import check_estimator
+    from verl_cua.integrations.verl_agent.settings import env_name, read_settings
+
+    check_estimator(str(config.algorithm.adv_estimator), builtin_estimators(ray_trainer))
+    name = env_name(config.env.env_name)
+    if name is not None:
+        read_settings(name, config.env.get(name))
+
+
+def task_runner(original: Any) -> Any:
+    """A Ray actor class like verl-agent's `TaskRunner` whose `run` installs verl-cua before delegating."""
+    import ray
+
+    @ray.remote(num_cpus=1)
+    class CuaTaskRunner:
+        def run(self, config):
+            install()
+            return original.__ray_actor_class__.run(self, config)
+
+    return CuaTaskRunner
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse verl-agent's Hydra config with our checks and run its PPO loop."""
+    try:
+        import hydra
+        import verl.trainer.main_ppo as main_ppo
+    except ImportError as exc:
+        raise SystemExit(f"verl-cua: {NOT_FOUND} ({exc})") from None
+    install()  # driver-side too: cheap, and it fails here rather than in the actor if verl-agent is not found
+    config_dir = os.path.join(os.path.dirname(main_ppo.__file__), "config")
+
+    @hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)
+    def run(config) -> None:
+        try:
+            check_config(config)
+        except ValueError as exc:
+            raise SystemExit(f"verl-cua: {exc}") from None
+        main_ppo.TaskRunner = task_runner(main_ppo.TaskRunner)
+        main_ppo.run_ppo(config)
+
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""`env.<osworld|miniwob>.*`: our keys in verl-agent's config, read beside its own `env.*` (max_steps, seed, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+ENV_NAMES = ("osworld", "miniwob")
+TRAIN_FORMATS = ("qwen25vl", "qwen3vl", "uitars", "pyautogui")  # what an open model is trained on here
+BACKENDS = ("thread", "ray")
+# What a sampled task becomes when the dataset gives none (seeds for MiniWoB, as verl-agent's own envs draw).
+TRAIN_SEEDS = (0, 2**16 - 1)
+VAL_SEEDS = (2**16, 2**31 - 1)
+DEFAULT_TASKS = {"miniwob": "click-test,click-button,click-link", "osworld": None}
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """One env section (`+env.osworld.tasks=...` on verl-agent's command line); every key has a default but
+    OSWorld's `tasks`."""
+
+    tasks: str | None = None  # task names / JSON files / folders / OSWorld meta files (as `verl-cua eval --tasks`)
+    val_tasks: str | None = None  # default: `tasks`
+    kwargs: dict[str, Any] = field(default_factory=dict)  # verl_cua.envs.make_env(name, **kwargs)
+    format: str = "qwen25vl"  # how model text is parsed: qwen25vl | qwen3vl | uitars | pyautogui
+    max_pixels: int = 1003520  # screenshots are resized to at most this many pixels (1280 Qwen2.5-VL tokens)
+    success_threshold: float = 1.0  # evaluator score >= this sets info['won']
+    history_chars: int = 400  # each earlier model output in the text history is cut to this many characters
+    pool_backend: str = "thread"  # thread: envs in this process | ray: one Ray actor per env, on `hosts`
+    hosts: list[str] | None = None
+    reset_timeout: float = 120.0
+    step_timeout: float = 60.0
+    evaluate_timeout: float = 120.0
+
+    @property
+    def factor(self) -> int:
+        """Pixels per merged vision token side of the model the format belongs to (Qwen3-VL 32, else 28)."""
+        return 32 if self.format == "qwen3vl" else 28
+
+
+def env_name(config_env_name: str) -> str | None:
+    """Which of our envs `env.env_name` names (`osworld`, `miniwob/click-test`, ...), or None."""
+    head = str(config_env_name).lower().split("/", 1)[0]
+    return head if head in ENV_NAMES else None
+
+
+def read_settings(name: str, section: Mapping[str, Any] | None) -> EnvSettings:
+    """The settings of env `name` from its config section; unknown keys or values fail in one line naming the
+    valid ones."""
+    raw = _plain(section) or {}
+    valid = [f.name for f in fields(EnvSettings)]
+    unknown = sorted(set(raw) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown key(s) env.{name}.{', '.join(unknown)}; valid keys: {', '.join(valid)}")
+    settings = EnvSettings(**raw)
+    if settings.format not in TRAIN_FORMATS:
+        raise ValueError(f"unknown env.{name}.format {settings.format!r}; valid formats: {', '.join(TRAIN_FORMATS)}")
+    if settings.pool_backend not in BACKENDS:
+        raise ValueError(
+            f"unknown env.{name}.pool_backend {settings.pool_backend!r}; valid backends: {', '.join(BACKENDS)}"
+        )
+    tasks = settings.tasks if settings.tasks is not None else DEFAULT_TASKS[name]
+    if not tasks:
+        raise ValueError(f"env.{name}.tasks is required: task JSON files, folders or OSWorld meta files")
+    if not isinstance(settings.kwargs, Mapping):
+        raise ValueError(f"env.{name}.kwargs must be a mapping, got {type(settings.kwargs).__name__}")
+    if int(settings.max_pixels) < 256 * 256:
+        raise ValueError(f"env.{name}.max_pixels must be at least 65536 (verl-agent upsizes smaller images)")
+    return EnvSettings(**{**raw, "tasks": _task_text(tasks), "val_tasks": _task_text(settings.val_tasks or tasks)})
+
+
+def _task_text(tasks: str | list[str]) -> str:
+    return tasks if isinstance(tasks, str) else ",".join(str(t) for t in tasks)
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers -> plain dicts/lists (resolved); anything else as it is."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # pragma: no cover - verl-agent always brings omegaconf
+        return value
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
