@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
 from verl_cua.algos.gigpo import gigpo_advantages
 
@@ -33,6 +32,8 @@ def cua_gigpo(
     **kwargs,
 ) -> Any:
     """Set `data.batch['advantages']`/`['returns']`: A_episode + w * A_step of each sample's (episode, step)."""
+    import torch
+
     if gigpo_mode not in MODES:
         raise ValueError(f"unknown algorithm.gigpo.mode {gigpo_mode!r}; valid modes: {', '.join(MODES)}")
     nt = data.non_tensor_batch
