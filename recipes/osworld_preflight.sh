@@ -1,6 +1,7 @@
 # Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH): checks OSWorld's
 # client and, for the docker provider, Docker, KVM, the osworld-docker image and the Ubuntu VM image (downloaded
-# once, here, so that no Ray worker downloads it by itself); sets VM_ARGS, the overrides that pass the image on.
+# once, here, so that no Ray worker downloads it by itself); sets VM_ARGS, the overrides that pass the image on
+# (under KWARGS_PREFIX: +cua.env.kwargs by default, +env.osworld.kwargs for verl-agent).
 
 die() {
     set +x
@@ -19,5 +20,5 @@ if [ "${PROVIDER}" = docker ]; then
         "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"
     fi
     [ -f "${VM_PATH}" ] || die "no OSWorld VM image at VM_PATH=${VM_PATH}"
-    VM_ARGS=(+cua.env.kwargs.path_to_vm="${VM_PATH}")
+    VM_ARGS=("${KWARGS_PREFIX:-+cua.env.kwargs}.path_to_vm=${VM_PATH}")
 fi
