@@ -133,6 +133,7 @@ def test_dataset_rows_name_the_tasks_in_their_groups(managers, tmp_path):
     assert again["anchor"][0] == obs["anchor"][0]  # the same seed is the same page
     val_obs, val_infos = val_envs.reset([kwargs[0]])
     assert len(val_obs["text"]) == 1 and val_infos[0]["task"] == "click-test/seed-7"
+    assert not val_infos[0]["infra_failure"]  # validation takes the envs the train rollout still held
     with pytest.raises(ValueError, match="env_kwargs rows must carry 'task'"):
         envs.reset([{"question": "?"}] * 2)
     with pytest.raises(ValueError, match="pool holds 2"):

@@ -40,6 +40,13 @@ class Fleet:
         self.pool = pool
         self.executor = ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="verl-cua-agent")
         self.closed = False
+        self.owner: GUIEnvironmentManager | None = None
+
+    def claim(self, manager: GUIEnvironmentManager) -> None:
+        """Hand every env to `manager`: the other manager's episodes (a rollout cut short) give theirs back."""
+        if self.owner is not None and self.owner is not manager:
+            self.owner._release_all()
+        self.owner = manager
 
     def map(self, fn: Callable, *iterables) -> list:
         """`fn` over the items, all at once, results in order."""
@@ -111,6 +118,7 @@ class GUIEnvironmentManager:
         refs = self._refs_from_rows(kwargs) if kwargs is not None else self._sample_refs()
         if len(refs) > self.envs.size:
             raise EnvUsageError(f"{len(refs)} envs asked for, but the pool holds {self.envs.size}")
+        self.fleet.claim(self)
         self._release_all()
         self._states = [_EnvState(ref) for ref in refs]
         self.fleet.map(self._reset_one, self._states)
