@@ -14,45 +14,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs.task_sets import resolve_tasks
+from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 
 ENVS = ("miniwob", "osworld")
 HOSTS = ("verl", "verl-agent")
 
 
-def miniwob_rows(tasks: list[str], seeds: str) -> list[dict[str, Any]]:
+def miniwob_rows(tasks: list[str], seeds: str, host: str = "verl") -> list[dict[str, Any]]:
     """Rows for MiniWoB++ task names (checked against the installed miniwob package) and seeds (`0-9`, `1,2`)."""
-    return [_row("miniwob", ref.task["task"], ref.task["seed"]) for ref in resolve_tasks("miniwob", tasks, seeds)]
+    return [_row(ref, host) for ref in resolve_tasks("miniwob", tasks, seeds)]
 
 
-def osworld_rows(paths: list[str]) -> list[dict[str, Any]]:
+def osworld_rows(paths: list[str], host: str = "verl") -> list[dict[str, Any]]:
     """Rows for OSWorld task JSON files, folders or meta files (each validated as OSWorld would load it)."""
-    return [_row("osworld", ref.task, None, task_id=ref.task_id) for ref in resolve_tasks("osworld", paths)]
+    return [_row(ref, host) for ref in resolve_tasks("osworld", paths)]
 
 
-def _row(env: str, task: str, seed: int | None, task_id: str | None = None) -> dict[str, Any]:
-    return {
-        "data_source": f"verl_cua/{env}",
-        "prompt": [{"role": "user", "content": task_id or task}],
+def _row(ref: TaskRef, host: str) -> dict[str, Any]:
+    """One row; for verl-agent also `env_kwargs`, which its collector passes to `GUIEnvironmentManager.reset`."""
+    miniwob = ref.env == "miniwob"
+    task, seed = (ref.task["task"], ref.task["seed"]) if miniwob else (ref.task, None)
+    task_id = task if miniwob else ref.task_id
+    row = {
+        "data_source": f"verl_cua/{ref.env}",
+        "prompt": [{"role": "user", "content": task_id}],
         "agent_name": "gui_agent",
         "ability": "computer_use",
-        "extra_info": {"env": env, "task": task, "seed": -1 if seed is None else int(seed), "task_id": task_id or task},
+        "extra_info": {"env": ref.env, "task": task, "seed": -1 if seed is None else int(seed), "task_id": task_id},
     }
-
-
-def for_verl_agent(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The same rows with the `env_kwargs` column verl-agent's collector passes to `GUIEnvironmentManager.reset`."""
-    for row in rows:
-        info = row["extra_info"]
-        task = {"task": info["task"], "seed": info["seed"]} if info["env"] == "miniwob" else info["task"]
-        domain = info["task"] if info["env"] == "miniwob" else Path(info["task"]).parent.name
-        task_id = f"seed-{info['seed']}" if info["env"] == "miniwob" else info["task_id"]
-        row["env_kwargs"] = {
-            "task": json.dumps(task) if isinstance(task, dict) else task,
-            "domain": domain,
-            "task_id": task_id,
-        }
-    return rows
+    if host == "verl-agent":
+        encoded = json.dumps(ref.task) if isinstance(ref.task, dict) else ref.task
+        row["env_kwargs"] = {"task": encoded, "domain": ref.domain, "task_id": ref.task_id}
+    return row
 
 
 def write_parquet(rows: list[dict[str, Any]], out: str | Path) -> Path:
@@ -78,14 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.env == "miniwob":
-            rows = miniwob_rows(args.tasks.split(","), args.seeds)
+            rows = miniwob_rows(args.tasks.split(","), args.seeds, args.host)
         else:
-            rows = osworld_rows(args.tasks.split(","))
+            rows = osworld_rows(args.tasks.split(","), args.host)
     except ValueError as exc:
         print(f"verl-cua dataset: {exc}", file=sys.stderr)
         return 2
-    if args.host == "verl-agent":
-        rows = for_verl_agent(rows)
     path = write_parquet(rows, args.out)
     print(json.dumps({"rows": len(rows), "out": str(path)}))
     return 0

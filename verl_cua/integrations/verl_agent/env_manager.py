@@ -30,6 +30,7 @@ from verl_cua.integrations.verl_agent.settings import TRAIN_SEEDS, VAL_SEEDS, En
 
 logger = logging.getLogger(__name__)
 
+DATASET_CMD = "python -m verl_cua.integrations.verl.dataset --host verl-agent"
 MIN_PIXELS = 256 * 256  # verl-agent's process_image upsizes anything smaller, which would move the coordinates
 
 
@@ -299,6 +300,3 @@ class GUIEnvironmentManager:
             "data_source": f"verl_cua/{self.name}",
             "step": st.steps,
         }
-
-
-DATASET_CMD = "python -m verl_cua.integrations.verl.dataset --host verl-agent"
