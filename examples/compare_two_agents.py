@@ -46,8 +46,9 @@ def scripted_episodes(count: int) -> list[tuple[int, str, tuple[int, int], tuple
 
 
 def qwen3vl_click(point: tuple[int, int], screen: tuple[int, int]) -> str:
-    """A Qwen3-VL tool call clicking `point` (0..1000 coordinates)."""
-    x, y = (round(1000 * (v + 0.5) / s) for v, s in zip(point, screen, strict=True))
+    """A Qwen3-VL tool call clicking `point` (0..1000 coordinates, which the parser maps back to that very pixel on
+    screens up to 1000 px: it rounds `x * width / 1000` to the nearest pixel)."""
+    x, y = (round(1000 * v / s) for v, s in zip(point, screen, strict=True))
     call = {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}
     return f"I click the target.\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
