@@ -1,6 +1,7 @@
 """The miniwob env in real headless Chromium: screenshots in, parsed actions out, success in [0, 1]."""
 
 import json
+import time
 
 import pytest
 
@@ -77,6 +78,31 @@ def test_every_task_name_is_available_and_unknown_ones_are_listed():
     assert len(names) == 128 and "click-button" in names and "book-flight" in names
     with pytest.raises(EnvUsageError, match="valid tasks: .*click-button"):
         make_env("miniwob", task="click-buton")
+
+
+def test_a_slow_model_is_not_failed_by_miniwobs_ten_second_clock(env):
+    # MiniWoB ends an episode with -1 "timed out" 10 s after reset, model latency included; our env lifts that
+    obs = env.reset({"task": "click-button", "seed": 2})
+    time.sleep(10.5)
+    result = env.step(solution(env, obs)[0])
+    assert result.done and result.reward == 1.0 and result.info["reason"] != "timed out"
+
+
+def test_a_time_limit_restores_miniwobs_clock(chromium):
+    env = make_env("miniwob", task="click-button", action_format="pyautogui", time_limit_s=0.5)
+    try:
+        obs = env.reset({"task": "click-button", "seed": 2})
+        right = solution(env, obs)[0]
+        time.sleep(1.0)
+        result = env.step(right)
+        assert result.done and result.reward == 0.0 and result.info["reason"] == "timed out"
+        obs = env.reset({"task": "click-button", "seed": 2})  # the limit holds for every episode, and a quick one wins
+        assert env.step(solution(env, obs)[0]).reward == 1.0
+    finally:
+        env.close()
+    for bad in (0, -1, "10", 3e6):
+        with pytest.raises(ValueError, match="time_limit_s must be None"):
+            make_env("miniwob", time_limit_s=bad)
 
 
 def test_caller_errors_raise(env, chromium):

@@ -19,6 +19,17 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 PIP_HINT = "pip install 'verl-cua[miniwob]'"
 APT_HINT = "apt-get install -y --no-install-recommends chromium chromium-driver fonts-liberation"
 MAX_SCROLL_REPEAT = 10
+NO_TIME_LIMIT_MS = 2**31 - 1  # the longest a browser timer waits (about 24.8 days)
+# MiniWoB ends every episode with -1 "timed out" after core.EPISODE_MAX_TIME of wall time (10 s for most tasks),
+# counted from reset, while the model thinks. Re-arm that timer with the env's own limit (same callback).
+_REARM_TIMER = """
+const limit = arguments[0];
+if (core.EP_TIMER === null) { return false; }
+clearTimeout(core.EP_TIMER);
+core.EPISODE_MAX_TIME = limit;
+core.EP_TIMER = setTimeout(function () { core.endEpisode(-1, false, 'timed out'); }, limit);
+return true;
+"""
 TYPE_CHUNK = 64  # MiniWoB's TYPE_TEXT limit
 
 _WEBDRIVER_KEYS = {
@@ -90,6 +101,10 @@ class MiniWoBEnv:
     Observations are the 160x210 task area (times `screenshot_scale`); model coordinates in that screenshot are
     scaled back to the task area. Reward: 1.0 when the task reports success, else 0.0 (the raw, time-decayed
     MiniWoB reward is in `info["env_reward"]`). A browser that dies gives `infra_failure=True`, never a score.
+
+    `time_limit_s`: MiniWoB's wall-clock limit per episode. None (the default) removes it: a model's latency or a
+    loaded machine must not fail an episode. A number restores the original protocol (10 for most tasks); an
+    episode that runs out then ends as a failure with `info["reason"] == "timed out"`.
     """
 
     def __init__(
@@ -99,13 +114,17 @@ class MiniWoBEnv:
         action_format: str | None = None,
         screenshot_scale: int = 1,
         wait_ms: float = 0.0,
+        time_limit_s: float | None = None,
     ):
         _check_system()
+        if time_limit_s is not None and not (isinstance(time_limit_s, int | float) and 0 < time_limit_s < 2e6):
+            raise ValueError(f"time_limit_s must be None (no limit) or seconds in (0, 2e6), got {time_limit_s!r}")
         if not isinstance(screenshot_scale, int) or not 1 <= screenshot_scale <= 8:
             raise ValueError(f"screenshot_scale must be an integer 1..8, got {screenshot_scale!r}")
         self.action_format = action_format
         self.scale = screenshot_scale
         self.wait_ms = wait_ms
+        self.time_limit_ms = NO_TIME_LIMIT_MS if time_limit_s is None else int(time_limit_s * 1000)
         self._gym_env = None
         self._task: str | None = None
         self._cursor: tuple[float, float] | None = None
@@ -123,8 +142,11 @@ class MiniWoBEnv:
             self._open(name)
         try:
             obs, _info = self._gym_env.reset(seed=seed)
+            armed = self._instance().driver.execute_script(_REARM_TIMER, self.time_limit_ms)
         except Exception as exc:  # selenium and urllib errors when the browser or driver is gone
             raise InfraFailure(f"MiniWoB reset failed: {type(exc).__name__}: {exc}") from exc
+        if not armed:
+            raise InfraFailure(f"MiniWoB reset of {name} left no episode running (the page ended it at once)")
         self._raise_if_died("reset")
         self._cursor, self._success, self._done = None, False, False
         self._last = self._observation(obs)
