@@ -1,5 +1,9 @@
 """Warm-start a tiny random model into the action syntax (`pyautogui.click(x, y)` at random points), so CPU runs
-have valid and invalid actions, hits and misses, and GRPO sees reward differences. A test fixture, not an agent."""
+have valid and invalid actions, hits and misses, and GRPO sees reward differences. A test fixture, not an agent.
+
+`typo_rate` makes invalid actions a property of the model rather than of the machine: that fraction of the
+training answers misspell the call (`pyautogui.clack`), a single-token fork right after `pyautogui`, so the
+model learns to take it about that often whatever else its random weights do."""
 
 from __future__ import annotations
 
@@ -19,6 +23,11 @@ def click_text(x: int, y: int) -> str:
     return f"```python\npyautogui.click({x}, {y})\n```"
 
 
+def typo_text(x: int, y: int) -> str:
+    """The same turn with the call misspelt: the parser rejects it (`clack` is not an allowed call)."""
+    return f"```python\npyautogui.clack({x}, {y})\n```"
+
+
 def warm_start(
     model_dir: str | os.PathLike,
     *,
@@ -26,10 +35,18 @@ def warm_start(
     steps: int = 200,
     lr: float = 3e-3,
     seed: int = 0,
+    typo_rate: float = 0.0,
+    instructions: tuple[str, ...] = ("Click the button.",),
 ) -> Path:
-    """A copy of `model_dir` fine-tuned for `steps` on click turns at random points of `screen` (cached)."""
+    """A copy of `model_dir` fine-tuned for `steps` on click turns at random points of `screen` (cached).
+
+    `typo_rate`: the fraction of answers that misspell the call; `instructions`: the task texts drawn from.
+    """
+    if not 0.0 <= typo_rate <= 1.0 or not instructions:
+        raise ValueError(f"warm_start: typo_rate must lie in [0, 1] (got {typo_rate}) and instructions be non-empty")
     src = Path(model_dir)
-    key = hashlib.sha256(f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}".encode()).hexdigest()[:12]
+    recipe = f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}|{typo_rate}|{list(instructions)}"
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     out = src.parent / f"{src.name}-warm-{key}"
     if (out / "config.json").exists():
         return out
@@ -39,7 +56,7 @@ def warm_start(
             return out
         tmp = Path(tempfile.mkdtemp(dir=src.parent, prefix=f".{src.name}-warm-"))
         try:
-            _train(src, tmp, screen, steps, lr, seed)
+            _train(src, tmp, screen, steps, lr, seed, typo_rate, instructions)
             os.replace(tmp, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -60,7 +77,16 @@ def _page(screen: tuple[int, int], rng: random.Random):
     return image
 
 
-def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float, seed: int) -> None:
+def _train(
+    src: Path,
+    dst: Path,
+    screen: tuple[int, int],
+    steps: int,
+    lr: float,
+    seed: int,
+    typo_rate: float = 0.0,
+    instructions: tuple[str, ...] = ("Click the button.",),
+) -> None:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -68,6 +94,7 @@ def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float,
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
+    variety = random.Random(f"{seed}|variety")  # its own stream: the defaults train exactly what they always did
     processor = AutoProcessor.from_pretrained(src)
     tokenizer = processor.tokenizer
     model = AutoModelForImageTextToText.from_pretrained(src, torch_dtype=torch.float32)
@@ -81,28 +108,44 @@ def _train(src: Path, dst: Path, screen: tuple[int, int], steps: int, lr: float,
             {"role": "system", "content": spec.system},
             {
                 "role": "user",
-                "content": [{"type": "image"}, {"type": "text", "text": spec.user_text("Click the button.")}],
+                "content": [{"type": "image"}, {"type": "text", "text": spec.user_text(_draw(variety, instructions))}],
             },
         ]
         prefix = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        inputs = processor(text=[prefix], images=[image], return_tensors="pt")
         x, y = rng.randrange(screen[0]), rng.randrange(screen[1])
-        answer = torch.tensor([tokenizer.encode(click_text(x, y), add_special_tokens=False) + [end]])
-        n_prefix = inputs["input_ids"].shape[1]
-        inputs["input_ids"] = torch.cat([inputs["input_ids"], answer], dim=1)
-        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
-        if "mm_token_type_ids" in inputs:
-            inputs["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(answer)], dim=1)
-        labels = inputs["input_ids"].clone()
-        labels[:, :n_prefix] = -100
-        loss = model(**inputs, labels=labels).loss
-        loss.backward()
+        if not typo_rate:
+            _nll(model, processor, prefix, image, click_text(x, y), end).backward()
+        else:  # both forks every step, weighted: the fork's odds settle at typo_rate instead of following the last draws
+            for weight, turn in ((1.0 - typo_rate, click_text(x, y)), (typo_rate, typo_text(x, y))):
+                (weight * _nll(model, processor, prefix, image, turn, end, total=True)).backward()
         optim.step()
         optim.zero_grad()
     model.save_pretrained(dst)
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
             shutil.copy2(f, dst / f.name)
+
+
+def _nll(model, processor, prefix: str, image, turn: str, end: int, total: bool = False):
+    """The model's negative log-likelihood of `turn` (+ end of turn) after `prefix`: the mean per token, or the sum."""
+    import torch
+
+    inputs = processor(text=[prefix], images=[image], return_tensors="pt")
+    answer = torch.tensor([processor.tokenizer.encode(turn, add_special_tokens=False) + [end]])
+    n_prefix = inputs["input_ids"].shape[1]
+    inputs["input_ids"] = torch.cat([inputs["input_ids"], answer], dim=1)
+    inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    if "mm_token_type_ids" in inputs:
+        inputs["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(answer)], dim=1)
+    labels = inputs["input_ids"].clone()
+    labels[:, :n_prefix] = -100
+    loss = model(**inputs, labels=labels).loss
+    return loss * answer.shape[1] if total else loss
+
+
+def _draw(rng: random.Random, choices: tuple[str, ...]) -> str:
+    """One of `choices` (no draw at all when there is only one, so the default stream is unchanged)."""
+    return choices[0] if len(choices) == 1 else rng.choice(choices)
 
 
 def main(argv: list[str] | None = None) -> int:

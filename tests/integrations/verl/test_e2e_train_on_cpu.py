@@ -43,8 +43,8 @@ def _check_trace(trace: Path, steps: list[dict]) -> None:
 
     for index, metrics in enumerate(steps, start=1):
         meta, episodes = read_run(trace / f"step_{index:06d}")
-        assert len(episodes) == 8 and metrics["cua/traced_episodes"] == 8
-        assert (meta["estimator"], meta["global_step"], meta["rollout_n"]) == ("grpo", index, 4)
+        assert len(episodes) == 2 * N and metrics["cua/traced_episodes"] == 2 * N
+        assert (meta["estimator"], meta["global_step"], meta["rollout_n"]) == ("grpo", index, N)
         groups: dict[str, list] = {}
         for key, ep in episodes.items():
             result = ep.result
@@ -52,7 +52,7 @@ def _check_trace(trace: Path, steps: list[dict]) -> None:
             # GRPO: one advantage for the whole episode, so every turn's mean is the same
             assert max(result["step_advantages"]) - min(result["step_advantages"]) < 1e-5, key
             groups.setdefault(key.rsplit("/", 1)[1].split("-")[0], []).append(result)
-        assert sorted(len(g) for g in groups.values()) == [4, 4]  # 2 prompts x rollout.n=4
+        assert sorted(len(g) for g in groups.values()) == [N, N]  # 2 prompts x rollout.n
         for group in groups.values():  # within a group the advantages are centred and follow the reward
             advantages = [r["step_advantages"][0] for r in group]
             assert abs(sum(advantages)) < 1e-3
@@ -61,9 +61,16 @@ def _check_trace(trace: Path, steps: list[dict]) -> None:
             assert (best["reward"] > worst["reward"]) == (best["step_advantages"][0] > 0)
 
 
+INSTRUCTIONS = ("Click the button.", "Focus into the textbox.")  # click-test's and focus-text's
+N = 8  # rollouts per prompt
+
+
 def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
     family, random_path = tiny_model
-    path = str(warm_start(random_path))  # random weights + a short SFT into click syntax: hits, misses, typos
+    # random weights + a short SFT into click syntax: hits, misses, malformed calls, and a misspelt call half the
+    # time by construction, so a valid first turn has odds of at most 1/2 whatever the machine makes of the rest
+    # (0.2-0.35 here, by sampling): all four groups of 8 coming out uniform is then a chance of about 1e-3 or less
+    path = str(warm_start(random_path, steps=400, typo_rate=0.5, instructions=INSTRUCTIONS))
     train = tmp_path / "train.parquet"
     assert (
         dataset.main(["--env", "miniwob", "--tasks", "click-test,focus-text", "--seeds", "0", "--out", str(train)]) == 0
@@ -73,7 +80,7 @@ def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
         path,
         train,
         "data.train_batch_size=2",
-        "actor_rollout_ref.rollout.n=4",
+        f"actor_rollout_ref.rollout.n={N}",
         "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "algorithm.adv_estimator=grpo",
         "cua.env.max_steps=2",
@@ -82,7 +89,7 @@ def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
         "actor_rollout_ref.actor.optim.weight_decay=0",
         f"cua.trace.dir={tmp_path / 'trace'}",
     )
-    _check_step_metrics(run["steps"], episodes=8)
+    _check_step_metrics(run["steps"], episodes=2 * N)
     _check_trace(tmp_path / "trace", run["steps"])
     # rewards differed within a group (a valid action vs typos, or a hit), so GRPO produced a signal ...
     assert any(m["critic/advantages/max"] > 0 for m in run["steps"]), [m["critic/rewards/max"] for m in run["steps"]]
