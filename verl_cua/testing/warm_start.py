@@ -115,7 +115,7 @@ def _train(
         x, y = rng.randrange(screen[0]), rng.randrange(screen[1])
         if not typo_rate:
             _nll(model, processor, prefix, image, click_text(x, y), end).backward()
-        else:  # both forks every step, weighted: the fork's odds settle at typo_rate instead of following the last draws
+        else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
             for weight, turn in ((1.0 - typo_rate, click_text(x, y)), (typo_rate, typo_text(x, y))):
                 (weight * _nll(model, processor, prefix, image, turn, end, total=True)).backward()
         optim.step()
