@@ -169,13 +169,19 @@ def test_stop_leaves_no_process_and_no_runtime_dir(local_desktop):
 
 
 def test_a_stopped_desktop_never_removes_the_token_of_the_desktop_that_reuses_its_address(local_desktop):
-    old = LocalDesktop(screen=(800, 600))
-    old.start()
-    old.stop()
-    new = LocalDesktop(screen=(800, 600))
-    new.start()
+    # the scenario needs the new desktop on the old one's freed display (and so its loopback address). Once in CI,
+    # under load, the new one came up one display higher (holder not identified): the precondition gets 3 tries
+    for _attempt in range(3):
+        old = LocalDesktop(screen=(800, 600))
+        old.start()
+        old.stop()
+        new = LocalDesktop(screen=(800, 600))
+        new.start()
+        if new.host == old.host:
+            break
+        new.stop()
     try:
-        assert new.host == old.host  # the display number (and so the loopback address) was freed and reused
+        assert new.host == old.host, "the freed display was taken three times over"
         old.stop()  # a second stop, as garbage collection of the old object would do
         del old
         from desktop_env.controllers.python import PythonController
