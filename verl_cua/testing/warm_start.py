@@ -37,15 +37,20 @@ def warm_start(
     seed: int = 0,
     typo_rate: float = 0.0,
     instructions: tuple[str, ...] = ("Click the button.",),
+    region: tuple[int, int, int, int] | None = None,
 ) -> Path:
     """A copy of `model_dir` fine-tuned for `steps` on click turns at random points of `screen` (cached).
 
-    `typo_rate`: the fraction of answers that misspell the call; `instructions`: the task texts drawn from.
+    `typo_rate`: the fraction of answers that misspell the call; `instructions`: the task texts drawn from;
+    `region`: (left, top, right, bottom) the click targets are drawn from (default: the whole screen).
     """
     if not 0.0 <= typo_rate <= 1.0 or not instructions:
         raise ValueError(f"warm_start: typo_rate must lie in [0, 1] (got {typo_rate}) and instructions be non-empty")
+    if region is not None and not (0 <= region[0] < region[2] <= screen[0] and 0 <= region[1] < region[3] <= screen[1]):
+        raise ValueError(f"warm_start: region {region} must be (left, top, right, bottom) inside the {screen} screen")
     src = Path(model_dir)
     recipe = f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}|{typo_rate}|{list(instructions)}"
+    recipe += "" if region is None else f"|{tuple(region)}"
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     out = src.parent / f"{src.name}-warm-{key}"
     if (out / "config.json").exists():
@@ -56,7 +61,7 @@ def warm_start(
             return out
         tmp = Path(tempfile.mkdtemp(dir=src.parent, prefix=f".{src.name}-warm-"))
         try:
-            _train(src, tmp, screen, steps, lr, seed, typo_rate, instructions)
+            _train(src, tmp, screen, steps, lr, seed, typo_rate, instructions, region)
             os.replace(tmp, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -86,6 +91,7 @@ def _train(
     seed: int,
     typo_rate: float = 0.0,
     instructions: tuple[str, ...] = ("Click the button.",),
+    region: tuple[int, int, int, int] | None = None,
 ) -> None:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -112,7 +118,8 @@ def _train(
             },
         ]
         prefix = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        x, y = rng.randrange(screen[0]), rng.randrange(screen[1])
+        left, top, right, bottom = region or (0, 0, *screen)
+        x, y = rng.randrange(left, right), rng.randrange(top, bottom)
         if not typo_rate:
             _nll(model, processor, prefix, image, click_text(x, y), end).backward()
         else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
