@@ -108,23 +108,24 @@ def _train(
     spec = build_prompt("pyautogui", screen=screen)
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    left, top, right, bottom = region or (0, 0, *screen)
     for _ in range(steps):
         image = _page(screen, rng)
         messages = [
             {"role": "system", "content": spec.system},
             {
                 "role": "user",
-                "content": [{"type": "image"}, {"type": "text", "text": spec.user_text(_draw(variety, instructions))}],
+                "content": [{"type": "image"}, {"type": "text", "text": spec.user_text(variety.choice(instructions))}],
             },
         ]
         prefix = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        left, top, right, bottom = region or (0, 0, *screen)
+        inputs = processor(text=[prefix], images=[image], return_tensors="pt")  # shared by both forks
         x, y = rng.randrange(left, right), rng.randrange(top, bottom)
         if not typo_rate:
-            _nll(model, processor, prefix, image, click_text(x, y), end).backward()
+            _nll(model, tokenizer, inputs, click_text(x, y), end).backward()
         else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
             for weight, turn in ((1.0 - typo_rate, click_text(x, y)), (typo_rate, typo_text(x, y))):
-                (weight * _nll(model, processor, prefix, image, turn, end, total=True)).backward()
+                (weight * _nll(model, tokenizer, inputs, turn, end, total=True)).backward()
         optim.step()
         optim.zero_grad()
     model.save_pretrained(dst)
@@ -133,12 +134,12 @@ def _train(
             shutil.copy2(f, dst / f.name)
 
 
-def _nll(model, processor, prefix: str, image, turn: str, end: int, total: bool = False):
-    """The model's negative log-likelihood of `turn` (+ end of turn) after `prefix`: the mean per token, or the sum."""
+def _nll(model, tokenizer, prompt, turn: str, end: int, total: bool = False):
+    """The model's negative log-likelihood of `turn` (+ end of turn) after the processed `prompt`: mean or sum."""
     import torch
 
-    inputs = processor(text=[prefix], images=[image], return_tensors="pt")
-    answer = torch.tensor([processor.tokenizer.encode(turn, add_special_tokens=False) + [end]])
+    inputs = dict(prompt)  # `prompt` is left as it is for the other fork
+    answer = torch.tensor([tokenizer.encode(turn, add_special_tokens=False) + [end]])
     n_prefix = inputs["input_ids"].shape[1]
     inputs["input_ids"] = torch.cat([inputs["input_ids"], answer], dim=1)
     inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
@@ -148,11 +149,6 @@ def _nll(model, processor, prefix: str, image, turn: str, end: int, total: bool 
     labels[:, :n_prefix] = -100
     loss = model(**inputs, labels=labels).loss
     return loss * answer.shape[1] if total else loss
-
-
-def _draw(rng: random.Random, choices: tuple[str, ...]) -> str:
-    """One of `choices` (no draw at all when there is only one, so the default stream is unchanged)."""
-    return choices[0] if len(choices) == 1 else rng.choice(choices)
 
 
 def main(argv: list[str] | None = None) -> int:
