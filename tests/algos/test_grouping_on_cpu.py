@@ -37,6 +37,14 @@ def test_interleaved_groups_and_integer_scores():
     assert out.tolist() == pytest.approx([-0.70711, 0.0, 0.70711, 0.0], abs=1e-4)
 
 
+@pytest.mark.parametrize("value", [-0.1, -0.2, -0.3, 0.7, 1.1])
+@pytest.mark.parametrize("size", [2, 5, 8, 16])
+def test_a_uniform_float32_group_gives_exactly_zero(value, size):
+    # float32 torch.mean of 8 x -0.2 is one ulp off -0.2, which (x - mean) / (std + eps) turns into +0.0147 each
+    out = group_normalize(torch.full((size,), value, dtype=torch.float32), ["g"] * size)
+    assert out.dtype == torch.float32 and out.tolist() == [0.0] * size
+
+
 def test_shape_mismatch_raises():
     with pytest.raises(ValueError, match="one group id per row"):
         group_normalize(torch.zeros(3), ["a", "b"])

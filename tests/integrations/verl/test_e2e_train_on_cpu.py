@@ -53,12 +53,17 @@ def _check_trace(trace: Path, steps: list[dict]) -> None:
             assert max(result["step_advantages"]) - min(result["step_advantages"]) < 1e-5, key
             groups.setdefault(key.rsplit("/", 1)[1].split("-")[0], []).append(result)
         assert sorted(len(g) for g in groups.values()) == [N, N]  # 2 prompts x rollout.n
+        uniform = 0
         for group in groups.values():  # within a group the advantages are centred and follow the reward
             advantages = [r["step_advantages"][0] for r in group]
-            assert abs(sum(advantages)) < 1e-3
             best, worst = max(group, key=lambda r: r["reward"]), min(group, key=lambda r: r["reward"])
-            assert best["step_advantages"][0] >= worst["step_advantages"][0]
-            assert (best["reward"] > worst["reward"]) == (best["step_advantages"][0] > 0)
+            if best["reward"] - worst["reward"] <= 1e-6:  # no signal: exactly 0 (verl alone leaves ~0.015 here)
+                uniform += 1
+                assert advantages == [0.0] * N
+                continue
+            assert abs(sum(advantages)) < 1e-3
+            assert best["step_advantages"][0] > 0 > worst["step_advantages"][0]
+        assert metrics["cua/uniform_reward_groups"] == uniform / 2
 
 
 INSTRUCTIONS = ("Click the button.", "Focus into the textbox.")  # click-test's and focus-text's
@@ -92,7 +97,8 @@ def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
     _check_step_metrics(run["steps"], episodes=2 * N)
     _check_trace(tmp_path / "trace", run["steps"])
     # rewards differed within a group (a valid action vs typos, or a hit), so GRPO produced a signal ...
-    assert any(m["critic/advantages/max"] > 0 for m in run["steps"]), [m["critic/rewards/max"] for m in run["steps"]]
+    # (a group of 8 with any spread gives its best member at least +0.35; a uniform group gives exactly 0)
+    assert any(m["critic/advantages/max"] > 0.3 for m in run["steps"]), [m["critic/rewards/max"] for m in run["steps"]]
     # ... and with no entropy bonus and no weight decay, only that signal can have moved the weights
     assert run["hf_dir"] is not None
     assert _weights_changed(path, run["hf_dir"]) > 0, "the actor's weights did not change"

@@ -37,6 +37,7 @@ from verl_cua.integrations.verl.replay_injection import inject_replays
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
 from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
+from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,8 @@ class CuaTrainer(PPOTrainerSync):
     # -- the step ----------------------------------------------------------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         """verl's advantage step (KL-in-reward, rollout correction, the configured estimator), except that rows
-        whose desktop failed leave their group (a singleton group of their own) and get zero advantage."""
+        whose desktop failed leave their group (a singleton group of their own) and get zero advantage, and a GRPO
+        group whose rollouts all scored the same gets exactly zero (verl's float32 mean leaves a residue there)."""
         teacher = self.teacher_pass(batch, metrics)
         algo = self.config.algorithm
         fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values"]
@@ -149,16 +151,18 @@ class CuaTrainer(PPOTrainerSync):
         if rollout_correction:
             data, is_metrics = compute_rollout_correction_and_add_to_batch(data, corr)
             metrics.update(is_metrics)
+        estimator = "grpo" if self.estimator in CUA_ESTIMATORS else algo.adv_estimator
         data = compute_advantage_for_multi_trajectories(
             data,
             batch_keys=batch.keys,
-            adv_estimator="grpo" if self.estimator in CUA_ESTIMATORS else algo.adv_estimator,
+            adv_estimator=estimator,
             gamma=algo.gamma,
             lam=algo.lam,
             num_repeat=self.config.actor_rollout_ref.rollout.n,
             norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
             config=algo,
         )
+        metrics.update(settle_uniform_groups(data, batch.keys, estimator))
         if self.estimator in SDPO_ESTIMATORS:
             grpo = data.batch["advantages"]
             adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, teacher, self.cua["sdpo"], grpo)
