@@ -89,9 +89,9 @@ def _train(
     steps: int,
     lr: float,
     seed: int,
-    typo_rate: float = 0.0,
-    instructions: tuple[str, ...] = ("Click the button.",),
-    region: tuple[int, int, int, int] | None = None,
+    typo_rate: float,
+    instructions: tuple[str, ...],
+    region: tuple[int, int, int, int] | None,
 ) -> None:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor

@@ -14,17 +14,39 @@ from verl_cua.integrations.verl.batch_rows import infra_rows, isolate_infra_uids
 from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
 
 
-def _grpo(scores, uids, keys):
-    L = 3
-    rewards = torch.zeros(len(scores), L)
-    rewards[:, -1] = torch.tensor(scores)
+def _data(scores, uids, rows_per_session=None, keys=None):
+    """A padded batch with one scored row per session, or `rows_per_session` rows (reward on the last) per session;
+    its keys are `keys` when given (one row per session), else `{uid}_{session}_{index}` numbered here."""
+    L, per = 3, rows_per_session or 1
+    n = len(scores) * per
+    rewards = torch.zeros(n, L)
+    rewards[per - 1 :: per, -1] = torch.tensor(scores, dtype=torch.float32)
+    row_uids = [u for u in uids for _ in range(per)]
+    if keys is None:
+        keys, counters = [], {}
+        for u in uids:
+            session = counters[u] = counters.get(u, -1) + 1
+            keys += [f"{u}_{session}_{i}" for i in range(per)]
     data = DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(len(scores), L)},
-        non_tensors={"uid": np.array(uids, dtype=object)},
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(n, L)},
+        non_tensors={"uid": np.array(row_uids, dtype=object)},
     )
-    algo = OmegaConf.create({"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": True})
-    out = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator="grpo", config=algo)
-    return out.batch["advantages"][:, 0]
+    return data, keys
+
+
+def _advantages(scores, uids, estimator="grpo", rows_per_session=None, settle=True, keys=None):
+    """verl's advantage step on `_data`, then (with `settle`) the trainer's uniform-group step: the first column of
+    advantages and returns, and the metrics."""
+    data, keys = _data(scores, uids, rows_per_session, keys)
+    algo = OmegaConf.create({"adv_estimator": estimator, "norm_adv_by_std_in_grpo": True})
+    data = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator=estimator, config=algo)
+    metrics = settle_uniform_groups(data, keys, estimator) if settle else {}
+    return data.batch["advantages"][:, 0].clone(), data.batch["returns"][:, 0].clone(), metrics
+
+
+def _grpo(scores, uids, keys):
+    """verl's multi-trajectory GRPO alone, one row per session with the given keys."""
+    return _advantages(scores, uids, keys=keys, settle=False)[0]
 
 
 def test_infra_row_does_not_shift_its_group():
@@ -49,32 +71,6 @@ def test_isolated_uids_are_unique_per_row():
 
 
 # -- uniformly scored groups -----------------------------------------------------------------------------------------
-
-
-def _data(scores, uids, rows_per_session=None):
-    """A padded batch with one scored row per session, or `rows_per_session` rows (reward on the last) per session."""
-    L, per = 3, rows_per_session or 1
-    n = len(scores) * per
-    rewards = torch.zeros(n, L)
-    rewards[per - 1 :: per, -1] = torch.tensor(scores, dtype=torch.float32)
-    row_uids = [u for u in uids for _ in range(per)]
-    keys, counters = [], {}
-    for u in uids:
-        session = counters[u] = counters.get(u, -1) + 1
-        keys += [f"{u}_{session}_{i}" for i in range(per)]
-    data = DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(n, L)},
-        non_tensors={"uid": np.array(row_uids, dtype=object)},
-    )
-    return data, keys
-
-
-def _advantages(scores, uids, estimator="grpo", rows_per_session=None, settle=True):
-    data, keys = _data(scores, uids, rows_per_session)
-    algo = OmegaConf.create({"adv_estimator": estimator, "norm_adv_by_std_in_grpo": True})
-    data = compute_advantage_for_multi_trajectories(data, batch_keys=keys, adv_estimator=estimator, config=algo)
-    metrics = settle_uniform_groups(data, keys, estimator) if settle else {}
-    return data.batch["advantages"][:, 0].clone(), data.batch["returns"][:, 0].clone(), metrics
 
 
 def test_verl_leaves_a_one_sided_residue_on_a_uniform_group_and_the_trainer_zeroes_it():
