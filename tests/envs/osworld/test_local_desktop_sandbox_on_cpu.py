@@ -452,7 +452,9 @@ def test_the_desktop_cannot_reach_host_services_but_the_cdp_relay_works(desktop)
     ld.FIREWALL._installed.clear()
     assert ld.FIREWALL.install(uid) and ld.FIREWALL.install(uid)
     assert rules() == before  # idempotent
-    assert before.count(f"--uid-owner {uid}") == 1 and "verl-cua-desktop:cdp" in before
+    assert before.count(f"--uid-owner {uid}") == 1 and f"verl-cua-desktop:cdp:{os.getpid()}" in before
+    # the opened port is one the kernel never hands to a service that binds port 0, like the listener below
+    assert desktop._cdp_internal < int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     listener = socket.create_server(("0.0.0.0", 0))  # a host service (Ray's dashboard, a trainer port...)
     port = listener.getsockname()[1]
     hosts = ["127.0.0.1", "127.0.0.2", desktop.host, "169.254.169.254"]
@@ -469,6 +471,41 @@ def test_the_desktop_cannot_reach_host_services_but_the_cdp_relay_works(desktop)
     _launch(desktop, "chromium about:blank")
     assert _wait_for(lambda: _cdp(desktop) == 200, timeout=30)  # the relay reaches Chromium's 127.0.0.1 port
     desktop.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()
+
+
+def test_cdp_openings_of_processes_that_are_gone_are_dropped_by_the_next_install(desktop):
+    if shutil.which("iptables") is None:
+        message = "iptables missing: apt-get install -y iptables (envs/local_desktop/setup.sh installs it)"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    uid = pwd.getpwnam(DESKTOP_USER).pw_uid
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    tagged = lambda port, comment: ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(port), "-m", "comment",  # noqa: E731
+                                    "--comment", comment, "-j", "ACCEPT"]  # fmt: skip
+    leaked = [tagged(40001, f"verl-cua-desktop:cdp:{gone.pid}"), tagged(40003, "verl-cua-desktop:cdp")]
+    for rule in leaked:  # a trainer SIGKILLed mid-run, and a rule of a verl-cua that named no owner
+        subprocess.run(["iptables", "-I", ld.FIREWALL_CHAIN, "1", *rule], check=True)
+    chain = lambda: subprocess.run(["iptables", "-S", ld.FIREWALL_CHAIN], capture_output=True, text=True).stdout  # noqa: E731
+    assert "dport 40001" in chain() and "dport 40003" in chain()
+    ld.FIREWALL._installed.clear()
+    assert ld.FIREWALL.install(uid)
+    after = chain()
+    assert "dport 40001" not in after and "dport 40003" not in after
+    # this process's desktop keeps its opening, ahead of the rejects, and the relay still reaches Chromium
+    own = f'--dport {desktop._cdp_internal} -m comment --comment "verl-cua-desktop:cdp:{os.getpid()}" -j ACCEPT'
+    assert own in after and after.index(own) < after.index("REJECT")
+    _launch(desktop, "chromium about:blank")
+    assert _wait_for(lambda: _cdp(desktop) == 200, timeout=30)
+    desktop.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()
+
+
+def test_the_opened_cdp_port_lies_below_the_kernels_automatic_range():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {ld._port_below_auto_range() for _ in range(20)}
+    assert all(1024 <= p < low for p in ports) and len(ports) > 1
+    for port in ports:  # each was free when chosen
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
 
 
 def _cdp(desktop: LocalDesktop) -> int:

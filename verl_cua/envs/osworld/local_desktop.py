@@ -147,6 +147,10 @@ class _Firewall:
     running desktop's internal CDP port on 127.0.0.1 (its relay connects there). Rejected: every other loopback
     (127.77.0.0/16 included: a service bound to 0.0.0.0 answers there too), private, CGNAT or link-local
     destination and any address of this host. The Internet stays reachable.
+
+    A CDP rule names the process that opened it (`verl-cua-desktop:cdp:<pid>`); the first install in a process
+    drops the rules of processes that are gone (a trainer killed before its desktops stopped), so no opening
+    outlives its desktop's owner.
     """
 
     def __init__(self):
@@ -170,6 +174,15 @@ class _Firewall:
         rules.append(["-m", "addrtype", "--dst-type", "LOCAL", *tag, "-j", "REJECT"])
         rules += [["-d", net, *tag, "-j", "REJECT"] for net in (BLOCKED_V6 if v6 else BLOCKED_V4)]
         return rules
+
+    @staticmethod
+    def _cdp_owner(rule: list[str]) -> int | None:
+        """The pid that opened a CDP rule (0 when the rule names none), None for any other rule."""
+        comment = rule[rule.index("--comment") + 1] if "--comment" in rule[:-1] else ""
+        if not comment.startswith(f"{FIREWALL_TAG}:cdp"):
+            return None
+        pid = comment.rpartition(":")[2]
+        return int(pid) if pid.isdigit() else 0
 
     @staticmethod
     def _jump(uid: int) -> list[str]:
@@ -207,8 +220,11 @@ class _Firewall:
         except (OSError, subprocess.TimeoutExpired):
             return False
         appended = [shlex.split(line)[2:] for line in listing if line.startswith("-A ")]
-        cdp = [rule for rule in appended if f"{FIREWALL_TAG}:cdp" in rule]  # other live desktops' ports: kept
-        exact = len(appended) - len(cdp) == len(rules)
+        owners = [self._cdp_owner(rule) for rule in appended]
+        # live desktops' ports (this or another running process): kept; those of processes that are gone: dropped
+        cdp = [rule for rule, pid in zip(appended, owners, strict=True) if pid and _process_exists(pid)]
+        stale = sum(pid is not None for pid in owners) - len(cdp)
+        exact = not stale and len(appended) - len(cdp) == len(rules)
         if not exact or not all(self._run(tool, "-C", FIREWALL_CHAIN, *rule) for rule in rules):
             self._run(tool, "-F", FIREWALL_CHAIN)
             if not all(self._run(tool, "-A", FIREWALL_CHAIN, *rule) for rule in [*cdp, *rules]):
@@ -219,7 +235,7 @@ class _Firewall:
     def allow_cdp(self, port: int) -> list[str] | None:
         """Let the desktop user reach 127.0.0.1:`port` (a desktop's internal CDP port); the rule, for `revoke`."""
         rule = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(port), "-m", "comment", "--comment",
-                f"{FIREWALL_TAG}:cdp", "-j", "ACCEPT"]  # fmt: skip
+                f"{FIREWALL_TAG}:cdp:{os.getpid()}", "-j", "ACCEPT"]  # fmt: skip
         with self._lock:
             if not self._installed.get("iptables") or not self._run("iptables", "-I", FIREWALL_CHAIN, "1", *rule):
                 return None
@@ -248,10 +264,40 @@ class _Firewall:
 FIREWALL = _Firewall()
 
 
+def _process_exists(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _port_below_auto_range(tries: int = 64) -> int:
+    """A free 127.0.0.1 port below the kernel's `ip_local_port_range`, for the firewall to open: the kernel never
+    hands such a port to a bind(0) or connect(), so a host service that asked for any port cannot sit on it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    start = max(1024, low - 8192)
+    for _ in range(tries if low > start else 0):
+        port = start + secrets.randbelow(low - start)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return _free_port()
 
 
 class _Netrc:
@@ -383,7 +429,8 @@ class LocalDesktop:
             hide = hidden_paths()
             self._allocate_display()
             self.host = f"127.77.{self.display // 256}.{self.display % 256}"
-            self.port, self.cdp_port, self._cdp_internal = _free_port(self.host), _free_port(self.host), _free_port()
+            self.port, self.cdp_port = _free_port(self.host), _free_port(self.host)
+            self._cdp_internal = _port_below_auto_range()  # the one port the firewall opens to the desktop
             if FIREWALL.install(uid):
                 self._cdp_rule = FIREWALL.allow_cdp(self._cdp_internal)
             self.token = secrets.token_hex(16)
