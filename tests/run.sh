@@ -10,6 +10,17 @@ VENV=${VERL_CUA_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES=(chromium chromium-driver fonts-liberation)
 
+# A new venv takes about 7 GiB (torch with its CUDA libraries, verl, ray); the suite itself about 1 GiB more.
+need_gib=2
+[ -x "$VENV/bin/python" ] || need_gib=9
+venv_parent=$(dirname "$VENV")
+[ -d "$venv_parent" ] || venv_parent=.
+free_gib=$(df -Pk "$venv_parent" | awk 'NR == 2 {print int($4 / 1048576)}')
+if [ "$free_gib" -lt "$need_gib" ]; then
+    echo "tests/run.sh: needs about $need_gib GiB free for $VENV and the suite, $free_gib GiB free there; free some space" >&2
+    exit 1
+fi
+
 # System packages for the real-browser tests (MiniWoB++ in Debian Chromium).
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

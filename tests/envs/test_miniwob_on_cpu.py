@@ -1,6 +1,9 @@
 """The miniwob env in real headless Chromium: screenshots in, parsed actions out, success in [0, 1]."""
 
 import json
+import os
+import signal
+import tempfile
 import time
 
 import pytest
@@ -103,6 +106,41 @@ def test_a_time_limit_restores_miniwobs_clock(chromium):
     for bad in (0, -1, "10", 3e6):
         with pytest.raises(ValueError, match="time_limit_s must be None"):
             make_env("miniwob", time_limit_s=bad)
+
+
+def _browser_temp_entries() -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("org.chromium.")}
+
+
+def test_closing_or_restarting_the_browser_leaves_no_temporary_profile_behind(chromium):
+    # ChromeDriver's profile (~6.5 MB) and Chromium's socket dir used to stay in /tmp after every browser start
+    before = _browser_temp_entries()
+    env = make_env("miniwob", task="click-test", action_format="pyautogui")
+    try:
+        env.reset("click-test")
+        first = _browser_temp_entries() - before
+        assert any(".scoped_dir." in name for name in first) and any(".scoped_dir." not in name for name in first)
+        env.reset("focus-text")  # another task: a new browser
+        second = _browser_temp_entries() - before
+        assert second and not second & first
+    finally:
+        env.close()
+    assert _browser_temp_entries() - before == set()
+
+
+def test_a_browser_that_died_leaves_at_most_chromedrivers_empty_scratch_dir(chromium):
+    before = _browser_temp_entries()
+    env = make_env("miniwob", task="click-test", action_format="pyautogui")
+    try:
+        env.reset("click-test")
+        for pid in env.pids():
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        env.close()
+    left = _browser_temp_entries() - before
+    # the profile and the socket dir are gone; a killed ChromeDriver cannot remove its own empty scratch dir
+    assert all(".scoped_dir." in name and not os.listdir(os.path.join(tempfile.gettempdir(), name)) for name in left)
+    assert len(left) <= 1
 
 
 def test_caller_errors_raise(env, chromium):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 from typing import Any
 
 from PIL import Image
@@ -126,6 +127,7 @@ class MiniWoBEnv:
         self.wait_ms = wait_ms
         self.time_limit_ms = NO_TIME_LIMIT_MS if time_limit_s is None else int(time_limit_s * 1000)
         self._gym_env = None
+        self._temporary: list[str] = []
         self._task: str | None = None
         self._cursor: tuple[float, float] | None = None
         self._last: Observation | None = None
@@ -190,7 +192,7 @@ class MiniWoBEnv:
         return float(self._success)
 
     def close(self) -> None:
-        """Quit the browser and its driver; processes that survive a failed quit are killed by PID."""
+        """Quit the browser and its driver (survivors of a failed quit are killed by PID) and remove its profile."""
         if self._gym_env is not None:
             try:
                 leftover = self.pids()
@@ -202,6 +204,11 @@ class MiniWoBEnv:
                 logger.debug("closing a dead MiniWoB env", exc_info=True)
             self._gym_env = None
             _kill_pids(leftover)
+        # ChromeDriver gives each browser a temporary profile (about 6.5 MB) and Chromium a socket directory beside
+        # it; both are left behind at quit: one pair per browser start, thousands in a long run that switches tasks.
+        for path in self._temporary:
+            shutil.rmtree(path, ignore_errors=True)
+        self._temporary = []
 
     # -- health and processes (used by EnvPool and the fault tests) ----------------------------------------------
     def healthy(self) -> bool:
@@ -242,6 +249,7 @@ class MiniWoBEnv:
         except Exception as exc:
             raise InfraFailure(f"MiniWoB browser did not start: {type(exc).__name__}: {exc}") from exc
         self._task = name
+        self._temporary = _temporary_dirs(self.pids())
         instance = self._instance()
         self._area = (instance.task_width, instance.task_height)
 
@@ -341,6 +349,25 @@ def _kill_pids(pids: list[int]) -> None:
                 proc.kill()
         except psutil.Error:
             pass
+
+
+def _temporary_dirs(pids: list[int]) -> list[str]:
+    """The temporary `--user-data-dir` these browser processes use and the socket directory it links to."""
+    import psutil
+
+    temp = os.path.realpath(tempfile.gettempdir())
+    found = set()
+    for pid in pids:
+        try:
+            cmdline = psutil.Process(pid).cmdline()
+        except psutil.Error:
+            continue
+        for arg in cmdline:
+            if arg.startswith("--user-data-dir="):
+                found.add(os.path.realpath(arg.split("=", 1)[1]))
+    for profile in list(found):  # Chromium's singleton socket lives in a directory of its own beside the profile
+        found.add(os.path.dirname(os.path.realpath(os.path.join(profile, "SingletonSocket"))))
+    return sorted(path for path in found if os.path.dirname(path) == temp)
 
 
 def _task_spec(task: Any, current: str | None) -> tuple[str, int | None]:
