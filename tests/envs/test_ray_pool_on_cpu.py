@@ -4,6 +4,7 @@ MiniWoB browsers inside, and the same infra-failure contract as the thread backe
 import functools
 import os
 import signal
+import tempfile
 
 import pytest
 
@@ -33,12 +34,21 @@ def solve(lease, task):
     return result.reward, lease.evaluate(), lease.infra_failure
 
 
+def _browser_files() -> set[str]:
+    """Non-empty browser temp dirs (profiles, sockets); a killed ChromeDriver's empty scratch dir is not counted."""
+    temp = tempfile.gettempdir()
+    return {n for n in os.listdir(temp) if n.startswith("org.chromium.") and os.listdir(os.path.join(temp, n))}
+
+
 def test_episodes_run_in_actors_on_the_desktop_host(local_ray):
+    before = _browser_files()
     with EnvPool(factory, 2, backend="ray", hosts=["local"]) as pool:
         with pool.acquire() as lease:
             assert isinstance(lease.env, RayEnv)
             assert os.getpid() not in lease.env.pids()
         assert pool.map(solve, ["click-button", "enter-text", "click-test"]) == [(1.0, 1.0, False)] * 3
+        assert _browser_files() - before  # the actors' browsers have their profiles in this host's temp dir
+    assert _browser_files() - before == set()  # closing the pool kills the actors' browsers and removes them
 
 
 def test_killed_browser_in_an_actor_is_an_infra_failure_and_recovers(local_ray):

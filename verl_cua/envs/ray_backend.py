@@ -29,10 +29,15 @@ class _EnvActor:
         return fn(self.env)
 
     def kill_processes(self) -> None:
-        """Kill the env's own processes (browsers, desktops) on its host before the actor goes."""
+        """Kill the env's own processes (browsers, desktops) on its host, then let it release what they left (its
+        temporary profiles and runtime dirs) before the actor goes."""
         from verl_cua.envs.pool import _kill
 
         _kill(self.env)
+        try:
+            self.env.close()
+        except Exception:  # the processes are dead already; a close that fails leaves files at worst
+            pass
 
 
 class RayEnv:

@@ -2,9 +2,12 @@
 tree, revert (apps killed, HOME restored), and a desktop killed by PID mid-episode (infra failure, pool rebuild)."""
 
 import base64
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -192,3 +195,51 @@ def test_a_stopped_desktop_never_removes_the_token_of_the_desktop_that_reuses_it
         }
     finally:
         new.stop()
+
+
+OWNER = """
+import json, time
+from verl_cua.envs.osworld.local_desktop import LocalDesktop
+desktop = LocalDesktop(screen=(800, 600))
+desktop.start()
+print(json.dumps({"pids": desktop.pids(), "runtime": str(desktop.runtime)}), flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_left(local_desktop):
+    # a trainer or Ray worker killed with SIGKILL runs no cleanup; its desktops used to run on, orphaned, for good
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        orphan = json.loads(owner.stdout.readline())
+        assert len(orphan["pids"]) >= 4 and Path(orphan["runtime"]).is_dir()
+        mine = LocalDesktop(screen=(800, 600))
+        mine.start()
+        try:  # a start leaves the runtime of a desktop whose owner lives alone
+            assert Path(orphan["runtime"]).is_dir() and len(_running(orphan["pids"])) == len(orphan["pids"])
+        finally:
+            mine.stop()
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 20
+    while _running(orphan["pids"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _running(orphan["pids"]) == []
+    again = LocalDesktop(screen=(800, 600))
+    again.start()
+    try:
+        assert not Path(orphan["runtime"]).exists() and Path(again.runtime).is_dir()
+    finally:
+        again.stop()

@@ -315,6 +315,7 @@ def test_stop_waits_for_an_alive_check_in_flight(local_desktop):
 
     class SlowProc:
         pid = sleeper.pid
+        stdin = sleeper.stdin  # None: the sleeper has no lifeline pipe
 
         def poll(self):
             entered.set()
@@ -448,6 +449,8 @@ def test_the_desktop_cannot_reach_host_services_but_the_cdp_relay_works(desktop)
         message = "iptables missing: apt-get install -y iptables (envs/local_desktop/setup.sh installs it)"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
     rules = lambda: subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout  # noqa: E731
+    ld.FIREWALL._installed.clear()
+    ld.FIREWALL.install(uid)  # drops the openings of owners earlier tests killed
     before = rules()
     ld.FIREWALL._installed.clear()
     assert ld.FIREWALL.install(uid) and ld.FIREWALL.install(uid)

@@ -8,7 +8,8 @@ It starts Xvfb (with an Xauthority cookie, unix socket only) and openbox as its 
 the child subreaper so that every app it launches stays its descendant, serves on a loopback address only, and
 refuses any request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or
 `X-Verl-Cua-Token`). The token is read from stdin and kept in memory only; the process is made non-dumpable so
-that the apps (same user) cannot read it from /proc or ptrace it. `POST /_verl_cua/revert` kills every app
+that the apps (same user) cannot read it from /proc or ptrace it. The owner keeps stdin open: at EOF (the owner
+stopped or died, however killed) the server shuts the desktop down. `POST /_verl_cua/revert` kills every app
 process (all descendants found through /proc/*/stat, in rounds; Xvfb and openbox stay), reaps zombies, restores
 HOME (verified against the template) and empties /tmp (private to the desktop: the launcher mounts a tmpfs).
 Every call has a deadline.
@@ -685,7 +686,7 @@ def relay(host: str, port: int, target_port: int) -> None:
 
 
 def main() -> None:
-    """Start the desktop and serve until SIGTERM; the token is read from stdin (first line), never argv or a file."""
+    """Serve until SIGTERM or EOF on stdin, whose first line is the token (never argv or a file)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.0/8) only")
     parser.add_argument("--port", type=int, required=True)
@@ -703,6 +704,7 @@ def main() -> None:
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 or libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl failed: {os.strerror(ctypes.get_errno())}")
     token = sys.stdin.readline().strip()
+    lifeline = os.dup(0)  # the owner keeps the pipe open for the desktop's life (not inherited by the apps)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # the apps inherit /dev/null, not the pipe the token came through
     os.close(devnull)
@@ -729,7 +731,17 @@ def main() -> None:
             desktop.reap()
             time.sleep(1.0)
 
+    def owner_gone():  # EOF: the owner stopped us or died (SIGKILL included); a desktop never outlives its owner
+        while True:
+            try:
+                if not os.read(lifeline, 64):
+                    break
+            except OSError:
+                break
+        stop()
+
     threading.Thread(target=reaper, daemon=True).start()
+    threading.Thread(target=owner_gone, daemon=True).start()
     print(f"ready {args.port}", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)

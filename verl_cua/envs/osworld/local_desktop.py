@@ -6,7 +6,9 @@ mount that fails stops the start); it has its own HOME (restored from a root-own
 X display with an Xauthority cookie (no TCP, no abstract socket), and an HTTP server bound to its own loopback
 address that refuses requests without this instance's token. The runtime directory (template, server code,
 browser wrapper) is root-owned and read-only to the desktop user, which owns only its HOME and XDG runtime dir.
-The token reaches the server over a stdin pipe and lives only in the server's memory (non-dumpable process).
+The token reaches the server over a stdin pipe and lives only in the server's memory (non-dumpable process); the
+pipe stays open while the desktop's owner lives, so a desktop never outlives the process that started it (a
+trainer or Ray worker killed with SIGKILL included), and the next start removes the runtime dirs it left.
 Where iptables is installed, the desktop user's new outgoing connections to loopback, private and link-local
 addresses and to any of this host's own addresses are rejected (the resolver and each desktop's internal CDP
 port excepted), so the agent cannot reach Ray's dashboard or other services of the trainer;
@@ -428,6 +430,7 @@ class LocalDesktop:
             uid, gid = _desktop_user()
             hide = hidden_paths()
             self._allocate_display()
+            _prune_stale_runtimes(self.display)
             self.host = f"127.77.{self.display // 256}.{self.display % 256}"
             self.port, self.cdp_port = _free_port(self.host), _free_port(self.host)
             self._cdp_internal = _port_below_auto_range()  # the one port the firewall opens to the desktop
@@ -453,9 +456,9 @@ class LocalDesktop:
                 argv, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True
             )  # the token goes over stdin: never in a file, argv or environment the desktop user can read
             log.close()
-            try:
+            try:  # stdin stays open as the desktop's lifeline: when this process dies, the server sees EOF and exits
                 self.proc.stdin.write(f"{self.token}\n".encode())
-                self.proc.stdin.close()
+                self.proc.stdin.flush()
             except OSError:
                 pass  # the sandbox died at once: _wait_ready reports why
             self._wait_ready()
@@ -477,6 +480,11 @@ class LocalDesktop:
             proc, self.proc = self.proc, None
             if proc is not None:
                 _kill_all(proc.pid, self._mntns)
+                if proc.stdin is not None:
+                    try:
+                        proc.stdin.close()
+                    except OSError:
+                        pass
                 try:
                     proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
@@ -653,6 +661,22 @@ class LocalDesktop:
             self.stop()
         except Exception:
             pass
+
+
+def _prune_stale_runtimes(mine: int) -> None:
+    """Remove runtime dirs of desktops whose owner is gone: their display lock is free, or is ours (`mine`, held
+    before our runtime dir exists), since the lock is held for a desktop's whole life."""
+    for runtime in RUNTIME_ROOT.glob("d*-*"):
+        display = runtime.name[1:].split("-", 1)[0]
+        if not display.isdigit() or not runtime.is_dir():
+            continue
+        if int(display) != mine:
+            with open(RUNTIME_ROOT / f"display-{display}.lock", "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live desktop (of this or another process) holds the display
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _x_display_taken(n: int) -> bool:
