@@ -202,7 +202,7 @@ import json, time
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
 desktop = LocalDesktop(screen=(800, 600))
 desktop.start()
-print(json.dumps({"pids": desktop.pids(), "runtime": str(desktop.runtime)}), flush=True)
+print(json.dumps({"pids": desktop.pids(), "root": desktop.proc.pid, "runtime": str(desktop.runtime)}), flush=True)
 time.sleep(600)
 """
 
@@ -218,7 +218,8 @@ def _running(pids: list[int]) -> list[int]:
     return alive
 
 
-def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_left(local_desktop):
+@pytest.mark.parametrize("killed", ["owner", "owner_and_its_children"])  # the second is what Ray does to a worker
+def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_left(local_desktop, killed):
     # a trainer or Ray worker killed with SIGKILL runs no cleanup; its desktops used to run on, orphaned, for good
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
@@ -233,6 +234,8 @@ def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_l
     finally:
         owner.kill()
         owner.wait()
+        if killed == "owner_and_its_children":  # the sandbox root (dbus-run-session): its D-Bus daemon is orphaned
+            os.kill(orphan["root"], signal.SIGKILL)
     deadline = time.monotonic() + 20
     while _running(orphan["pids"]) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -267,6 +267,26 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _sandbox_mates() -> list[int]:
+    """Every other process of our user in our mount namespace: the desktop's D-Bus daemons and the services they
+    started, which are not our descendants."""
+    me, uid = os.getpid(), os.getuid()
+    try:
+        namespace = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return []
+    mates = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid == uid and os.readlink(f"/proc/{name}/ns/mnt") == namespace:
+                mates.append(int(name))
+        except OSError:
+            continue
+    return mates
+
+
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -746,7 +766,7 @@ def main() -> None:
     try:
         server.serve_forever(poll_interval=0.2)
     finally:  # SIGTERM first so Xvfb removes its socket and lock file, then SIGKILL what is left
-        pids = _descendants(os.getpid())
+        pids = sorted(set(_descendants(os.getpid())) | set(_sandbox_mates()))
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in pids:
                 _signal(pid, sig)
