@@ -18,6 +18,7 @@ without iptables one warning is logged.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import logging
 import os
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 import requests
 
@@ -222,9 +224,11 @@ class _Firewall:
         except (OSError, subprocess.TimeoutExpired):
             return False
         appended = [shlex.split(line)[2:] for line in listing if line.startswith("-A ")]
+        from psutil import pid_exists
+
         owners = [self._cdp_owner(rule) for rule in appended]
         # live desktops' ports (this or another running process): kept; those of processes that are gone: dropped
-        cdp = [rule for rule, pid in zip(appended, owners, strict=True) if pid and _process_exists(pid)]
+        cdp = [rule for rule, pid in zip(appended, owners, strict=True) if pid and pid_exists(pid)]
         stale = sum(pid is not None for pid in owners) - len(cdp)
         exact = not stale and len(appended) - len(cdp) == len(rules)
         if not exact or not all(self._run(tool, "-C", FIREWALL_CHAIN, *rule) for rule in rules):
@@ -264,17 +268,6 @@ class _Firewall:
 
 
 FIREWALL = _Firewall()
-
-
-def _process_exists(pid: int) -> bool:
-    """Whether a process with this pid exists (signal 0 checks without sending)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
@@ -560,11 +553,8 @@ class LocalDesktop:
         for n in range(FIRST_DISPLAY, FIRST_DISPLAY + 1000):
             if _x_display_taken(n):
                 continue
-            lock = open(RUNTIME_ROOT / f"display-{n}.lock", "w")  # noqa: SIM115 - held for the desktop's life
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
+            lock = _lock_display(n)  # held for the desktop's life
+            if lock is None:
                 continue
             self.display, self._display_lock = n, lock
             return
@@ -670,13 +660,22 @@ def _prune_stale_runtimes(mine: int) -> None:
         display = runtime.name[1:].split("-", 1)[0]
         if not display.isdigit() or not runtime.is_dir():
             continue
-        if int(display) != mine:
-            with open(RUNTIME_ROOT / f"display-{display}.lock", "a") as lock:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a live desktop (of this or another process) holds the display
-        shutil.rmtree(runtime, ignore_errors=True)
+        lock = contextlib.nullcontext() if int(display) == mine else _lock_display(int(display))
+        if lock is None:
+            continue  # a live desktop (of this or another process) holds the display
+        with lock:
+            shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _lock_display(n: int) -> TextIO | None:
+    """The lock file of display :n, locked exclusively, or None when a desktop holds it."""
+    lock = open(RUNTIME_ROOT / f"display-{n}.lock", "w")  # noqa: SIM115 - the caller keeps or closes it
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
 
 
 def _x_display_taken(n: int) -> bool:
