@@ -3,7 +3,8 @@
 verl loads this module during `import verl` and swallows its errors at DEBUG level, so it stays import-light
 (registrations into heavy verl modules wait until those modules are imported) and the trainer checks
 `missing_registrations()` at start. Registered: platform `cpu`, engine `fsdp`/`fsdp2` on `cpu`, agent loop
-`gui_agent`, rollout `hf` (CPU), advantage estimators `sdpo`/`sdpo_grpo`/`gigpo` and policy loss `sdpo`.
+`gui_agent`, rollout `hf` (CPU), advantage estimators `sdpo`/`sdpo_grpo`/`gigpo` and policy loss `sdpo`; and a
+checked `maybe_fix_3d_position_ids` in verl's workers (position_ids.py: verl 0.9.1 mis-packs same-length VL rows).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 CORE_ALGOS_MODULE = "verl.trainer.ppo.core_algos"
 ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
 ESTIMATORS = ("sdpo", "sdpo_grpo", "gigpo")
+# verl modules holding `maybe_fix_3d_position_ids`: each imports it by name, so each binding is replaced
+POSITION_IDS_MODULES = (
+    "verl.utils.tensordict_utils",
+    "verl.workers.engine_workers",
+    "verl.workers.engine.base",
+    "verl.workers.engine_workers_tinker",
+)
 _DONE = False
 
 
@@ -45,6 +53,12 @@ def _register_hf_rollout(_module) -> None:
     register_hf_rollout()
 
 
+def _install_position_ids_fix(module) -> None:
+    from verl_cua.integrations.verl.position_ids import install
+
+    install(module)
+
+
 def register() -> None:
     """Register every verl-cua name with verl's registries, now or when the registry's module is imported."""
     global _DONE
@@ -57,6 +71,8 @@ def register() -> None:
     when_imported(CORE_ALGOS_MODULE, _register_estimators)
     for name in ROLLOUT_MODULES:
         when_imported(name, _register_hf_rollout)
+    for name in POSITION_IDS_MODULES:
+        when_imported(name, _install_position_ids_fix)
 
 
 def missing_registrations() -> list[str]:
