@@ -17,8 +17,9 @@ from verl.workers.config import HFModelConfig, RolloutConfig  # noqa: E402
 
 from verl_cua.integrations.verl.hf_rollout import register_hf_rollout  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.adapter import HFServerAdapter  # noqa: E402
+from verl_cua.integrations.verl.hf_rollout.generation import truncate_at_stop  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.replica import HFReplica, server_actor_name  # noqa: E402
-from verl_cua.integrations.verl.hf_rollout.server import HFServer, truncate_at_stop  # noqa: E402
+from verl_cua.integrations.verl.hf_rollout.server import HFServer  # noqa: E402
 
 FAMILIES = ["qwen25vl", "qwen3vl"]
 RESPONSE_LENGTH = 8

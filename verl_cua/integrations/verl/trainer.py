@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import torch
 import transfer_queue as tq
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo.ray_trainer import apply_kl_penalty
@@ -42,6 +42,13 @@ from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
 logger = logging.getLogger(__name__)
 
 
+def epochs_for_steps(total_training_steps: int | None, steps_per_epoch: int, total_epochs: int) -> int:
+    """`total_epochs`, raised to cover `total_training_steps` when set (verl silently stops at the epochs' end)."""
+    if total_training_steps is None or total_training_steps <= 0 or steps_per_epoch <= 0:
+        return total_epochs
+    return max(total_epochs, math.ceil(total_training_steps / steps_per_epoch))
+
+
 class CuaTrainer(PPOTrainerSync):
     """The sync PPO trainer for GUI agents; every verl step is upstream's, with our hooks around it."""
 
@@ -66,6 +73,20 @@ class CuaTrainer(PPOTrainerSync):
         self._teacher_builder = None
         self._step_metrics: dict = {}
         self.ema_teacher = self.estimator in SDPO_ESTIMATORS and (self.cua.get("sdpo") or {}).get("teacher") == "ema"
+
+    # -- the run's length ----------------------------------------------------------------------------------------------
+    def _init_dataloader(self):
+        super()._init_dataloader()
+        steps, epochs = self.config.trainer.total_training_steps, int(self.config.trainer.total_epochs)
+        needed = epochs_for_steps(steps, self.steps_per_epoch, epochs)
+        if needed != epochs:
+            logger.warning(
+                f"verl-cua: trainer.total_training_steps={steps} needs {needed} epochs of {self.steps_per_epoch} "
+                f"steps; raising trainer.total_epochs from {epochs} to {needed} (verl would stop at step "
+                f"{epochs * self.steps_per_epoch})"
+            )
+            with open_dict(self.config):
+                self.config.trainer.total_epochs = needed
 
     # -- losses ------------------------------------------------------------------------------------------------------
     def on_init_end(self):

@@ -1,0 +1,23 @@
+"""`trainer.total_training_steps` is never cut short by `trainer.total_epochs` (verl 0.9.1 stops at the epochs' end
+without a word); the learning test runs the real trainer with total_epochs=1 and counts its steps."""
+
+import pytest
+
+from verl_cua.integrations.verl.trainer import epochs_for_steps
+
+
+@pytest.mark.parametrize(
+    ("steps", "per_epoch", "epochs", "expected"),
+    [
+        (60, 1, 30, 60),  # the tiny recipe's case: 2 rows, batch 2, 60 steps asked, 30 given
+        (60, 16, 1, 4),  # 60 steps of 16 per epoch: 4 epochs, the last one partly
+        (64, 16, 1, 4),
+        (10, 16, 1, 1),  # fits: unchanged
+        (10, 16, 5, 5),  # more epochs than needed: left as the user set them
+        (None, 16, 3, 3),  # no step count: epochs rule
+        (-1, 16, 3, 3),
+        (5, 0, 3, 3),  # an empty loader: nothing to raise
+    ],
+)
+def test_epochs_cover_the_steps_asked_for(steps, per_epoch, epochs, expected):
+    assert epochs_for_steps(steps, per_epoch, epochs) == expected

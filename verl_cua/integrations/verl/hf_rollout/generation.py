@@ -1,0 +1,225 @@
+"""`Generator`: transformers `generate` for one prompt of token ids (and its images) on CPU, with the rules the `hf`
+rollout and `verl-cua serve` share: vision placeholders and ids past the tokenizer never sampled, padding after
+the first stop id dropped, vLLM-style log-probs of the sampled tokens, seeded sampling that leaves the global RNG
+alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+)
+
+
+class BannedTokens(LogitsProcessor):
+    """Sets the logits of banned token ids (vision placeholders, ids past the tokenizer) to -inf."""
+
+    def __init__(self, token_ids: torch.Tensor):
+        self.token_ids = token_ids
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """Mask the banned ids in `scores` (batch, vocab)."""
+        return mask_banned(scores, self.token_ids)
+
+
+def mask_banned(logits: torch.Tensor, banned: torch.Tensor) -> torch.Tensor:
+    """A copy of `logits` (..., vocab) with the `banned` ids set to -inf."""
+    logits = logits.clone()
+    if banned.numel():
+        logits[..., banned] = float("-inf")
+    return logits
+
+
+def is_vision_language(hf_config: Any) -> bool:
+    """Whether a transformers config describes an image-text-to-text model."""
+    return getattr(hf_config, "vision_config", None) is not None
+
+
+def max_position_embeddings(hf_config: Any) -> int:
+    """The model's context length (`max_position_embeddings`, looked up in `text_config` too)."""
+    for cfg in (hf_config, getattr(hf_config, "text_config", None)):
+        value = getattr(cfg, "max_position_embeddings", None)
+        if value is not None:
+            return int(value)
+    raise ValueError("max_position_embeddings not found in the model config; set rollout.max_model_len")
+
+
+def load_model(path: str | Path, hf_config: Any = None, trust_remote_code: bool = False) -> PreTrainedModel:
+    """Load a policy on CPU in float32 with sdpa attention, in eval mode, without a hub generation config."""
+    if hf_config is None:
+        from transformers import AutoConfig
+
+        hf_config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    hf_config = copy.deepcopy(hf_config)
+    auto_cls = AutoModelForImageTextToText if is_vision_language(hf_config) else AutoModelForCausalLM
+    model = auto_cls.from_pretrained(
+        path, config=hf_config, dtype=torch.float32, attn_implementation="sdpa", trust_remote_code=trust_remote_code
+    )
+    model.eval().requires_grad_(False)
+    model.generation_config = GenerationConfig()  # the caller's sampling settings only, never the hub's defaults
+    return model
+
+
+def truncate_at_stop(token_ids: list[int], stop_ids: Iterable[int]) -> list[int]:
+    """`token_ids` up to and including the first stop id (drops the padding `generate` adds after it)."""
+    stops = set(stop_ids)
+    for index, token in enumerate(token_ids):
+        if token in stops:
+            return token_ids[: index + 1]
+    return token_ids
+
+
+def sampled_log_probs(
+    logits: tuple[torch.Tensor, ...], token_ids: list[int], banned: torch.Tensor, temperature: float
+) -> list[float]:
+    """log_softmax(masked raw logits / T) of each sampled token (T=1 when greedy), as vLLM's processed logprobs."""
+    steps = torch.stack([step[0] for step in logits[: len(token_ids)]]).float()
+    scaled = mask_banned(steps, banned) / (temperature if temperature > 0 else 1.0)
+    log_probs = torch.log_softmax(scaled, dim=-1)
+    return log_probs.gather(-1, torch.tensor(token_ids).unsqueeze(-1)).squeeze(-1).tolist()
+
+
+@dataclass
+class Sampling:
+    """One request's decoding settings (vLLM's meaning: temperature <= 1e-5 is greedy, top_k <= 0 is off)."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    repetition_penalty: float = 1.0
+    stop_ids: tuple[int, ...] = ()
+    seed: int | None = None
+    logprobs: bool = False
+
+    @property
+    def greedy(self) -> bool:
+        """Whether this is greedy decoding (vLLM's _SAMPLING_EPS)."""
+        return self.temperature <= 1e-5
+
+
+class Generator:
+    """A loaded model, its processor and tokenizer, and the one way both CPU servers generate with them."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: Any,
+        processor: Any = None,
+        pad_token_id: int | None = None,
+        name: str = "hf rollout",
+    ):
+        from verl.utils.tokenizer import get_processor_token_id
+
+        self.name = name  # starts every error message
+        self.pad_token_id = pad_token_id
+        self.model = model
+        self.tokenizer = tokenizer
+        self.processor = processor
+        self.is_vl = is_vision_language(model.config)
+        self.image_token_id = get_processor_token_id(processor, "image")
+        self.video_token_id = get_processor_token_id(processor, "video")
+        self.banned_token_ids = self._banned_token_ids()
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        images: list[Any] | None = None,
+        mm_kwargs: dict[str, Any] | None = None,
+    ) -> tuple[list[int], list[float] | None]:
+        """Response ids for one prompt (up to and including the first stop id) and, if asked, their log-probs."""
+        input_ids = torch.tensor([prompt_ids], dtype=torch.long)
+        inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+        inputs.update(self.vision_inputs(input_ids, images, mm_kwargs or {}))
+        config = self._generation_config(sampling)
+        seeded = sampling.seed is not None
+        with torch.random.fork_rng(devices=[]) if seeded else contextlib.nullcontext():
+            if seeded:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(
+                **inputs,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([BannedTokens(self.banned_token_ids)]),
+            )
+        token_ids = truncate_at_stop(out.sequences[0, len(prompt_ids) :].tolist(), sampling.stop_ids)
+        if not sampling.logprobs:
+            return token_ids, None
+        temperature = 0.0 if sampling.greedy else sampling.temperature
+        return token_ids, sampled_log_probs(out.logits, token_ids, self.banned_token_ids, temperature)
+
+    def _generation_config(self, sampling: Sampling) -> GenerationConfig:
+        """A fresh GenerationConfig for `sampling` (logits kept for the log-probs)."""
+        decoding: dict[str, Any] = {"do_sample": False}
+        if not sampling.greedy:
+            decoding = {
+                "do_sample": True,
+                "temperature": sampling.temperature,
+                "top_k": max(0, int(sampling.top_k or 0)),
+                "top_p": float(sampling.top_p),
+            }
+        return GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            min_new_tokens=0,
+            num_beams=1,
+            repetition_penalty=float(sampling.repetition_penalty),
+            eos_token_id=list(sampling.stop_ids) or None,
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+            use_cache=True,
+            **decoding,
+        )
+
+    def vision_inputs(
+        self, input_ids: torch.Tensor, images: list[Any] | None, mm_kwargs: dict[str, Any]
+    ) -> dict[str, torch.Tensor]:
+        """pixel_values/image_grid_thw for the images and mm_token_type_ids (M-RoPE) for a VL model."""
+        n_pads = int((input_ids == self.image_token_id).sum()) if self.image_token_id is not None else 0
+        inputs: dict[str, torch.Tensor] = {}
+        if images:
+            if self.processor is None or not self.is_vl:
+                raise ValueError(f"{self.name}: got image_data but the model has no image processor/vision tower")
+            features = self.processor.image_processor(images=list(images), return_tensors="pt", **mm_kwargs)
+            merge = int(getattr(self.processor.image_processor, "merge_size", 1))
+            needed = int(features["image_grid_thw"].prod(-1).sum()) // merge**2
+            if needed != n_pads:
+                raise ValueError(
+                    f"{self.name}: prompt_ids hold {n_pads} image placeholder tokens but the {len(images)} "
+                    f"image(s) need {needed}; build prompt_ids with this model's processor on the same images "
+                    "(expanded pads)"
+                )
+            inputs["pixel_values"] = features["pixel_values"].to(torch.float32)
+            inputs["image_grid_thw"] = features["image_grid_thw"]
+        elif n_pads:
+            raise ValueError(f"{self.name}: prompt_ids hold {n_pads} image placeholder tokens but no image_data came")
+        if self.is_vl:
+            types = torch.zeros_like(input_ids, dtype=torch.int)
+            for token_id, kind in ((self.image_token_id, 1), (self.video_token_id, 2)):
+                if token_id is not None:
+                    types[input_ids == token_id] = kind
+            inputs["mm_token_type_ids"] = types
+        return inputs
+
+    def _banned_token_ids(self) -> torch.Tensor:
+        """Ids never to sample: vision placeholders and the embedding rows past the tokenizer's vocabulary."""
+        from verl.workers.rollout.utils import get_vision_placeholder_token_ids
+
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        banned = set(range(len(self.tokenizer), vocab))
+        banned.update(int(t) for t in get_vision_placeholder_token_ids(self.processor) if int(t) < vocab)
+        return torch.tensor(sorted(banned), dtype=torch.long)
