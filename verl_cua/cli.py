@@ -1,4 +1,5 @@
-"""The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs."""
+"""The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs, `serve` a
+checkpoint on CPU."""
 
 from __future__ import annotations
 
@@ -90,6 +91,58 @@ def _compare_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVE_INSTALL = "pip install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[verl]'"
+
+
+def _serve_cmd(args: argparse.Namespace) -> int:
+    import importlib.util
+    from pathlib import Path
+
+    missing = [m for m in ("torch", "torchvision", "verl") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"verl-cua serve: needs {', '.join(missing)}; install with: {SERVE_INSTALL}", file=sys.stderr)
+        return 2
+    if not (Path(args.model_dir) / "config.json").is_file():
+        print(f"verl-cua serve: {args.model_dir} is not a Hugging Face model folder (no config.json)", file=sys.stderr)
+        return 2
+    import torch
+
+    from verl_cua.serve import ChatModel, ChatServer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = ChatModel(args.model_dir, name=args.served_model_name, max_model_len=args.max_model_len)
+    try:
+        server = ChatServer(model, args.host, args.port)
+    except OSError as exc:
+        print(f"verl-cua serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    print(f"verl-cua serve: {model.name} at {server.url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return 0
+
+
+def _add_serve(sub) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="a checkpoint behind an OpenAI-compatible endpoint on this CPU, for verl-cua eval (GPU: vllm serve)",
+        description="POST /v1/chat/completions (text and data:image parts), GET /v1/models. Generation is the hf "
+        "rollout's (transformers on CPU), one request at a time. Prints the base URL once it listens.",
+    )
+    p.add_argument("model_dir", help="a Hugging Face model folder (e.g. verl's model merger output)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0: any free port (the printed URL names it)")
+    p.add_argument("--served-model-name", default=None, help="the name requests use (default: MODEL_DIR as given)")
+    p.add_argument("--max-model-len", type=int, default=None, help="context length cap (default: the model's)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.set_defaults(func=_serve_cmd)
+
+
 def _add_eval(sub) -> None:
     from verl_cua.actions import FORMAT_REGISTRY
     from verl_cua.envs.task_sets import TASK_ENVS
@@ -163,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_parse_cmd)
     _add_eval(sub)
     _add_view_compare(sub)
+    _add_serve(sub)
     return parser
 
 

@@ -20,6 +20,15 @@ def dom_elements(env: MiniWoBEnv) -> list[dict]:
     return out
 
 
+def target_box(env: MiniWoBEnv, task: str) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) in task-area CSS pixels of the one element a click must hit (single-target tasks)."""
+    tags = {"click-test": "BUTTON", "focus-text": "INPUT_text"}
+    if task not in tags:
+        raise ValueError(f"no single click target for {task!r}; supported: {', '.join(tags)}")
+    element = next(e for e in dom_elements(env) if e["tag"] == tags[task])
+    return element["left"], element["top"], element["left"] + element["width"], element["top"] + element["height"]
+
+
 def center(element: dict, scale: int) -> tuple[int, int]:
     """The element's centre in screenshot pixels."""
     return int((element["left"] + element["width"] / 2) * scale), int((element["top"] + element["height"] / 2) * scale)

@@ -107,3 +107,25 @@ def test_summary_reads_verl_file_logger(tmp_path):
     assert (s["steps"], s["reward_mean"], s["success_rate"], s["invalid_action_rate"]) == (2, 0.5, 0.5, 0.25)
     assert s["infra_failures"] == 1 and s["seconds"] == 42
     assert s["per_step"]["reward_mean"] == [-0.2, 0.5] and s["per_step"]["seconds_step"] == [10.0, 9.0]
+    assert (s["window"], s["first_window_success"], s["last_window_success"]) == (1, 0.0, 0.5)
+
+
+def test_summary_windows_and_eval_runs(tmp_path, capsys):
+    log = tmp_path / "metrics.jsonl"
+    rates = [0.1, 0.0, 0.2, 0.1, 0.1, 0.3, 0.4, 0.5, 0.6, 0.5, 0.7, 0.6]
+    log.write_text("\n".join(json.dumps({"step": i + 1, "data": {"cua/success_rate": r, "cua/episodes": 32}})
+                             for i, r in enumerate(rates)))  # fmt: skip
+    before, after = tmp_path / "before", tmp_path / "after"
+    for run, (hits, n) in ((before, (3, 32)), (after, (20, 32))):
+        run.mkdir()
+        figures = {"success_rate": hits / n, "successes": hits, "scored": n, "success_rate_ci95": [0.0, 1.0]}
+        (run / "summary.json").write_text(json.dumps(figures))
+    out = tmp_path / "summary.json"
+    assert summary.main([str(log), "--out", str(out), "--eval", f"initial={before}", "--eval", f"trained={after}"]) == 0
+    s = json.loads(out.read_text())
+    assert s["window"] == 5
+    assert abs(s["first_window_success"] - 0.1) < 1e-9 and abs(s["last_window_success"] - 0.58) < 1e-9
+    assert s["eval"]["initial"]["success_rate"] == 3 / 32 and s["eval"]["trained"]["successes"] == 20
+    printed = capsys.readouterr().out
+    assert "over the last 5: 0.580" in printed and "trained: success 20/32" in printed
+    assert summary.main([str(log), "--out", str(out), "--eval", f"x={tmp_path / 'missing'}"]) == 2

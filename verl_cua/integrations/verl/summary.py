@@ -1,6 +1,9 @@
 """Summarise a training run from verl's file logger (JSONL): a rich table and a JSON file.
 
-`python -m verl_cua.integrations.verl.summary metrics.jsonl --seconds S --out summary.json`
+`python -m verl_cua.integrations.verl.summary metrics.jsonl --seconds S --out summary.json [--eval NAME=RUN ...]`
+
+Beside the per-step figures: success over the first and the last `window` steps (the curve's rise), and, with
+`--eval`, the success rate of `verl-cua eval` runs (e.g. the initial and the trained model on held-out tasks).
 """
 
 from __future__ import annotations
@@ -40,10 +43,16 @@ def read_steps(path: str | Path) -> list[dict[str, Any]]:
     return steps
 
 
-def summarise(steps: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """The summary: last-step headline figures plus per-step lists of each figure."""
+WINDOW = 5  # steps averaged at each end of the curve (fewer on short runs: at most half the steps)
+
+
+def summarise(steps: list[dict[str, Any]], seconds: float, evals: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The summary: last-step headline figures, the first and last window's success, per-step lists of each figure,
+    and the success rate of each `evals` run (name -> its summary.json)."""
     per_step = {key: [s.get(metric) for s in steps] for key, metric in PER_STEP.items()}
     last = steps[-1] if steps else {}
+    window = max(1, min(WINDOW, len(steps) // 2))
+    success = [x for x in per_step["success_rate"] if x is not None]
     return {
         "steps": len(steps),
         "reward_mean": last.get(PER_STEP["reward_mean"]),
@@ -51,8 +60,22 @@ def summarise(steps: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
         "invalid_action_rate": last.get(PER_STEP["invalid_action_rate"]),
         "infra_failures": int(sum(x or 0 for x in per_step["infra_failures"])),
         "seconds": seconds,
+        "window": window,
+        "first_window_success": _mean(success[:window]),
+        "last_window_success": _mean(success[-window:]),
+        "eval": {name: _eval_figures(run) for name, run in (evals or {}).items()},
         "per_step": per_step,
     }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _eval_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """The headline of a `verl-cua eval` summary.json."""
+    keys = ("success_rate", "success_rate_ci95", "scored", "successes", "infra_failures", "invalid_action_rate")
+    return {key: summary.get(key) for key in keys}
 
 
 def print_summary(summary: dict[str, Any], where: str) -> None:
@@ -77,6 +100,15 @@ def print_summary(summary: dict[str, Any], where: str) -> None:
         table.add_row(str(i + 1), *[_fmt(summary["per_step"][c][i]) for c in cols])  # keys of `cols`
     console = Console()
     console.print(table)
+    if summary.get("first_window_success") is not None:
+        console.print(
+            f"success over the first {summary['window']} steps: {summary['first_window_success']:.3f}; "
+            f"over the last {summary['window']}: {summary['last_window_success']:.3f}"
+        )
+    for name, figures in summary.get("eval", {}).items():
+        low, high = figures.get("success_rate_ci95") or (None, None)
+        ci = f" (95% CI {low:.2f}-{high:.2f})" if low is not None else ""
+        console.print(f"{name}: success {figures['successes']}/{figures['scored']} = {figures['success_rate']:.3f}{ci}")
     console.print(f"metrics: {where}")
 
 
@@ -90,12 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("metrics")
     ap.add_argument("--seconds", type=float, default=0.0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--eval", action="append", default=[], metavar="NAME=RUN", help="a verl-cua eval run to report")
     args = ap.parse_args(argv)
     steps = read_steps(args.metrics)
     if not steps:
         print(f"verl-cua summary: no training steps in {args.metrics}", file=sys.stderr)
         return 1
-    summary = summarise(steps, args.seconds)
+    evals = {}
+    for item in args.eval:
+        name, sep, run = item.partition("=")
+        path = Path(run) / "summary.json"
+        if not sep or not path.is_file():
+            print(f"verl-cua summary: --eval wants NAME=RUN with RUN/summary.json, got {item!r}", file=sys.stderr)
+            return 2
+        evals[name] = json.loads(path.read_text())
+    summary = summarise(steps, args.seconds, evals)
     Path(args.out).write_text(json.dumps(summary, indent=2))
     print_summary(summary, f"{args.metrics} (summary: {args.out})")
     return 0

@@ -1,0 +1,215 @@
+"""Learning curves per advantage estimator on the real stack: `python -m bench.learn [--quick]`.
+
+Every run trains the same warm-started tiny Qwen-VL (`verl_cua.testing.learning.LearningSetting`: click syntax only,
+never the answers) with verl's trainer (`preset=cpu`: FSDP2 on CPU, the `hf` rollout) on MiniWoB++ in Chromium, for
+the same number of steps and episodes; only the estimator and the run's seed (the order of the prompts, and the
+sampling) change. GRPO is the anchor: every figure is read against GRPO's runs of the same invocation. Held-out
+success is measured by verl's validation on layouts never trained on, before and after training, beside the
+blind baseline of those layouts: the best a policy that never looks at the screenshot can do (the single click
+point that hits the most training targets, scored on the held-out ones).
+
+Writes OUT/learn.json ({"runs": [{"estimator", "seed", "success_rate": [...], "heldout_success_rate": [before,
+after], ...}], "blind": ..., "setting": ...}) and OUT/learn.png, and prints a table.
+`--quick`: one seed of grpo and sdpo (about 20 minutes on 2 cores); the full run: 3 seeds of every estimator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from verl_cua.testing.learning import LearningRun, LearningSetting, train
+
+# estimator name in the table -> Hydra overrides on top of the setting (GRPO's)
+ESTIMATORS: dict[str, tuple[str, ...]] = {
+    "grpo": ("algorithm.adv_estimator=grpo",),
+    "gigpo": ("algorithm.adv_estimator=gigpo",),
+    "sdpo": ("algorithm.adv_estimator=sdpo",),
+    "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo",),
+    "sdpo+entropulse": (
+        "algorithm.adv_estimator=sdpo",
+        "cua.entropulse.schedule=fixed",
+        "cua.entropulse.rl_steps=10",
+        "cua.entropulse.sft_steps=2",
+        "cua.entropulse.sft_batch_size=8",
+    ),
+}
+QUICK = ("grpo", "sdpo")
+WINDOW = 5  # steps averaged at the start and the end of a curve
+THRESHOLD = 0.5  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it
+
+
+def steps_to(curve: list[float], threshold: float, window: int = WINDOW) -> int | None:
+    """The first training step (1-based) whose trailing `window`-step mean success is >= `threshold`."""
+    for end in range(window, len(curve) + 1):
+        if sum(curve[end - window : end]) / window >= threshold:
+            return end
+    return None
+
+
+def run_record(estimator: str, seed: int, run: LearningRun, episodes_per_step: int) -> dict:
+    """One run as it is written to learn.json."""
+    return {
+        "estimator": estimator,
+        "seed": seed,
+        "success_rate": run.success_rate,
+        "heldout_success_rate": run.heldout_success_rate,
+        "first_window": run.window(WINDOW),
+        "last_window": run.window(WINDOW, last=True),
+        "steps_to_threshold": steps_to(run.success_rate, THRESHOLD),
+        "episodes_per_step": episodes_per_step,
+        "seconds": run.seconds,
+        "entropy": [s.get("actor/entropy") for s in run.steps],
+    }
+
+
+def summarise(runs: list[dict]) -> dict[str, dict]:
+    """Per estimator: mean and spread of the start and end windows, steps to threshold, held-out before/after."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(r["estimator"] for r in runs):
+        mine = [r for r in runs if r["estimator"] == name]
+        reached = [r["steps_to_threshold"] for r in mine if r["steps_to_threshold"] is not None]
+        out[name] = {
+            "runs": len(mine),
+            "first": _mean_sd([r["first_window"] for r in mine]),
+            "last": _mean_sd([r["last_window"] for r in mine]),
+            "rise": _mean_sd([r["last_window"] - r["first_window"] for r in mine]),
+            "steps_to_threshold": statistics.median(reached) if reached else None,
+            "reached": f"{len(reached)}/{len(mine)}",
+            "heldout_before": _mean_sd([r["heldout_success_rate"][0] for r in mine if r["heldout_success_rate"]]),
+            "heldout_after": _mean_sd([r["heldout_success_rate"][-1] for r in mine if r["heldout_success_rate"]]),
+            "minutes": _mean_sd([r["seconds"] / 60 for r in mine]),
+        }
+    return out
+
+
+def _mean_sd(values: list[float]) -> list[float] | None:
+    if not values:
+        return None
+    return [statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0]
+
+
+def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> None:
+    """A rich table, GRPO first; the blind baseline under it."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def fmt(value: list[float] | None) -> str:
+        return "-" if value is None else f"{value[0]:.2f} ± {value[1]:.2f}"
+
+    table = Table(title=f"bench.learn: success, first vs last {WINDOW} steps (mean ± sd over seeds)")
+    for column in ("estimator", "runs", "first", "last", "rise", f"steps to {THRESHOLD}", "held-out before",
+                   "held-out after", "minutes"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "estimator" else "right")
+    for name in sorted(summary, key=lambda n: n != anchor):
+        s = summary[name]
+        to = "-" if s["steps_to_threshold"] is None else f"{s['steps_to_threshold']:g} ({s['reached']})"
+        table.add_row(name, str(s["runs"]), fmt(s["first"]), fmt(s["last"]), fmt(s["rise"]), to,
+                      fmt(s["heldout_before"]), fmt(s["heldout_after"]), fmt(s["minutes"]))  # fmt: skip
+    console = Console()
+    console.print(table)
+    console.print(
+        f"blind baseline on the held-out layouts (never looks at the screenshot): {blind['heldout_rate']:.2f} "
+        f"(best single point {tuple(blind['point'])}, {blind['train_rate']:.2f} of the training layouts); "
+        f"uniform random clicks: {blind['uniform_rate']:.2f}"
+    )
+
+
+def plot(runs: list[dict], blind: dict, path: Path, episodes_per_step: int) -> None:
+    """learn.png: mean success per step and its spread over seeds, per estimator; held-out and blind marks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for name in dict.fromkeys(r["estimator"] for r in runs):
+        curves = [r["success_rate"] for r in runs if r["estimator"] == name]
+        length = min(len(c) for c in curves)
+        steps = list(range(1, length + 1))
+        smooth = [_trailing(c[:length]) for c in curves]
+        mean = [statistics.fmean(v) for v in zip(*smooth, strict=True)]
+        low = [min(v) for v in zip(*smooth, strict=True)]
+        high = [max(v) for v in zip(*smooth, strict=True)]
+        (line,) = ax.plot(steps, mean, label=f"{name} ({len(curves)} seeds)")
+        ax.fill_between(steps, low, high, alpha=0.15, color=line.get_color())
+        after = [r["heldout_success_rate"][-1] for r in runs if r["estimator"] == name and r["heldout_success_rate"]]
+        if after:
+            ax.plot([length], [statistics.fmean(after)], marker="D", color=line.get_color())
+    before = [r["heldout_success_rate"][0] for r in runs if r["heldout_success_rate"]]
+    if before:
+        ax.plot([0], [statistics.fmean(before)], marker="D", color="black", label="held-out (diamonds)")
+    ax.axhline(blind["heldout_rate"], linestyle="--", color="gray", label="blind baseline (held-out)")
+    ax.set_xlabel(f"training step ({episodes_per_step} episodes each)")
+    ax.set_ylabel(f"success rate (trailing mean of {WINDOW} steps; band: min-max over seeds)")
+    ax.set_ylim(0, 1)
+    secondary = ax.secondary_xaxis("top", functions=(lambda s: s * episodes_per_step, lambda e: e / episodes_per_step))
+    secondary.set_xlabel("episodes")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _trailing(curve: list[float], window: int = WINDOW) -> list[float]:
+    return [statistics.fmean(curve[max(0, i + 1 - window) : i + 1]) for i in range(len(curve))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"one seed of {', '.join(QUICK)}")
+    ap.add_argument("--estimators", default=None, help=f"comma-separated, from {', '.join(ESTIMATORS)}")
+    ap.add_argument("--seeds", type=int, default=None, help="runs per estimator (default 3; --quick: 1)")
+    ap.add_argument("--steps", type=int, default=None, help="training steps per run (default: the setting's)")
+    ap.add_argument("--out", default="outputs/bench_learn")
+    args = ap.parse_args(argv)
+    names = args.estimators.split(",") if args.estimators else list(QUICK if args.quick else ESTIMATORS)
+    unknown = [n for n in names if n not in ESTIMATORS]
+    if unknown:
+        print(
+            f"bench.learn: unknown estimator(s) {', '.join(unknown)}; valid: {', '.join(ESTIMATORS)}", file=sys.stderr
+        )
+        return 2
+    seeds = args.seeds or (1 if args.quick else 3)
+    setting = LearningSetting()
+    if args.steps:
+        setting = dataclasses.replace(setting, steps=args.steps)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    episodes = setting.prompts_per_step * setting.n
+    blind = blind_baseline(setting)
+    runs = []
+    for seed in range(seeds):
+        for name in names:  # seed-major: an interrupted full run still has every estimator's first seeds
+            print(f"bench.learn: {name} seed {seed} ...", file=sys.stderr, flush=True)
+            run = train(setting, out / f"{name}-seed{seed}", *ESTIMATORS[name], seed=seed)
+            runs.append(run_record(name, seed, run, episodes))
+            _write(out, setting, blind, runs)
+    summary = _write(out, setting, blind, runs)
+    plot(runs, blind, out / "learn.png", episodes)
+    print_table(summary, blind)
+    print(f"bench.learn: {out / 'learn.json'}, {out / 'learn.png'}")
+    return 0
+
+
+def _write(out: Path, setting: LearningSetting, blind: dict, runs: list[dict]) -> dict:
+    summary = summarise(runs)
+    record = {"setting": dataclasses.asdict(setting), "blind": blind, "summary": summary, "runs": runs}
+    (out / "learn.json").write_text(json.dumps(record, indent=1))
+    return summary
+
+
+def blind_baseline(setting: LearningSetting) -> dict:
+    """The best policy that never looks (one click point for every layout), fitted on the training layouts."""
+    from verl_cua.testing.miniwob_blind import blind_baseline as fit
+
+    return fit(setting.tasks, setting.train_seeds, setting.heldout_seeds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
