@@ -1,12 +1,12 @@
 """Learning curves per advantage estimator on the real stack: `python -m bench.learn [--quick]`.
 
-Every run trains the same warm-started tiny Qwen-VL (`verl_cua.testing.learning.LearningSetting`: click syntax only,
-never the answers) with verl's trainer (`preset=cpu`: FSDP2 on CPU, the `hf` rollout) on MiniWoB++ in Chromium, for
-the same number of steps and episodes; only the estimator and the run's seed (the order of the prompts, and the
-sampling) change. GRPO is the anchor: every figure is read against GRPO's runs of the same invocation. Held-out
-success is measured by verl's validation on layouts never trained on, before and after training, beside the
-blind baseline of those layouts: the best a policy that never looks at the screenshot can do (the single click
-point that hits the most training targets, scored on the held-out ones).
+Every run is `recipes/run_tiny_grpo_miniwob_cpu.sh` (the learnable CPU setting): the same warm-started tiny Qwen-VL
+(click syntax only, never the answers) trained by verl (`preset=cpu`: FSDP2 on CPU, the `hf` rollout) on MiniWoB++ in
+Chromium, for the same number of steps and episodes; only the estimator and the run's seed (the order of the
+layouts, and the sampling) change. GRPO is the anchor: every figure is read against GRPO's runs of the same
+invocation. Held-out success is measured by verl's validation on layouts never trained on, before and after
+training, beside the blind baseline of those layouts: the best a policy that never looks at the screenshot can do
+(the single click point that hits the most training targets, scored on the held-out ones).
 
 Writes OUT/learn.json ({"runs": [{"estimator", "seed", "success_rate": [...], "heldout_success_rate": [before,
 after], ...}], "blind": ..., "setting": ...}) and OUT/learn.png, and prints a table.
@@ -16,13 +16,20 @@ after], ...}], "blind": ..., "setting": ...}) and OUT/learn.png, and prints a ta
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from verl_cua.testing.learning import LearningRun, LearningSetting, train
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "run_tiny_grpo_miniwob_cpu.sh"
+HELDOUT_KEY = "val-core/verl_cua/miniwob/acc/mean@"
+SUCCESS_KEY = "cua/success_rate"
 
 # estimator name in the table -> Hydra overrides on top of the setting (GRPO's)
 ESTIMATORS: dict[str, tuple[str, ...]] = {
@@ -41,6 +48,51 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
 QUICK = ("grpo", "sdpo")
 WINDOW = 5  # steps averaged at the start and the end of a curve
 THRESHOLD = 0.5  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it
+
+
+def recipe_defaults(recipe: Path = RECIPE) -> dict[str, str]:
+    """The recipe's settings block (`NAME=${NAME:-default}` lines): what a run uses unless told otherwise."""
+    pattern = re.compile(r"^([A-Z_]+)=\$\{\1:-(.*?)\}\s*(#.*)?$")
+    return {m[1]: m[2] for m in map(pattern.match, recipe.read_text().splitlines()) if m}
+
+
+@dataclass
+class LearningRun:
+    """One training run: success per training step, held-out success before and after, its metric records."""
+
+    success_rate: list[float]
+    heldout_success_rate: list[float]
+    seconds: float
+    steps: list[dict]
+
+    def window(self, k: int = WINDOW, last: bool = False) -> float:
+        """Mean success over the first (or the last) `k` training steps."""
+        values = self.success_rate[-k:] if last else self.success_rate[:k]
+        return statistics.fmean(values)
+
+
+def train(out: Path, *overrides: str, timeout: float = 3600, **settings: str | int) -> LearningRun:
+    """One run of the learnable setting's recipe in `out`; `settings` set its UPPERCASE variables (SEED=1, STEPS=30,
+    LR=0, SAVE_FREQ=...), `overrides` are appended Hydra overrides (an estimator, a test's knobs)."""
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "VENV": sys.prefix, "OUT": str(out), "RAY_DEDUP_LOGS": "0"}
+    env.update({key: str(value) for key, value in settings.items()})
+    start = time.monotonic()
+    proc = subprocess.run(["bash", str(RECIPE), *overrides], capture_output=True, text=True, timeout=timeout, env=env)
+    seconds = time.monotonic() - start
+    (out / "train.log").write_text(proc.stdout + "\n" + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"training failed (exit {proc.returncode}), log {out / 'train.log'}:\n{proc.stderr[-3000:]}")
+    return read_run(out / "metrics.jsonl", seconds)
+
+
+def read_run(log: Path, seconds: float = 0.0) -> LearningRun:
+    """A `LearningRun` from verl's file-logger JSONL (training steps carry cua/success_rate; validations acc)."""
+    records = [json.loads(line)["data"] for line in Path(log).read_text().splitlines() if line.strip()]
+    steps = [r for r in records if SUCCESS_KEY in r]
+    heldout = [v for r in records for k, v in r.items() if k.startswith(HELDOUT_KEY)]
+    return LearningRun([s[SUCCESS_KEY] for s in steps], heldout, seconds, steps)
 
 
 def steps_to(curve: list[float], threshold: float, window: int = WINDOW) -> int | None:
@@ -165,50 +217,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"one seed of {', '.join(QUICK)}")
     ap.add_argument("--estimators", default=None, help=f"comma-separated, from {', '.join(ESTIMATORS)}")
     ap.add_argument("--seeds", type=int, default=None, help="runs per estimator (default 3; --quick: 1)")
-    ap.add_argument("--steps", type=int, default=None, help="training steps per run (default: the setting's)")
+    ap.add_argument("--steps", type=int, default=None, help="training steps per run (default: the recipe's)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable, e.g. LR=1e-3")
     ap.add_argument("--out", default="outputs/bench_learn")
     args = ap.parse_args(argv)
     names = args.estimators.split(",") if args.estimators else list(QUICK if args.quick else ESTIMATORS)
     unknown = [n for n in names if n not in ESTIMATORS]
     if unknown:
-        print(
-            f"bench.learn: unknown estimator(s) {', '.join(unknown)}; valid: {', '.join(ESTIMATORS)}", file=sys.stderr
-        )
+        valid = ", ".join(ESTIMATORS)
+        print(f"bench.learn: unknown estimator(s) {', '.join(unknown)}; valid: {valid}", file=sys.stderr)
         return 2
     seeds = args.seeds or (1 if args.quick else 3)
-    setting = LearningSetting()
+    setting = recipe_defaults()
     if args.steps:
-        setting = dataclasses.replace(setting, steps=args.steps)
-    out = Path(args.out)
+        setting["STEPS"] = str(args.steps)
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or name not in setting:
+            print(
+                f"bench.learn: --set wants NAME=VALUE with NAME in {', '.join(setting)}; got {item!r}", file=sys.stderr
+            )
+            return 2
+        setting[name] = value
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    episodes = setting.prompts_per_step * setting.n
-    blind = blind_baseline(setting)
-    runs = []
+    from verl_cua.testing.learning import learnable_model
+    from verl_cua.testing.miniwob_blind import blind_baseline
+
+    tasks = tuple(setting["TASKS"].split(","))
+    setting["MODEL_PATH"] = str(learnable_model(tasks))  # built once, shared by every run
+    episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])
+    blind = blind_baseline(tasks, setting["TRAIN_SEEDS"], setting["HELDOUT_SEEDS"])
+    runs: list[dict] = []
     for seed in range(seeds):
         for name in names:  # seed-major: an interrupted full run still has every estimator's first seeds
             print(f"bench.learn: {name} seed {seed} ...", file=sys.stderr, flush=True)
-            run = train(setting, out / f"{name}-seed{seed}", *ESTIMATORS[name], seed=seed)
+            given = {k: setting[k] for k in (*(i.partition("=")[0] for i in args.set), "STEPS", "MODEL_PATH")}
+            run = train(out / f"{name}-seed{seed}", *ESTIMATORS[name], **{**given, "SEED": seed})
             runs.append(run_record(name, seed, run, episodes))
-            _write(out, setting, blind, runs)
-    summary = _write(out, setting, blind, runs)
+            summary = _write(out, setting, blind, runs)
     plot(runs, blind, out / "learn.png", episodes)
     print_table(summary, blind)
     print(f"bench.learn: {out / 'learn.json'}, {out / 'learn.png'}")
     return 0
 
 
-def _write(out: Path, setting: LearningSetting, blind: dict, runs: list[dict]) -> dict:
+def _write(out: Path, setting: dict, blind: dict, runs: list[dict]) -> dict:
     summary = summarise(runs)
-    record = {"setting": dataclasses.asdict(setting), "blind": blind, "summary": summary, "runs": runs}
+    record = {"setting": setting, "blind": blind, "summary": summary, "runs": runs}
     (out / "learn.json").write_text(json.dumps(record, indent=1))
     return summary
-
-
-def blind_baseline(setting: LearningSetting) -> dict:
-    """The best policy that never looks (one click point for every layout), fitted on the training layouts."""
-    from verl_cua.testing.miniwob_blind import blind_baseline as fit
-
-    return fit(setting.tasks, setting.train_seeds, setting.heldout_seeds)
 
 
 if __name__ == "__main__":

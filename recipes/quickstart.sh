@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Quickstart on a fresh CPU machine: installs verl-cua with verl 0.9.1 and MiniWoB++, builds a tiny random
-# Qwen2.5-VL locally (no hub; random weights plus a short SFT into click syntax, so it emits valid and invalid
-# actions, hits and misses), and runs a few real GRPO steps of verl's trainer on 4 MiniWoB++ tasks on the CPU
-# (`preset=cpu`: cpu platform, FSDP2 on cpu, `hf` rollout). Prints a summary and writes
-# outputs/quickstart/summary.json. It shows the machinery works; a tiny model does not learn the tasks.
+# Quickstart on a fresh CPU machine: installs verl-cua with verl 0.9.1 and MiniWoB++, then the whole loop in about
+# 10 minutes on 2 cores:
+#   1. train: a tiny Qwen2.5-VL built locally (no hub) and warm-started into click syntax only, trained with verl's
+#      GRPO on MiniWoB++ click-test, a new button layout every prompt (recipes/run_tiny_grpo_miniwob_cpu.sh);
+#   2. merge: the final FSDP checkpoint into a Hugging Face folder with verl's own model merger;
+#   3. evaluate: the initial and the trained model, each behind `verl-cua serve`, on layouts never trained on
+#      (`verl-cua eval`);
+#   4. view: both runs side by side (`verl-cua view`), and a summary of the curve and the held-out success.
+# Writes OUT/summary.json (per-step figures, first- and last-window success, held-out success of both models) and
+# OUT/report.html. Any Hydra override appended goes to the trainer.
 set -xeuo pipefail
 
 VENV=${VENV:-.venv}
-FAMILY=${FAMILY:-qwen25vl}                      # qwen25vl | qwen3vl
-TASKS=${TASKS:-click-test,click-button,enter-text,focus-text}
-STEPS=${STEPS:-3}
-N=${N:-2}                                       # rollouts per task (GRPO group size)
-MAX_STEPS=${MAX_STEPS:-2}                       # env steps per episode
-FORMAT=${FORMAT:-pyautogui}
+STEPS=${STEPS:-40}                              # GRPO steps, 32 episodes each
+HELDOUT_SEEDS=${HELDOUT_SEEDS:-100000-100063}   # click-test layouts never trained on
+EVAL_TEMPERATURE=${EVAL_TEMPERATURE:-1.0}       # sample as in training: the policy's own success rate
 OUT=${OUT:-outputs/quickstart}
 APT_PACKAGES=(chromium chromium-driver fonts-liberation)
 
@@ -40,33 +42,74 @@ fi
 "${VENV}/bin/python" -m pip --disable-pip-version-check -q install -c tests/constraints.txt \
     torch==2.14.1 torchvision==0.29.1 -e '.[verl,miniwob]'
 PY="${VENV}/bin/python"
+CLI="${VENV}/bin/verl-cua"
 
-MODEL=$("${PY}" -m verl_cua.testing.warm_start "$("${PY}" -m verl_cua.testing.tiny_models --family "${FAMILY}")")
-mkdir -p "${OUT}"
-"${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds 0 --out "${OUT}/train.parquet"
-NUM_TASKS=$(echo "${TASKS}" | tr ',' '\n' | grep -c .)
-rm -f "${OUT}/metrics.jsonl"
+SERVER_PID=
+trap 'if [ -n "${SERVER_PID}" ]; then kill "${SERVER_PID}" 2>/dev/null || true; fi' EXIT
 
+# serve_and_eval NAME MODEL_DIR: serve the model on a free port, score it on the held-out layouts, stop the server
+serve_and_eval() {
+    local name=$1 model=$2 log="${OUT}/eval/$1.serve.log" url=
+    rm -rf "${OUT:?}/eval/${name}"
+    mkdir -p "${OUT}/eval"
+    "${CLI}" serve "${model}" --port 0 --served-model-name "${name}" >"${log}" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 240); do
+        url=$(sed -n 's/^verl-cua serve: .* at \(http[^ ]*\)$/\1/p' "${log}")
+        if [ -n "${url}" ] || ! kill -0 "${SERVER_PID}" 2>/dev/null; then
+            break
+        fi
+        sleep 0.5
+    done
+    if [ -z "${url}" ]; then
+        set +x
+        echo "quickstart: verl-cua serve ${model} did not come up; its log: ${log}" >&2
+        exit 1
+    fi
+    "${CLI}" eval \
+        --env miniwob \
+        --tasks click-test \
+        --seeds "${HELDOUT_SEEDS}" \
+        --model "${name}" \
+        --base-url "${url}" \
+        --format pyautogui \
+        --max-steps 1 \
+        --max-tokens 24 \
+        --temperature "${EVAL_TEMPERATURE}" \
+        --workers 2 \
+        --no-progress \
+        --out "${OUT}/eval/${name}"
+    kill "${SERVER_PID}"
+    wait "${SERVER_PID}" || true
+    SERVER_PID=
+}
+
+# 1. train (the initial model is built and warm-started once, then cached)
+MODEL=$("${PY}" -m verl_cua.testing.learning model)
 START=$(date +%s)
-VERL_FILE_LOGGER_PATH="${PWD}/${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
-    preset=cpu \
-    data.train_files="${OUT}/train.parquet" \
-    data.val_files="${OUT}/train.parquet" \
-    data.train_batch_size="${NUM_TASKS}" \
-    actor_rollout_ref.model.path="${MODEL}" \
-    actor_rollout_ref.rollout.n="${N}" \
-    actor_rollout_ref.actor.ppo_mini_batch_size="${NUM_TASKS}" \
-    algorithm.adv_estimator=grpo \
-    cua.env.name=miniwob \
-    cua.env.max_steps="${MAX_STEPS}" \
-    cua.action.format="${FORMAT}" \
-    cua.action.max_tokens_per_step=32 \
-    trainer.total_training_steps="${STEPS}" \
+VENV="${VENV}" OUT="${OUT}/train" STEPS="${STEPS}" SAVE_FREQ="${STEPS}" MODEL_PATH="${MODEL}" \
+    HELDOUT_SEEDS="${HELDOUT_SEEDS}" bash recipes/run_tiny_grpo_miniwob_cpu.sh \
     trainer.experiment_name=quickstart \
-    trainer.default_local_dir="${OUT}/checkpoints" \
     "$@"
 END=$(date +%s)
 
-"${PY}" -m verl_cua.integrations.verl.summary "${OUT}/metrics.jsonl" \
+# 2. merge the last checkpoint into a Hugging Face folder
+rm -rf "${OUT}/model"
+"${PY}" -m verl.model_merger merge \
+    --backend fsdp \
+    --local_dir "${OUT}/train/checkpoints/global_step_${STEPS}/actor" \
+    --target_dir "${OUT}/model"
+
+# 3. evaluate both models on the held-out layouts, 4. view them side by side
+serve_and_eval initial "${MODEL}"
+serve_and_eval trained "${OUT}/model"
+"${CLI}" view "${OUT}/eval/initial" "${OUT}/eval/trained" --out "${OUT}/report.html" \
+    --title "quickstart: the initial and the trained model on held-out click-test layouts"
+
+"${PY}" -m verl_cua.integrations.verl.summary "${OUT}/train/metrics.jsonl" \
     --seconds $((END - START)) \
+    --eval initial="${OUT}/eval/initial" \
+    --eval trained="${OUT}/eval/trained" \
     --out "${OUT}/summary.json"
+set +x
+echo "quickstart: report ${OUT}/report.html (open it in a browser); summary ${OUT}/summary.json"

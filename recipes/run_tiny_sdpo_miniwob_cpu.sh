@@ -40,11 +40,12 @@ if [ -z "${MODEL_PATH}" ]; then
     MODEL_PATH=$("${PY}" -m verl_cua.testing.warm_start "${TINY}" --steps "${WARM_STEPS}")
 fi
 mkdir -p "${OUT}"
+OUT=$(cd "${OUT}" && pwd)
 "${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds "${SEEDS}" --out "${OUT}/train.parquet"
 rm -f "${OUT}/metrics.jsonl"
 
 START=$(date +%s)
-VERL_FILE_LOGGER_PATH="${PWD}/${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
+VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     preset=cpu \
     algorithm.adv_estimator=sdpo \
     algorithm.use_kl_in_reward=false \

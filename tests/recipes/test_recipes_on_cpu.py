@@ -29,6 +29,7 @@ EXPECTED = {
     "run_qwen25vl_grpo_osworld.sh": {"estimator": "grpo", "env": "osworld", "format": "qwen25vl", "rollout": "vllm"},
     "run_qwen3vl_gigpo_osworld.sh": {"estimator": "gigpo", "env": "osworld", "format": "qwen3vl", "rollout": "vllm"},
     "run_tiny_sdpo_miniwob_cpu.sh": {"estimator": "sdpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
+    "run_tiny_grpo_miniwob_cpu.sh": {"estimator": "grpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
 }
 MODELS = {
     "run_qwen3vl_sdpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
@@ -157,8 +158,11 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
     assert cfg.actor_rollout_ref.rollout.name == want["rollout"]
     assert cfg.trainer.total_epochs == 3
     datasets = [c for c in calls if c[1:3] == ["-m", "verl_cua.integrations.verl.dataset"]]
-    assert len(datasets) == 1 and datasets[0][datasets[0].index("--env") + 1] == want["env"]
-    assert datasets[0][datasets[0].index("--out") + 1] == cfg.data.train_files
+    assert all(d[d.index("--env") + 1] == want["env"] for d in datasets)
+    assert [d[d.index("--out") + 1] for d in datasets][: 1 + (cfg.data.val_files != cfg.data.train_files)] == [
+        cfg.data.train_files,
+        *([cfg.data.val_files] if cfg.data.val_files != cfg.data.train_files else []),
+    ]
     if want["estimator"] in ("sdpo", "sdpo_grpo"):
         assert cfg.actor_rollout_ref.actor.use_kl_loss is False and cfg.algorithm.use_kl_in_reward is False
     if want["env"] == "osworld":
@@ -169,6 +173,17 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
         assert cfg.trainer.device == "cuda" and cfg.actor_rollout_ref.actor.strategy == "fsdp2"
         assert list(cfg.trainer.logger) == ["console", "wandb"]
         assert cfg.cua.entropulse.schedule == "none"  # off by default
+    elif recipe.name == "run_tiny_grpo_miniwob_cpu.sh":  # the learnable setting (docs/learning.md)
+        assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.actor.optim.lr == 2e-3
+        assert (cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n, cfg.trainer.total_training_steps) == (
+            2,
+            16,
+            60,
+        )
+        assert cfg.cua.env.max_steps == 1 and cfg.cua.env.name == "miniwob"
+        assert cfg.data.val_files.endswith("heldout.parquet") and cfg.trainer.val_before_train
+        val = cfg.actor_rollout_ref.rollout.val_kwargs
+        assert (val.do_sample, val.temperature, val.n) == (True, 1.0, 2)
     else:
         assert cfg.trainer.device == "cpu"
         assert cfg.actor_rollout_ref.rollout.n == 8 and cfg.trainer.total_training_steps == 2

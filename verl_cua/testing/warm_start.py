@@ -103,7 +103,7 @@ def _train(
     variety = random.Random(f"{seed}|variety")  # its own stream: the defaults train exactly what they always did
     processor = AutoProcessor.from_pretrained(src)
     tokenizer = processor.tokenizer
-    model = AutoModelForImageTextToText.from_pretrained(src, torch_dtype=torch.float32)
+    model = AutoModelForImageTextToText.from_pretrained(src, dtype=torch.float32)
     model.train()
     spec = build_prompt("pyautogui", screen=screen)
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
