@@ -10,7 +10,9 @@ training, beside the blind baseline of those layouts: the best a policy that nev
 
 Writes OUT/learn.json ({"runs": [{"estimator", "seed", "success_rate": [...], "heldout_success_rate": [before,
 after], ...}], "blind": ..., "setting": ...}) and OUT/learn.png, and prints a table.
-`--quick`: one seed of grpo and sdpo (about 20 minutes on 2 cores); the full run: 3 seeds of every estimator.
+`--quick`: one seed of grpo and sdpo (about 20 minutes on 2 cores); the full run: 3 seeds of every estimator (about
+2 hours). A rerun with the same OUT and setting keeps the runs already there (resume, or extend --quick to the full
+run).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
 }
 QUICK = ("grpo", "sdpo")
 WINDOW = 5  # steps averaged at the start and the end of a curve
-THRESHOLD = 0.5  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it
+THRESHOLD = 0.3  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it (start: ~0.12)
 
 
 def recipe_defaults(recipe: Path = RECIPE) -> dict[str, str]:
@@ -124,7 +126,7 @@ def summarise(runs: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for name in dict.fromkeys(r["estimator"] for r in runs):
         mine = [r for r in runs if r["estimator"] == name]
-        reached = [r["steps_to_threshold"] for r in mine if r["steps_to_threshold"] is not None]
+        reached = [s for s in (steps_to(r["success_rate"], THRESHOLD) for r in mine) if s is not None]
         out[name] = {
             "runs": len(mine),
             "first": _mean_sd([r["first_window"] for r in mine]),
@@ -147,8 +149,9 @@ def _mean_sd(values: list[float]) -> list[float] | None:
 
 def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> None:
     """A rich table, GRPO first; the blind baseline under it."""
-    from rich.console import Console
     from rich.table import Table
+
+    from verl_cua.eval.summary import wide_console
 
     def fmt(value: list[float] | None) -> str:
         return "-" if value is None else f"{value[0]:.2f} ± {value[1]:.2f}"
@@ -162,7 +165,7 @@ def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> 
         to = "-" if s["steps_to_threshold"] is None else f"{s['steps_to_threshold']:g} ({s['reached']})"
         table.add_row(name, str(s["runs"]), fmt(s["first"]), fmt(s["last"]), fmt(s["rise"]), to,
                       fmt(s["heldout_before"]), fmt(s["heldout_after"]), fmt(s["minutes"]))  # fmt: skip
-    console = Console()
+    console = wide_console()
     console.print(table)
     console.print(
         f"blind baseline on the held-out layouts (never looks at the screenshot): {blind['heldout_rate']:.2f} "
@@ -187,7 +190,7 @@ def plot(runs: list[dict], blind: dict, path: Path, episodes_per_step: int) -> N
         mean = [statistics.fmean(v) for v in zip(*smooth, strict=True)]
         low = [min(v) for v in zip(*smooth, strict=True)]
         high = [max(v) for v in zip(*smooth, strict=True)]
-        (line,) = ax.plot(steps, mean, label=f"{name} ({len(curves)} seeds)")
+        (line,) = ax.plot(steps, mean, label=f"{name} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
         ax.fill_between(steps, low, high, alpha=0.15, color=line.get_color())
         after = [r["heldout_success_rate"][-1] for r in runs if r["estimator"] == name and r["heldout_success_rate"]]
         if after:
@@ -220,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="training steps per run (default: the recipe's)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable, e.g. LR=1e-3")
     ap.add_argument("--out", default="outputs/bench_learn")
+    ap.add_argument("--report", action="store_true", help="only redraw the table and learn.png from OUT/learn.json")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(Path(args.out))
     names = args.estimators.split(",") if args.estimators else list(QUICK if args.quick else ESTIMATORS)
     unknown = [n for n in names if n not in ESTIMATORS]
     if unknown:
@@ -247,17 +253,28 @@ def main(argv: list[str] | None = None) -> int:
     tasks = tuple(setting["TASKS"].split(","))
     setting["MODEL_PATH"] = str(learnable_model(tasks))  # built once, shared by every run
     episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])
-    blind = blind_baseline(tasks, setting["TRAIN_SEEDS"], setting["HELDOUT_SEEDS"])
-    runs: list[dict] = []
+    previous = json.loads((out / "learn.json").read_text()) if (out / "learn.json").is_file() else {}
+    same = previous.get("setting") == setting  # a rerun in the same OUT resumes: finished runs are kept
+    runs: list[dict] = previous["runs"] if same else []
+    blind = previous["blind"] if same else blind_baseline(tasks, setting["TRAIN_SEEDS"], setting["HELDOUT_SEEDS"])
     for seed in range(seeds):
         for name in names:  # seed-major: an interrupted full run still has every estimator's first seeds
+            if any((r["estimator"], r["seed"]) == (name, seed) for r in runs):
+                continue
             print(f"bench.learn: {name} seed {seed} ...", file=sys.stderr, flush=True)
             given = {k: setting[k] for k in (*(i.partition("=")[0] for i in args.set), "STEPS", "MODEL_PATH")}
             run = train(out / f"{name}-seed{seed}", *ESTIMATORS[name], **{**given, "SEED": seed})
             runs.append(run_record(name, seed, run, episodes))
-            summary = _write(out, setting, blind, runs)
-    plot(runs, blind, out / "learn.png", episodes)
-    print_table(summary, blind)
+            _write(out, setting, blind, runs)
+    return report(out)
+
+
+def report(out: Path) -> int:
+    """The table and learn.png from OUT/learn.json (what a run wrote, interrupted or not)."""
+    record = json.loads((out / "learn.json").read_text())
+    setting = record["setting"]
+    plot(record["runs"], record["blind"], out / "learn.png", int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"]))
+    print_table(summarise(record["runs"]), record["blind"])
     print(f"bench.learn: {out / 'learn.json'}, {out / 'learn.png'}")
     return 0
 
