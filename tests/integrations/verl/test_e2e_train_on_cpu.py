@@ -4,6 +4,7 @@ step against the local OSWorld desktop. Each run takes minutes; they are the poi
 
 from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
 from verl_cua.integrations.verl import dataset
@@ -92,9 +93,14 @@ def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
         "cua.action.max_tokens_per_step=24",
         "actor_rollout_ref.actor.entropy_coeff=0",
         "actor_rollout_ref.actor.optim.weight_decay=0",
+        # a KL loss to the reference policy: the ref worker builds on the CPU (verl pins its offloaded params)
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
         f"cua.trace.dir={tmp_path / 'trace'}",
     )
     _check_step_metrics(run["steps"], episodes=2 * N)
+    # the reference is the initial policy: no divergence before the first update, some after it
+    assert run["steps"][0]["actor/kl_loss"] == pytest.approx(0.0, abs=1e-6) < run["steps"][1]["actor/kl_loss"]
     _check_trace(tmp_path / "trace", run["steps"])
     # rewards differed within a group (a valid action vs typos, or a hit), so GRPO produced a signal ...
     # (a group of 8 with any spread gives its best member at least +0.35; a uniform group gives exactly 0)
