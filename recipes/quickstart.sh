@@ -5,14 +5,15 @@
 #      GRPO on MiniWoB++ click-test, a new button layout every prompt (recipes/run_tiny_grpo_miniwob_cpu.sh);
 #   2. merge: the final FSDP checkpoint into a Hugging Face folder with verl's own model merger;
 #   3. evaluate: the initial and the trained model, each behind `verl-cua serve`, on layouts never trained on
-#      (`verl-cua eval`);
+#      (`verl-cua eval`; the held-out score, so verl's own validation is off here);
 #   4. view: both runs side by side (`verl-cua view`), and a summary of the curve and the held-out success.
 # Writes OUT/summary.json (per-step figures, first- and last-window success, held-out success of both models) and
 # OUT/report.html. Any Hydra override appended goes to the trainer.
 set -xeuo pipefail
 
 VENV=${VENV:-.venv}
-STEPS=${STEPS:-40}                              # GRPO steps, 32 episodes each
+STEPS=${STEPS:-40}                              # GRPO steps, 32 episodes each (the recipe's other settings
+                                                # come from the environment too, e.g. TRAIN_SEEDS, LR)
 HELDOUT_SEEDS=${HELDOUT_SEEDS:-100000-100063}   # click-test layouts never trained on
 EVAL_TEMPERATURE=${EVAL_TEMPERATURE:-1.0}       # sample as in training: the policy's own success rate
 OUT=${OUT:-outputs/quickstart}
@@ -88,8 +89,10 @@ serve_and_eval() {
 MODEL=$("${PY}" -m verl_cua.testing.learning model)
 START=$(date +%s)
 VENV="${VENV}" OUT="${OUT}/train" STEPS="${STEPS}" SAVE_FREQ="${STEPS}" MODEL_PATH="${MODEL}" \
-    HELDOUT_SEEDS="${HELDOUT_SEEDS}" bash recipes/run_tiny_grpo_miniwob_cpu.sh \
+    bash recipes/run_tiny_grpo_miniwob_cpu.sh \
     trainer.experiment_name=quickstart \
+    trainer.val_before_train=false \
+    trainer.test_freq=-1 \
     "$@"
 END=$(date +%s)
 

@@ -45,7 +45,8 @@ def parse_request(body: Any, served_model: str) -> ChatRequest:
     model = body.get("model")
     if model is not None and model != served_model:
         raise RequestError(f"the model {model!r} does not exist; this server serves {served_model!r}", status=404)
-    if int(body.get("n", 1) or 1) != 1:
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or n != 1):
         raise RequestError("n must be 1: one completion per request")
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:

@@ -1,0 +1,117 @@
+"""`verl-cua serve` for real: a tiny Qwen-VL behind HTTP on loopback, answered by the hf rollout's generation; the
+OpenAI shapes `verl-cua eval` reads, seeded sampling, and errors that leave the server serving."""
+
+import base64
+import io
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from PIL import Image
+
+from verl_cua.testing.tiny_models import build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def server():
+    """`verl-cua serve` on a free loopback port, with a 600-token context; its base URL."""
+    model = build_tiny_model("qwen25vl")
+    cmd = [sys.executable, "-m", "verl_cua.cli", "serve", str(model), "--port", "0", "--served-model-name", "tiny",
+           "--max-model-len", "600"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url, lines = None, []
+    deadline = time.monotonic() + 240
+    while url is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("verl-cua serve: tiny at "):
+            url = line.rsplit(" ", 1)[1].strip()
+    assert url, "".join(lines[-20:])
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _post(url: str, body, path: str = "/chat/completions") -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _get(url: str, path: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url + path, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _screenshot() -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (160, 210), (255, 255, 255)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _chat(seed=None, **extra) -> dict:
+    content = [
+        {"type": "image_url", "image_url": {"url": _screenshot()}},
+        {"type": "text", "text": "Click the button."},
+    ]
+    body = {"model": "tiny", "messages": [{"role": "user", "content": content}], "max_tokens": 12, **extra}
+    return body if seed is None else {**body, "seed": seed}
+
+
+def test_it_listens_on_loopback_and_lists_its_model(server):
+    assert server.startswith("http://127.0.0.1:")
+    assert _get(server, "/models") == (200, {"object": "list", "data": [{"id": "tiny", "object": "model",
+                                                                          "owned_by": "verl-cua"}]})  # fmt: skip
+
+
+def test_a_chat_completion_with_a_screenshot(server):
+    status, body = _post(server, _chat(seed=7))
+    assert status == 200 and body["object"] == "chat.completion" and body["model"] == "tiny"
+    (choice,) = body["choices"]
+    assert choice["message"]["role"] == "assistant" and isinstance(choice["message"]["content"], str)
+    assert choice["finish_reason"] in ("stop", "length")
+    usage = body["usage"]
+    assert (
+        usage["completion_tokens"] <= 12
+        and usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    )
+    assert usage["prompt_tokens"] > 20  # the screenshot's image tokens are in the prompt
+    # the same seed gives the same text; sampling without one does not reuse it
+    assert _post(server, _chat(seed=7))[1]["choices"][0]["message"]["content"] == choice["message"]["content"]
+    texts = {_post(server, _chat(temperature=5.0))[1]["choices"][0]["message"]["content"] for _ in range(4)}
+    assert len(texts) > 1
+
+
+def test_refusals_leave_the_server_serving(server):
+    assert _post(server, _chat(model="other"))[0] == 404
+    status, body = _post(server, b"{not json")
+    assert status == 400 and "not JSON" in body["error"]["message"]
+    long_text = "word " * 2000  # past the 600-token context
+    status, body = _post(server, {"messages": [{"role": "user", "content": long_text}]})
+    assert status == 400 and "the context 600" in body["error"]["message"]
+    remote = {
+        "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "http://127.0.0.1:9/a.png"}]}]
+    }
+    assert _post(server, remote)[0] == 400
+    assert _get(server, "/nope")[0] == 404
+    assert _post(server, _chat(seed=1))[0] == 200  # still serving
+
+
+def test_serve_refuses_a_folder_without_a_model(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_cua.cli", "serve", str(tmp_path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "is not a Hugging Face model folder (no config.json)" in proc.stderr
