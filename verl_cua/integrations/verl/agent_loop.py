@@ -330,7 +330,8 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_env_seconds": ep.env_seconds,
             "cua_trace_dir": str(ep.trace.dir) if ep.trace is not None else "",
             "cua_generate_seconds": ep.generate_seconds,
-            # verl's validation reports `acc` as its core metric: val-core/<data_source>/acc/mean@N is the success rate
+            # verl's validation reports `acc` as its core metric: val-core/<data_source>/acc/mean@N is the success
+            # rate (verl counts a row without it as 0, so an infra failure is 0 there, as OSWorld's scripts count it)
             "reward_extra_info": {"acc": float(ep.success)},
             **self._weight_versions(ep),
         }
