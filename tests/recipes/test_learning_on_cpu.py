@@ -2,19 +2,23 @@
 checkpoint must go through verl's model merger, `verl-cua serve`, `verl-cua eval` and `verl-cua view`. A negative
 control with the learning rate at 0 must fail the same criterion, so this test can fail.
 
-The criterion: success over the last K training steps minus success over the first K is at least MARGIN = 0.2.
-* A false failure (learning works, the test fails): 5 runs of this configuration (`python -m bench.learn
-  --estimators grpo --seeds 5 --steps 30 --set TRAIN_SEEDS=84,116`) rose by 0.456, 0.450, 0.488, 0.544 and 0.606:
-  mean 0.509, sd 0.066. MARGIN sits 4.7 sd below the mean: under a normal spread of runs, a working stack fails
-  with probability about 1e-6.
-* A false pass (nothing learns, the test passes): with the policy fixed, each window is K x 32 episodes of one
-  success rate p (0.35 over those runs' first windows); the difference has sd sqrt(2 p (1 - p) / (32 K)) = 0.053,
-  and MARGIN is 3.7 of them: probability about 1e-4. The control runs 2K steps: with a fixed policy every step is a
-  draw of the same rate, so the gap between the windows changes nothing.
+The criterion: the median success of the last K training steps minus the median of the first K is at least
+MARGIN = 0.25. A median, because the tiny model now and then writes invalid clicks for one step (up to 0.94 of a
+step's episodes, back to normal the next step; 3 of 6 measured runs had one), and a spike in the last window would
+sink a mean.
+* A false failure (learning works, the test fails): 6 runs of this configuration (5 of `python -m bench.learn
+  --estimators grpo --seeds 5 --steps 30 --set TRAIN_SEEDS=84,116`, and this test once, whose last two steps were
+  such a spike) rose by 0.53, 0.50, 0.47, 0.50, 0.53 and 0.47: mean 0.50, sd 0.028. MARGIN is 9 sd below; even at
+  twice that spread a working stack fails with probability about 3e-6.
+* A false pass (nothing learns, the test passes): with the policy fixed, every step is 32 episodes of one success
+  rate p (0.30-0.41 over those runs' first windows). Simulated (2M pairs of windows), the difference of medians
+  reaches 0.25 with probability 8e-5 at p = 0.3, 2.0e-4 at 0.4 and 2.6e-4 at 0.5. The control runs 2K steps: with a
+  fixed policy the distance between the windows changes nothing.
 """
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +31,7 @@ from verl_cua.testing.learning import learnable_model
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 30
 K = 5
-MARGIN = 0.2
+MARGIN = 0.25
 # Two training layouts (click-test seeds 84 and 116: ~100 px buttons that overlap), so a 30-step run rises reliably
 # (the quickstart's default, a new layout every prompt, rises too slowly and too unevenly for a 1e-3 test); held-out
 # evaluation as in the quickstart. One step an epoch: with trainer.total_epochs=1, verl alone would stop at step 1.
@@ -50,8 +54,7 @@ def test_the_quickstart_learns(quickstart):
     out, _ = quickstart
     run = read_run(out / "train" / "metrics.jsonl")
     assert len(run.success_rate) == STEPS  # total_epochs=1 allows 1: the trainer raised the epochs, never cut
-    rise = run.window(K, last=True) - run.window(K)
-    assert rise >= MARGIN, f"success {run.window(K):.3f} -> {run.window(K, last=True):.3f}: {run.success_rate}"
+    assert _rise(run.success_rate) >= MARGIN, run.success_rate
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == STEPS and summary["window"] == K
     assert summary["first_window_success"] == pytest.approx(run.window(K))
@@ -85,5 +88,9 @@ def test_a_learning_rate_of_zero_fails_the_same_criterion(quickstart, tmp_path):
         **CONFIG,
     )
     assert len(run.success_rate) == 2 * K
-    rise = run.window(K, last=True) - run.window(K)
-    assert rise < MARGIN, f"a policy that cannot change passed: {run.success_rate}"
+    assert _rise(run.success_rate) < MARGIN, f"a policy that cannot change passed: {run.success_rate}"
+
+
+def _rise(curve: list[float]) -> float:
+    """Median success of the last K steps minus that of the first K."""
+    return statistics.median(curve[-K:]) - statistics.median(curve[:K])
