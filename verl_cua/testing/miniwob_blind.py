@@ -10,15 +10,16 @@ from __future__ import annotations
 from verl_cua.envs.task_sets import resolve_tasks
 
 
-def target_boxes(task: str, seeds: str) -> list[tuple[float, float, float, float]]:
-    """The click target's (left, top, right, bottom) in task-area pixels, for each seed of `task`."""
+def target_boxes(task: str, seeds: str, limit: int | None = None) -> list[tuple[float, float, float, float]]:
+    """The click target's (left, top, right, bottom) in task-area pixels, for each seed of `task` (the first
+    `limit` seeds)."""
     from verl_cua.envs.miniwob import MiniWoBEnv
     from verl_cua.testing.miniwob_oracle import target_box
 
     env = MiniWoBEnv(task)
     try:
         boxes = []
-        for ref in resolve_tasks("miniwob", [task], seeds):
+        for ref in resolve_tasks("miniwob", [task], seeds)[:limit]:
             env.reset(ref.task)
             boxes.append(target_box(env, task))
         return boxes
@@ -37,11 +38,14 @@ def hit_rates(boxes: list[tuple[float, float, float, float]], size: tuple[int, i
     return np.einsum("ny,nx->yx", in_y.astype(float), in_x.astype(float)) / max(1, len(b))
 
 
-def blind_baseline(tasks: tuple[str, ...] | list[str], train_seeds: str, heldout_seeds: str) -> dict:
-    """The best single click point on the training layouts of `tasks`, and its success on the held-out ones."""
+def blind_baseline(
+    tasks: tuple[str, ...] | list[str], train_seeds: str, heldout_seeds: str, max_train: int = 200
+) -> dict:
+    """The best single click point on (at most `max_train` of) the training layouts of `tasks`, and its success on
+    the held-out ones."""
     import numpy as np
 
-    train = [box for task in tasks for box in target_boxes(task, train_seeds)]
+    train = [box for task in tasks for box in target_boxes(task, train_seeds, max_train)]
     heldout = [box for task in tasks for box in target_boxes(task, heldout_seeds)]
     on_train, on_heldout = hit_rates(train), hit_rates(heldout)
     y, x = np.unravel_index(int(on_train.argmax()), on_train.shape)
