@@ -157,13 +157,15 @@ def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> 
         return "-" if value is None else f"{value[0]:.2f} ± {value[1]:.2f}"
 
     table = Table(title=f"bench.learn: success, first vs last {WINDOW} steps (mean ± sd over seeds)")
-    for column in ("estimator", "runs", "first", "last", "rise", f"steps to {THRESHOLD}", "held-out before",
-                   "held-out after", "minutes"):  # fmt: skip
+    for column in ("estimator", "runs", "first", "last", "rise", f"rise - {anchor}'s", f"steps to {THRESHOLD}",
+                   "held-out before", "held-out after", "minutes"):  # fmt: skip
         table.add_column(column, justify="left" if column == "estimator" else "right")
+    base = summary.get(anchor, {}).get("rise")
     for name in sorted(summary, key=lambda n: n != anchor):
         s = summary[name]
         to = "-" if s["steps_to_threshold"] is None else f"{s['steps_to_threshold']:g} ({s['reached']})"
-        table.add_row(name, str(s["runs"]), fmt(s["first"]), fmt(s["last"]), fmt(s["rise"]), to,
+        versus = "-" if base is None or name == anchor else f"{s['rise'][0] - base[0]:+.2f}"
+        table.add_row(name, str(s["runs"]), fmt(s["first"]), fmt(s["last"]), fmt(s["rise"]), versus, to,
                       fmt(s["heldout_before"]), fmt(s["heldout_after"]), fmt(s["minutes"]))  # fmt: skip
     console = wide_console()
     console.print(table)

@@ -63,6 +63,7 @@ def test_report_writes_the_plot_and_the_table(tmp_path, capsys):
     assert (tmp_path / "learn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert "grpo" in printed and "sdpo" in printed and "blind baseline" in printed and "0.58" in printed
+    assert "-0.26" in printed  # sdpo's rise (0.01) against grpo's (0.27), the anchor
 
 
 def test_unknown_estimator_and_setting_are_one_line(capsys):
