@@ -175,11 +175,9 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
         assert cfg.cua.entropulse.schedule == "none"  # off by default
     elif recipe.name == "run_tiny_grpo_miniwob_cpu.sh":  # the learnable setting (docs/learning.md)
         assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.actor.optim.lr == 2e-3
-        assert (cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n, cfg.trainer.total_training_steps) == (
-            2,
-            16,
-            60,
-        )
+        actor = cfg.actor_rollout_ref.actor
+        assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, cfg.actor_rollout_ref.rollout.n) == (4, 2, 8)
+        assert cfg.trainer.total_training_steps == 60 and actor.use_kl_loss and actor.kl_loss_coef == 0.05
         assert cfg.cua.env.max_steps == 1 and cfg.cua.env.name == "miniwob"
         assert cfg.data.val_files.endswith("heldout.parquet") and cfg.trainer.val_before_train
         val = cfg.actor_rollout_ref.rollout.val_kwargs
