@@ -1,0 +1,115 @@
+"""Does a model read SDPO's teacher context? `python -m bench.sdpo_context [--model PATH] [--layouts N]`.
+
+SDPO's per-token advantage is log p_teacher - log p_student on the student's own response, the teacher being the
+same model with a feedback block (a successful sibling's actions, the score, the final screenshot) inserted into
+its prompt. That is a learning signal only if the block's *information* moves the log-probs more than the block's
+mere *presence* does. On MiniWoB++ click-test layouts (real Chromium screenshots, the oracle's click from the DOM)
+this scores the correct click as the response, in the model's own context and in teacher contexts built by
+verl-cua's `TeacherContextBuilder`, and prints per-token means over the layouts of:
+
+* `header`: a block that says nothing (the score only) minus the student: what the context shift alone does;
+* `demo: right`: a block whose demo is this very click, minus the student;
+* `demo: wrong`: a block whose demo is a click on the wrong place, minus the student;
+* `information`: demo right minus demo wrong: what reading the demo is worth (a model that reads it: > 0).
+
+Default model: the tiny warm-started Qwen2.5-VL of the learnable CPU setting (docs/learning.md); any local
+Hugging Face Qwen-VL folder works (`--model`), on a GPU with `--device cuda`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def _log_probs(model, input_ids, mm: dict, n_response: int, image_pad: int):
+    import torch
+
+    ids = input_ids[None].to(model.device)
+    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "mm_token_type_ids": (ids == image_pad).int()}
+    kwargs.update({k: mm[k].to(model.device) for k in ("pixel_values", "image_grid_thw")})
+    with torch.no_grad():
+        logits = model(**kwargs).logits[0, :-1].float()
+    return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[-n_response:, 0].cpu()
+
+
+def _far_corner(box: tuple[float, ...], scale: float, screen: tuple[int, int]) -> tuple[int, int]:
+    """The corner of the task area (below MiniWoB++'s instruction bar) farthest from the target's centre."""
+    cx, cy = (box[0] + box[2]) / 2 * scale, (box[1] + box[3]) / 2 * scale
+    corners = [(x, y) for x in (5, screen[0] - 5) for y in (55, screen[1] - 5)]
+    return max(corners, key=lambda c: (c[0] - cx) ** 2 + (c[1] - cy) ** 2)
+
+
+def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click-test") -> dict[str, list[float]]:
+    """Per-layout mean per-token differences (teacher - student) of the correct click's log-probs, by block kind."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+    from verl.utils import hf_processor, hf_tokenizer
+
+    from verl_cua.actions.prompts import build_prompt
+    from verl_cua.envs.miniwob import MiniWoBEnv
+    from verl_cua.envs.task_sets import resolve_tasks
+    from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder, feedback_block
+    from verl_cua.testing.miniwob_oracle import solution, target_box
+    from verl_cua.testing.warm_start import click_text
+
+    tokenizer, processor = hf_tokenizer(model_path), hf_processor(model_path)
+    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
+    builder = TeacherContextBuilder(tokenizer, processor)
+    end = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    out: dict[str, list[float]] = {"header": [], "demo: right": [], "demo: wrong": [], "information": []}
+    env = MiniWoBEnv(task)
+    try:
+        for ref in resolve_tasks("miniwob", [task], f"200000-{200000 + layouts - 1}"):
+            obs = env.reset(ref.task)
+            right, wrong = solution(env, obs)[0], click_text(*_far_corner(target_box(env, task), env.scale, obs.screen))
+            spec = build_prompt("pyautogui", screen=obs.screen)
+            content = [{"type": "image"}, {"type": "text", "text": spec.user_text(obs.instruction)}]
+            messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]
+            text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            inputs = processor(text=[text], images=[obs.screenshot], return_tensors="pt")
+            prompt, mm = inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}
+            response = torch.tensor(tokenizer.encode(right, add_special_tokens=False) + end)
+            student = _log_probs(model, torch.cat([prompt, response]), mm, len(response), builder.image_pad)
+            scores = {}
+            for name, demo in (("header", None), ("demo: right", [right]), ("demo: wrong", [wrong])):
+                built = builder.build(prompt, response, mm, feedback_block(demo, 0.0, "", None))
+                teacher = _log_probs(
+                    model, built["input_ids"], built["multi_modal_inputs"], len(response), builder.image_pad
+                )
+                scores[name] = float((teacher - student).mean())
+                out[name].append(scores[name])
+            out["information"].append(scores["demo: right"] - scores["demo: wrong"])
+    finally:
+        env.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="a local Hugging Face Qwen-VL folder (default: the learnable one)")
+    ap.add_argument("--layouts", type=int, default=16, help="click-test layouts (seeds 200000 on, never trained on)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=None, help="write the per-layout figures here as JSON")
+    args = ap.parse_args(argv)
+    if args.model is None:
+        from verl_cua.testing.learning import learnable_model
+
+        args.model = str(learnable_model())
+    result = probe(args.model, args.layouts, args.device)
+    print(f"bench.sdpo_context: {args.model}, {args.layouts} click-test layouts; teacher - student, nats per token")
+    for name, values in result.items():
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        mean, low, high = statistics.fmean(values), min(values), max(values)
+        print(f"  {name:12s} {mean:+.3f} (sd {sd:.3f}, min {low:+.3f}, max {high:+.3f})")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"model": args.model, **result}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
