@@ -25,17 +25,6 @@ import sys
 from pathlib import Path
 
 
-def _log_probs(model, input_ids, mm: dict, n_response: int, image_pad: int):
-    import torch
-
-    ids = input_ids[None].to(model.device)
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "mm_token_type_ids": (ids == image_pad).int()}
-    kwargs.update({k: mm[k].to(model.device) for k in ("pixel_values", "image_grid_thw")})
-    with torch.no_grad():
-        logits = model(**kwargs).logits[0, :-1].float()
-    return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[-n_response:, 0].cpu()
-
-
 def _far_corner(box: tuple[float, ...], scale: float, screen: tuple[int, int]) -> tuple[int, int]:
     """The corner of the task area (below MiniWoB++'s instruction bar) farthest from the target's centre."""
     cx, cy = (box[0] + box[2]) / 2 * scale, (box[1] + box[3]) / 2 * scale
@@ -53,6 +42,7 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
     from verl_cua.envs.miniwob import MiniWoBEnv
     from verl_cua.envs.task_sets import resolve_tasks
     from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder, feedback_block
+    from verl_cua.testing.log_probs import response_log_probs
     from verl_cua.testing.miniwob_oracle import solution, target_box
     from verl_cua.testing.warm_start import click_text
 
@@ -73,11 +63,11 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
             inputs = processor(text=[text], images=[obs.screenshot], return_tensors="pt")
             prompt, mm = inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}
             response = torch.tensor(tokenizer.encode(right, add_special_tokens=False) + end)
-            student = _log_probs(model, torch.cat([prompt, response]), mm, len(response), builder.image_pad)
+            student = response_log_probs(model, torch.cat([prompt, response]), mm, len(response), builder.image_pad)
             scores = {}
             for name, demo in (("header", None), ("demo: right", [right]), ("demo: wrong", [wrong])):
                 built = builder.build(prompt, response, mm, feedback_block(demo, 0.0, "", None))
-                teacher = _log_probs(
+                teacher = response_log_probs(
                     model, built["input_ids"], built["multi_modal_inputs"], len(response), builder.image_pad
                 )
                 scores[name] = float((teacher - student).mean())

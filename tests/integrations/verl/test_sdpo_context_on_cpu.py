@@ -79,38 +79,30 @@ def test_no_image_and_no_demo_leaves_a_text_only_block(tiny_model):
     assert torch.equal(out["multi_modal_inputs"]["pixel_values"], mm["pixel_values"])
 
 
-def _response_log_probs(model, input_ids, mm, n_response, image_pad):
-    ids = input_ids[None]
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "mm_token_type_ids": (ids == image_pad).int()}
-    kwargs.update({k: mm[k] for k in ("pixel_values", "image_grid_thw")})
-    with torch.no_grad():
-        logits = model(**kwargs).logits[0, :-1].float()
-    return torch.log_softmax(logits, -1).gather(-1, input_ids[1:, None])[-n_response:, 0]
-
-
 def test_an_empty_block_scores_the_response_exactly_as_the_student(tiny_model):
     """The teacher's log-probs are read at the student's response positions: with nothing inserted they are the
     student's, to the bit; with a block they differ (a shift of the response by one token would fail both)."""
     from transformers import AutoModelForImageTextToText
 
     from verl_cua.integrations.verl.sdpo.context import FeedbackBlock
+    from verl_cua.testing.log_probs import response_log_probs
 
     _, path = tiny_model
     tokenizer, processor = hf_tokenizer(path), hf_processor(path)
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
     prompt, response, mm = _student(processor, tokenizer)
     builder = TeacherContextBuilder(tokenizer, processor)
-    student = _response_log_probs(model, torch.cat([prompt, response]), mm, len(response), builder.image_pad)
+    student = response_log_probs(model, torch.cat([prompt, response]), mm, len(response), builder.image_pad)
 
     empty = builder.build(prompt, response, mm, FeedbackBlock("", ""))
     assert torch.equal(empty["input_ids"], torch.cat([prompt, response]))
-    teacher = _response_log_probs(
+    teacher = response_log_probs(
         model, empty["input_ids"], empty["multi_modal_inputs"], len(response), builder.image_pad
     )
     assert torch.equal(teacher, student)
 
     block = builder.build(prompt, response, mm, feedback_block(["pyautogui.click(3, 4)"], 0.0, "", None))
-    teacher = _response_log_probs(
+    teacher = response_log_probs(
         model, block["input_ids"], block["multi_modal_inputs"], len(response), builder.image_pad
     )
     assert teacher.shape == student.shape and not torch.allclose(teacher, student, atol=1e-4)
