@@ -37,7 +37,8 @@ SUCCESS_KEY = "cua/success_rate"
 ESTIMATORS: dict[str, tuple[str, ...]] = {
     "grpo": ("algorithm.adv_estimator=grpo",),
     "gigpo": ("algorithm.adv_estimator=gigpo",),
-    "sdpo": ("algorithm.adv_estimator=sdpo",),
+    "sdpo": ("algorithm.adv_estimator=sdpo",),  # the defaults: logit-level, EMA teacher, reprompted tokens
+    "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token"),
     "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo",),
     "sdpo+entropulse": (
         "algorithm.adv_estimator=sdpo",

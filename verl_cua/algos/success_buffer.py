@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -83,3 +84,23 @@ def trajectory_key(actions: Sequence[str]) -> str:
     """Dedup key of a trajectory: sha1 of its whitespace-normalized actions joined by newlines."""
     text = "\n".join(" ".join(action.split()) for action in actions)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def task_instance(task: Any) -> str:
+    """The key of one task instance: the task id, plus its seed (`click-test@seed=7`) or a hash of its other
+    settings, so buffered successes of one MiniWoB++ layout or OSWorld config never stand in for another's."""
+    if not isinstance(task, dict):
+        return str(task)
+    base = str(task.get("task", task.get("id", "")))
+    rest = {k: v for k, v in task.items() if k not in ("task", "id")}
+    if not rest:
+        return base
+    if set(rest) == {"seed"}:
+        return f"{base}@seed={rest['seed']}"
+    digest = hashlib.sha1(json.dumps(rest, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:12]
+    return f"{base}@{digest}"
+
+
+def instance_of(extra_fields: dict) -> str:
+    """The task instance of an agent-loop row (`cua_instance`; rows written before it existed: `cua_task`)."""
+    return str(extra_fields.get("cua_instance") or extra_fields.get("cua_task", ""))

@@ -1,4 +1,4 @@
-"""`GUIEnvironmentManager` against verl-agent's env-manager contract (research/verl_agent.md §1), on real MiniWoB++
+"""`GUIEnvironmentManager` against verl-agent's env-manager contract, on real MiniWoB++
 browsers: obs dict keys, one '<image>' per prompt, uint8 HxWx3 images the processor will not resize, short anchors
 equal within a group, float rewards and bool dones of length N, infos with 'won' and 'is_action_valid', envs that
 tolerate steps after done, dataset rows naming the tasks, and infra failures kept out of the batch."""

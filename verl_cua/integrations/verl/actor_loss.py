@@ -1,5 +1,6 @@
-"""The actor's loss as `CuaTrainer` ships it to the workers (`set_loss_fn`): verl's PPO loss with the SDPO policy
-loss and its `is_clip`, or the Entropulse SFT loss (negative log-likelihood of buffered successes' model tokens)."""
+"""The actor's loss as `CuaTrainer` ships it to the workers (`set_loss_fn`): verl's PPO loss, the SDPO loss
+(token- or logit-level, `verl_cua.integrations.verl.sdpo.loss`), or the Entropulse SFT loss (negative
+log-likelihood of buffered successes' model tokens)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,20 @@ from verl_cua.algos.sft import sft_loss
 MODES = ("ppo", "sdpo", "sft")
 
 
-def cua_actor_loss(config, model_output, data, dp_group=None, mode: str = "ppo", is_clip: float | None = 2.0):
-    """verl's worker loss signature; `mode` picks PPO (verl's), SDPO (policy loss `sdpo`) or SFT."""
-    if mode == "ppo":
-        return ppo_loss(config, model_output, data, dp_group)
-    if mode == "sdpo":
-        from verl_cua.integrations.verl.estimators import sdpo_loss
+def cua_actor_loss(
+    config, model_output=None, data=None, dp_group=None, student_logits=None, mode: str = "ppo", sdpo=None
+):
+    """verl's worker loss signature; `mode` picks PPO (verl's), SDPO (`sdpo`: the `cua.sdpo` settings) or SFT.
 
-        if config.policy_loss.get("loss_mode", "vanilla") != "sdpo":
-            raise ValueError("cua_actor_loss(mode='sdpo') needs an actor config with policy_loss.loss_mode=sdpo")
-        sdpo_loss.IS_CLIP = is_clip
+    verl also calls the loss as its logits processor (`student_logits` given) in passes that ask for top-k outputs;
+    only the SDPO loss takes part in those."""
+    if mode == "sdpo":
+        from verl_cua.integrations.verl.sdpo.loss import sdpo_actor_loss
+
+        return sdpo_actor_loss(config, model_output, data, dict(sdpo or {}), student_logits=student_logits)
+    if student_logits is not None:
+        raise ValueError(f"the {mode!r} actor loss has no logits-processor pass (cua.sdpo passes need mode='sdpo')")
+    if mode == "ppo":
         return ppo_loss(config, model_output, data, dp_group)
     if mode == "sft":
         return _sft(config, model_output, data)

@@ -18,6 +18,7 @@ from verl_cua.actions import parse_action
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.algos.gigpo import screenshot_anchor, text_anchor
+from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
@@ -314,6 +315,7 @@ class GUIAgentLoop(AgentLoopBase):
     def _extra_fields(self, ep: Episode, rows: int) -> dict[str, Any]:
         return {
             "cua_task": str(ep.task if not isinstance(ep.task, dict) else ep.task.get("task", ep.task)),
+            "cua_instance": task_instance(ep.task),  # the success buffer's key: the task id with its seed
             "cua_instruction": ep.instruction,
             "cua_success": bool(ep.success),
             "cua_score": float(ep.score),

@@ -26,6 +26,11 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "action": ("format", "invalid_penalty", "max_tokens_per_step"),
     "sdpo": (
+        "loss",
+        "topk",
+        "alpha",
+        "add_tail",
+        "normalize",
         "teacher",
         "ema_rate",
         "is_clip",
@@ -35,6 +40,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "final_screenshot",
         "dont_reprompt_on_self_success",
         "max_feedback_chars",
+        "max_demo_tokens",
     ),
     "gigpo": ("gamma", "step_weight", "norm", "anchor"),
     "buffer": ("per_task",),
@@ -52,8 +58,10 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "trace": ("dir", "every", "fraction"),
 }
 SDPO_TEACHERS = ("current", "ema")
+SDPO_LOSSES = ("logit", "token")
+SDPO_NORMALIZE = ("reprompted", "all")
 GIGPO_NORMS = ("mean", "std")
-GIGPO_ANCHORS = ("screenshot", "a11y")
+GIGPO_ANCHORS = ("screen", "screenshot", "a11y")
 ENTROPULSE_SCHEDULES = ("none", "fixed", "entropy")
 
 
@@ -83,6 +91,11 @@ def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, 
                 f"cua.{section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
                 f"cua.{section}.* needs adv_estimator={' or '.join(wanted)}"
             )
+    if estimator == "sdpo_grpo" and (cua.get("sdpo") or {}).get("loss") == "logit":
+        raise CuaConfigError(
+            "adv_estimator=sdpo_grpo routes per-row advantages (GRPO on successes, token-level SDPO on failures); "
+            "set cua.sdpo.loss=token, or use adv_estimator=sdpo for the logit-level loss"
+        )
 
 
 @functools.cache
@@ -121,6 +134,11 @@ def _validate_algorithm_sections(cua: Mapping[str, Any]) -> None:
     sdpo, gigpo = cua.get("sdpo") or {}, cua.get("gigpo") or {}
     replay, pulse = cua.get("replay") or {}, cua.get("entropulse") or {}
     if sdpo:
+        _choice("cua.sdpo.loss", sdpo.get("loss"), SDPO_LOSSES)
+        _positive_int("cua.sdpo.topk", sdpo.get("topk"))
+        _number("cua.sdpo.alpha", sdpo.get("alpha"), low=0.0, high=1.0)
+        _choice("cua.sdpo.normalize", sdpo.get("normalize"), SDPO_NORMALIZE)
+        _positive_int("cua.sdpo.max_demo_tokens", sdpo.get("max_demo_tokens"))
         _choice("cua.sdpo.teacher", sdpo.get("teacher"), SDPO_TEACHERS)
         _number("cua.sdpo.ema_rate", sdpo.get("ema_rate"), low=0.0, high=1.0)
         if sdpo.get("is_clip") is not None:

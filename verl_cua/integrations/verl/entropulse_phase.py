@@ -15,10 +15,10 @@ from verl.utils.metric import reduce_metrics
 from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import response_from_nested
 
-from verl_cua.algos.success_buffer import SuccessBuffer, trajectory_key
+from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, trajectory_key
 from verl_cua.integrations.verl.batch_rows import put_rows, row_values
 
-SFT_FIELDS = ("input_ids", "position_ids", "multi_modal_inputs", "prompts", "responses", "response_mask", "loss_mask")
+SFT_FIELDS = ("input_ids", "position_ids", "multi_modal_inputs", "prompts", "responses", "response_mask")
 REPLAY_FIELDS = ("rm_scores", "num_turns")
 
 
@@ -36,9 +36,11 @@ def buffer_successes(
     new = 0
     for j, i in enumerate(rows):
         item = {k: _detach(columns[k][j]) for k in fields}
+        # verl averages the loss over loss_mask's tokens; the step's own loss_mask may be SDPO's reprompted tokens
+        item["loss_mask"] = item["response_mask"].clone()
         item["extra_fields"] = dict(extra[i])
         key = f"{trajectory_key(extra[i].get('cua_actions') or [])}#{extra[i].get('step_index', 0)}"
-        new += int(buffer.add(str(extra[i].get("cua_task", "")), key, item))
+        new += int(buffer.add(instance_of(extra[i]), key, item))
     return new
 
 
@@ -110,7 +112,7 @@ def _put(items: list[dict]) -> KVBatchMeta:
     fields = []
     tags = []
     for item in items:
-        row = {k: v for k, v in item.items() if k in SFT_FIELDS}
+        row = {k: v for k, v in item.items() if k in (*SFT_FIELDS, "loss_mask")}
         fields.append(row)
         p, r = int(row["prompts"].shape[0]), int(row["responses"].shape[0])
         tags.append({"status": "success", "prompt_len": p, "response_len": r, "seq_len": p + r})

@@ -12,7 +12,7 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 
 from verl_cua.algos.replay import replay_targets
-from verl_cua.algos.success_buffer import SuccessBuffer
+from verl_cua.algos.success_buffer import SuccessBuffer, instance_of
 from verl_cua.integrations.verl.batch_rows import as_list, isolate_infra_uids, put_rows
 
 
@@ -26,7 +26,7 @@ def inject_replays(
         return batch, {"replay/injected": 0.0}
     uids = [str(u) for u in as_list(data["uid"])]
     rewards = [float(r.sum()) for r in data["rm_scores"].unbind(0)]
-    tasks = [str(e.get("cua_task", "")) for e in extra]
+    tasks = [instance_of(e) for e in extra]
     infra = [bool(e.get("cua_infra_failure")) for e in extra]
     groups = isolate_infra_uids(uids, infra)
     targets = replay_targets(

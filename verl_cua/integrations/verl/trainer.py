@@ -25,7 +25,7 @@ from verl.utils.profiler import marked_timer
 from verl.workers.utils.padding import response_to_nested
 
 from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
-from verl_cua.algos.success_buffer import SuccessBuffer, trajectory_key
+from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, trajectory_key
 from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
@@ -34,7 +34,9 @@ from verl_cua.integrations.verl.entropulse_phase import buffer_successes, run_sf
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
+from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
+from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
 from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
 from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
@@ -72,7 +74,9 @@ class CuaTrainer(PPOTrainerSync):
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
-        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and (self.cua.get("sdpo") or {}).get("teacher") == "ema"
+        sdpo = self.cua.get("sdpo") or {}
+        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and sdpo.get("teacher") == "ema"
+        self.logit_sdpo = self.estimator == "sdpo" and sdpo.get("loss") == "logit"
 
     # -- the run's length ----------------------------------------------------------------------------------------------
     def _init_dataloader(self):
@@ -97,10 +101,27 @@ class CuaTrainer(PPOTrainerSync):
             self.actor_rollout_wg.cua_ema_update(1.0)  # the EMA teacher starts as the initial policy
 
     def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        batch = super()._update_actor(batch, metrics)
+        if self.logit_sdpo:
+            batch = self._update_actor_with_logits(batch, metrics)
+        else:
+            batch = super()._update_actor(batch, metrics)
         if self.ema_teacher:
             self.actor_rollout_wg.cua_ema_update(float(self.cua["sdpo"]["ema_rate"]))
         return batch
+
+    def _update_actor_with_logits(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """verl's update, with the logits processor on (verl switches it on for its own distillation only)."""
+        update = self.actor_rollout_wg.update_actor
+
+        def update_with_logits(meta):
+            meta.extra_info.update({"distillation_use_topk": True, logit.PASS: "train"})
+            return update(meta)
+
+        self.actor_rollout_wg.update_actor = update_with_logits
+        try:
+            return super()._update_actor(batch, metrics)
+        finally:
+            self.actor_rollout_wg.update_actor = update  # verl binds worker-group methods per instance
 
     def _actor_config(self, loss_mode: str | None = None):
         actor = OmegaConf.create(OmegaConf.to_container(self.config.actor_rollout_ref.actor, resolve=True))
@@ -113,8 +134,7 @@ class CuaTrainer(PPOTrainerSync):
         if phase == "sft":
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sft")
         elif self.estimator in SDPO_ESTIMATORS:
-            is_clip = (self.cua.get("sdpo") or {}).get("is_clip", 2.0)
-            fn = partial(cua_actor_loss, config=self._actor_config("sdpo"), mode="sdpo", is_clip=is_clip)
+            fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=dict(self.cua["sdpo"]))
         else:
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo")
         self.actor_rollout_wg.set_loss_fn(fn)
@@ -189,6 +209,8 @@ class CuaTrainer(PPOTrainerSync):
             adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, teacher, self.cua["sdpo"], grpo)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
             metrics.update(sdpo_metrics)
+            loss_fields = sdpo_loss_fields(self.estimator, teacher, response_mask, infra, self.cua["sdpo"])
+            put_row_fields(batch.keys, batch.partition_id, loss_fields)
         elif self.estimator == "gigpo":
             adv = cua_advantage.gigpo_token_advantages(data, extra, sessions, self.cua["gigpo"], metrics)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
@@ -271,7 +293,7 @@ class CuaTrainer(PPOTrainerSync):
         for e in extra:
             if e.get("cua_success") and not e.get("cua_infra_failure") and not e.get("cua_replayed"):
                 actions = list(e.get("cua_actions") or [])
-                self.demo_buffer.add(str(e.get("cua_task", "")), trajectory_key(actions), actions)
+                self.demo_buffer.add(instance_of(e), trajectory_key(actions), actions)
         if self._wants_rows():
             fresh = [e if not e.get("cua_replayed") else {**e, "cua_success": False} for e in extra]
             with_lp = bool(self.config.actor_rollout_ref.rollout.get("calculate_log_probs", False))

@@ -1,7 +1,7 @@
 """`GUIEnvironmentManager`: verl-agent's environment-manager interface over our `EnvPool` (OSWorld, MiniWoB++).
 
-verl-agent steps every env in lockstep, one model turn per step, one screenshot per prompt
-(research/verl_agent.md §1-2). Each step's prompt is our format's system prompt, the task, the last
+verl-agent steps every env in lockstep, one model turn per step, one screenshot per prompt.
+Each step's prompt is our format's system prompt, the task, the last
 `env.history_length` model outputs as text, and the screenshot resized for the processor. Anchors are short
 screenshot hashes, so GiGPO's step groups work. A desktop that breaks ends its episode as an infra failure, and
 `success_evaluator` takes that trajectory out of the batch: it never counts as the agent's failure.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_cua.algos.sdpo import demo_sources
+from verl_cua.algos.success_buffer import instance_of
 
 
 @dataclass
@@ -30,8 +31,8 @@ def plan_reprompts(
 ) -> RepromptPlan:
     """Plan the teacher contexts of a batch; episodes are (uid, session), so step rows share their episode's demo.
 
-    A row whose group has no other success takes the newest buffered success of its task (`buffer_demos`: task ->
-    action lists from earlier steps, oldest first), unless that is its own trajectory."""
+    A row whose group has no other success takes the newest buffered success of its task instance (`buffer_demos`:
+    instance -> action lists from earlier steps, oldest first), unless that is its own trajectory."""
     n = len(extra_fields)
     infra = [bool(e.get("cua_infra_failure")) for e in extra_fields]
     success = [bool(e.get("cua_success")) and not bad for e, bad in zip(extra_fields, infra, strict=True)]
@@ -52,7 +53,7 @@ def plan_reprompts(
         demo = list(extra_fields[first_row[demo_ep]].get("cua_actions") or []) if demo_ep is not None else None
         if not demo and sdpo.get("demo", True) and not infra[i] and buffer_demos:
             own = list(extra_fields[i].get("cua_actions") or [])
-            pool = [list(d) for d in buffer_demos.get(str(extra_fields[i].get("cua_task", "")), ()) if list(d) != own]
+            pool = [list(d) for d in buffer_demos.get(instance_of(extra_fields[i]), ()) if list(d) != own]
             if pool:
                 demo = pool[-1]
                 from_buffer += 1

@@ -14,6 +14,7 @@ from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.workers.utils.padding import response_from_nested
 
 from verl_cua.integrations.verl.batch_rows import as_list, put_rows, row_values
+from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 
@@ -31,6 +32,8 @@ class TeacherResult:
     reprompt: list[bool]
     success: list[bool]
     teacher_log_probs: dict[int, torch.Tensor] = field(default_factory=dict)
+    topk_ids: dict[int, torch.Tensor] = field(default_factory=dict)  # logit loss: [response_len, k] student ids
+    teacher_topk: dict[int, torch.Tensor] = field(default_factory=dict)  # logit loss: teacher log-probs at them
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -77,17 +80,30 @@ def run_teacher_pass(
         tag.update(prompt_len=int(built["prompts"].shape[0]), seq_len=int(built["input_ids"].shape[0]))
         teacher_tags.append(tag)
 
+    topk = int(sdpo.get("topk", 100)) if sdpo.get("loss", "token") == "logit" else 0
+    if topk:
+        student = [{k: v[i] for k, v in columns.items()} for i in rows]
+        ids = _topk_pass(actor_wg, batch, rows, student, columns, "student_topk", topk, temperature, multiple)
+        for row, row_ids in zip(teacher_fields, ids, strict=True):
+            row[logit.IDS] = row_ids
     keys = [batch.keys[i] + TEACHER_SUFFIX for i in rows]
     for j in _pad_rows(len(rows), multiple, columns["input_ids"], [f["input_ids"].shape[0] for f in teacher_fields]):
         keys.append(f"{batch.keys[j]}{TEACHER_SUFFIX}::pad{len(keys)}")
-        teacher_fields.append({k: v[j] for k, v in columns.items()})
+        teacher_fields.append(_pad_row(columns, j, topk))
         teacher_tags.append(dict(batch.tags[j]))
     meta = put_rows(keys, batch.partition_id, teacher_fields, teacher_tags)
     try:
         meta.extra_info = {"calculate_entropy": False, "compute_loss": False, "temperature": temperature}
+        if topk:
+            meta.extra_info.update(_pass_info("teacher_gather", distillation_only=False))
         actor_wg.compute_log_prob(meta)
-        out = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["log_probs", "response_mask"])
+        select = ["log_probs", "response_mask"] + (logit.pass_fields(topk) if topk else [])
+        out = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=select)
         teacher = response_from_nested(out["log_probs"], out["response_mask"]).unbind(0)[: len(rows)]
+        if topk:
+            gathered = logit.stack_columns(out, topk, out["response_mask"])[: len(rows)]
+            result.topk_ids = {i: t[logit.IDS] for i, t in zip(rows, teacher_fields, strict=False)}
+            result.teacher_topk = dict(zip(rows, gathered, strict=True))
     finally:
         tq.kv_clear(keys=keys, partition_id=batch.partition_id)
     result.teacher_log_probs = {i: t.float() for i, t in zip(rows, teacher, strict=True)}
@@ -98,6 +114,43 @@ def run_teacher_pass(
         }
     )
     return result
+
+
+def _pass_info(mode: str, distillation_only: bool) -> dict:
+    """extra_info of a compute_log_prob call whose logits go through the SDPO logits processor."""
+    return {
+        "compute_loss": True,
+        "distillation_use_topk": True,
+        "distillation_only": distillation_only,
+        logit.PASS: mode,
+    }
+
+
+def _pad_row(columns: dict, j: int, topk: int) -> dict:
+    """A student row that pads a pass batch (its results are dropped), with zero top-k ids when a pass needs them."""
+    row = {k: v[j] for k, v in columns.items()}
+    if topk:
+        row[logit.IDS] = torch.zeros(row["responses"].shape[0], topk)
+    return row
+
+
+def _topk_pass(actor_wg, batch, rows, fields, columns, mode, topk, temperature, multiple) -> list[torch.Tensor]:
+    """Run one logits-processor pass over copies of `fields` (rows `rows` of the batch); [response_len, k] per row."""
+    keys = [f"{batch.keys[i]}::sdpo_{mode}" for i in rows]
+    tags = [dict(batch.tags[i]) for i in rows]
+    fields = list(fields)
+    for j in _pad_rows(len(rows), multiple, columns["input_ids"], [f["input_ids"].shape[0] for f in fields]):
+        keys.append(f"{batch.keys[j]}::sdpo_{mode}::pad{len(keys)}")
+        fields.append(_pad_row(columns, j, 0))
+        tags.append(dict(batch.tags[j]))
+    meta = put_rows(keys, batch.partition_id, fields, tags)
+    try:
+        meta.extra_info = {"calculate_entropy": False, "temperature": temperature, **_pass_info(mode, True)}
+        actor_wg.compute_log_prob(meta)
+        out = tq.kv_batch_get(keys, batch.partition_id, [*logit.pass_fields(topk), "response_mask"])
+        return logit.stack_columns(out, topk, out["response_mask"])[: len(rows)]
+    finally:
+        tq.kv_clear(keys=keys, partition_id=batch.partition_id)
 
 
 def _pad_rows(n: int, multiple: int, student_ids: list, teacher_lengths: list[int]) -> list[int]:

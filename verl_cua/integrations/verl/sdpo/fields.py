@@ -1,0 +1,57 @@
+"""The per-row fields the SDPO actor loss reads in the update: which model tokens the SDPO term trains, the
+teacher's top-k log-probs for the logit loss, and the `loss_mask` verl counts to normalise the loss."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from verl_cua.integrations.verl.sdpo import logit
+from verl_cua.integrations.verl.sdpo.loss import MASK
+from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult
+
+NORMALIZE = ("reprompted", "all")
+
+
+def sdpo_loss_fields(
+    estimator: str, teacher: TeacherResult, response_mask, infra: Sequence[bool], sdpo: Mapping[str, Any]
+) -> list[dict[str, torch.Tensor]]:
+    """Per row: MASK (model tokens the SDPO term trains), and for the logit loss IDS/TEACHER ([response_len, k],
+    zeros on rows that were not reprompted); with `normalize=reprompted` (adv_estimator=sdpo) `loss_mask` = MASK,
+    so verl's token count, and with it the loss's mean, runs over the reprompted tokens only."""
+    topk = int(sdpo.get("topk", 100)) if estimator == "sdpo" and sdpo.get("loss") == "logit" else 0
+    reprompted_only = estimator == "sdpo" and sdpo.get("normalize", "reprompted") == "reprompted"
+    rows = []
+    for i, mask in enumerate(response_mask.unbind(0)):
+        trains = not infra[i] and (teacher.reprompt[i] if estimator == "sdpo" else True)
+        sd_mask = mask.clone() if trains else torch.zeros_like(mask)
+        row = {MASK: sd_mask}
+        if reprompted_only:
+            row["loss_mask"] = sd_mask.clone()
+        if topk:
+            n = mask.shape[0]
+            row[logit.IDS] = _rows(teacher.topk_ids.get(i), n, topk)
+            row[logit.TEACHER] = _rows(teacher.teacher_topk.get(i), n, topk)
+        rows.append(row)
+    return rows
+
+
+def _rows(value: torch.Tensor | None, n: int, topk: int) -> torch.Tensor:
+    """A [n, k] float32 tensor: value (cut or zero-padded to n rows) or zeros."""
+    out = torch.zeros(n, topk, dtype=torch.float32)
+    if value is not None:
+        m = min(n, value.shape[0])
+        out[:m] = value[:m].float()
+    return out
+
+
+def put_row_fields(keys: Sequence[str], partition_id: str, rows: Sequence[dict[str, torch.Tensor]]) -> None:
+    """Write per-row fields onto existing TransferQueue rows, one row at a time (plain tensors, no jagged split)."""
+    import transfer_queue as tq
+    from tensordict import TensorDict
+
+    for key, row in zip(keys, rows, strict=True):
+        fields = TensorDict({k: v.unsqueeze(0) for k, v in row.items()}, batch_size=1)
+        tq.kv_batch_put(keys=[key], partition_id=partition_id, fields=fields)

@@ -1,0 +1,90 @@
+"""Logit-level SDPO on verl's engine, through the logits-processor hook verl's own top-k distillation uses (the
+processor sees a micro-batch's logits while they are in memory, so [B, L, V] is never stored):
+
+1. `student_topk`: the student's top-k token ids at every response token (a forward on the student rows);
+2. `teacher_gather`: the teacher's log-probs at those ids, in the teacher context (a forward on the teacher rows);
+3. `train`: in the actor update, the student's log-probs at the same ids, with gradient, and the per-token
+   divergence over the k ids plus a tail bucket (`verl_cua.algos.sdpo.sdpo_logit_loss`).
+
+verl's processor may only return one value per token, so passes 1 and 2 return k fields `cua_sdpo_k{j}`; the
+trainer stacks them back into `[response_len, k]` rows (`IDS`, `TEACHER`) that pass 3 reads from the batch."""
+
+from __future__ import annotations
+
+import torch
+
+from verl_cua.algos.sdpo import sdpo_logit_loss
+
+PASS = "cua_sdpo_pass"  # non-tensor flag of a batch: which of the passes above the processor runs
+PASSES = ("student_topk", "teacher_gather", "train")
+IDS = "cua_sdpo_ids"  # per row [response_len, k]: the student's top-k ids (float32, exact below 2**24)
+TEACHER = "cua_sdpo_teacher_logp"  # per row [response_len, k]: the teacher's log-probs at IDS
+LOSS = "cua_sdpo_logit_loss"  # per-token output of the train pass
+_EXACT_IDS = 2**24
+
+
+def field(j: int) -> str:
+    """Name of the j-th per-token output of the student_topk and teacher_gather passes."""
+    return f"cua_sdpo_k{j}"
+
+
+def response_positions(data) -> torch.Tensor:
+    """Flat positions (in the packed micro-batch) of the logits that score each response token, row by row."""
+    seq_ends = data["input_ids"].offsets()[1:]
+    response_lens = data["responses"].offsets().diff()
+    spans = [torch.arange(int(end - n - 1), int(end - 1)) for end, n in zip(seq_ends, response_lens, strict=True)]
+    return torch.cat(spans) if spans else torch.zeros(0, dtype=torch.long)
+
+
+def logits_processor(student_logits: torch.Tensor, data, topk: int, alpha: float, add_tail: bool) -> dict:
+    """verl's logits-processor call: the outputs of this micro-batch's pass, each of shape (1, nnz)."""
+    from verl.utils import tensordict_utils as tu
+
+    mode = tu.get_non_tensor_data(data=data, key=PASS, default=None)
+    if mode not in PASSES:
+        raise ValueError(f"the SDPO logits processor needs {PASS} in {PASSES}, got {mode!r}")
+    logits = student_logits.squeeze(0)
+    nnz, vocab = logits.shape
+    if vocab >= _EXACT_IDS:
+        raise ValueError(f"the logit-level SDPO loss stores token ids as float32, exact below {_EXACT_IDS}")
+    pos = response_positions(data).to(logits.device)
+    if pos.numel() and int(pos.max()) >= nnz:
+        raise ValueError(
+            "the logit-level SDPO loss needs every token of the micro-batch on this rank (no Ulysses sequence "
+            "parallelism); set cua.sdpo.loss=token or ulysses_sequence_parallel_size=1"
+        )
+    picked = logits.index_select(0, pos)  # [n_response_tokens, V]
+    log_norm = torch.logsumexp(picked.float(), dim=-1, keepdim=True)
+    if mode == "student_topk":
+        ids = picked.topk(topk, dim=-1).indices
+        return _spread_columns(ids.float(), pos, nnz)
+    ids = data[IDS].values().to(logits.device).long()
+    if ids.shape[0] != pos.numel():
+        raise ValueError(f"{IDS} holds {ids.shape[0]} response tokens, the micro-batch {pos.numel()}")
+    at_ids = picked.float().gather(-1, ids) - log_norm
+    if mode == "teacher_gather":
+        return _spread_columns(at_ids.detach(), pos, nnz)
+    teacher = data[TEACHER].values().to(logits.device).float()
+    loss = sdpo_logit_loss(at_ids, teacher, alpha=alpha, add_tail=add_tail)
+    out = torch.zeros(nnz, dtype=loss.dtype, device=loss.device).index_put((pos,), loss)
+    return {LOSS: out.unsqueeze(0)}
+
+
+def _spread_columns(values: torch.Tensor, pos: torch.Tensor, nnz: int) -> dict:
+    """[n, k] values at positions `pos` -> k outputs of shape (1, nnz), zero elsewhere."""
+    full = torch.zeros(nnz, values.shape[-1], dtype=torch.float32, device=values.device)
+    full[pos] = values.float()
+    return {field(j): full[:, j].unsqueeze(0) for j in range(values.shape[-1])}
+
+
+def stack_columns(out, topk: int, response_mask) -> list[torch.Tensor]:
+    """The k per-token output fields of a pass, as one [response_len, k] tensor per row."""
+    from verl.workers.utils.padding import response_from_nested
+
+    columns = [response_from_nested(out[field(j)], response_mask).unbind(0) for j in range(topk)]
+    return [torch.stack(cols, dim=-1) for cols in zip(*columns, strict=True)]
+
+
+def pass_fields(topk: int) -> list[str]:
+    """The TransferQueue fields a student_topk / teacher_gather pass writes."""
+    return [field(j) for j in range(topk)]
