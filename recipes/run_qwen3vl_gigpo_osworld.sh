@@ -53,7 +53,7 @@ TEST_FREQ=${TEST_FREQ:--1}
 GIGPO_GAMMA=${GIGPO_GAMMA:-0.95}                  # step return discount
 GIGPO_STEP_WEIGHT=${GIGPO_STEP_WEIGHT:-1.0}       # A = A_episode + GIGPO_STEP_WEIGHT x A_step
 GIGPO_NORM=${GIGPO_NORM:-mean}                    # mean (the paper's default) | std
-GIGPO_ANCHOR=${GIGPO_ANCHOR:-screenshot}          # screenshot: a hash of its pixels | a11y: of the accessibility tree
+GIGPO_ANCHOR=${GIGPO_ANCHOR:-screen}              # screen: a coarse quantised thumbnail | screenshot: exact pixels | a11y
 
 # shellcheck source=recipes/osworld_preflight.sh
 source recipes/osworld_preflight.sh

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Flagship: SDPO on OSWorld with Qwen3-VL-8B-Instruct, 1 node x 8 H100, vLLM rollout, OSWorld's docker provider.
 # SDPO (arXiv:2601.20802): the policy, shown a successful sibling's actions, the evaluator's feedback and its own
-# final screenshot, is its own teacher; the advantage is log pi_teacher - log pi_student per model token.
+# final screenshot, is its own (EMA) teacher; the loss is the Jensen-Shannon divergence between student and teacher
+# over the student's top-100 tokens plus a tail bucket, at every model token (docs/algorithms.md). Defaults follow
+# the SDPO authors' reproduction settings: on-policy (one actor update per step), lr 1e-5 with 10 warm-up steps,
+# EMA rate 0.05, importance weights truncated at 2, rollout importance-sampling correction per token at 2.
 # LoRA: LORA_RANK=16 (0 = full fine-tune). Entropulse (ComputerRL, arXiv:2508.14040): ENTROPULSE=fixed|entropy.
 # Any Hydra override appended to the command line wins, e.g. `bash recipes/run_qwen3vl_sdpo_osworld.sh trainer.total_epochs=3`.
 # Needs: `bash envs/osworld/install.sh`, Docker, /dev/kvm. Composes in CI (tests/recipes); not yet run on GPUs.
@@ -24,10 +27,11 @@ MAX_TOKENS_PER_STEP=${MAX_TOKENS_PER_STEP:-512}
 LORA_RANK=${LORA_RANK:-0}                         # 0: full fine-tune; >0: LoRA on all linear layers
 LORA_ALPHA=${LORA_ALPHA:-32}
 if [ "${LORA_RANK}" -gt 0 ]; then
-    LR=${LR:-1e-5}
+    LR=${LR:-5e-5}                                # LoRA: no reference setting; 5x the full fine-tune's
 else
-    LR=${LR:-1e-6}
+    LR=${LR:-1e-5}                                # SDPO's reference setting (full fine-tune, on-policy updates)
 fi
+LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-10}
 TP=${TP:-2}
 GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.6}
 PARAM_OFFLOAD=${PARAM_OFFLOAD:-false}
@@ -55,13 +59,18 @@ TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}
 SAVE_FREQ=${SAVE_FREQ:-20}
 TEST_FREQ=${TEST_FREQ:--1}
 # SDPO (cua.sdpo.*)
-SDPO_TEACHER=${SDPO_TEACHER:-current}             # current | ema (an EMA of the weights, per actor rank on the host)
+SDPO_LOSS=${SDPO_LOSS:-logit}                     # logit: top-k divergence | token: -A log pi, A = log q - log p
+SDPO_TOPK=${SDPO_TOPK:-100}
+SDPO_ALPHA=${SDPO_ALPHA:-0.5}                     # 0: KL(teacher||student), 1: KL(student||teacher), 0.5: JSD
+SDPO_TEACHER=${SDPO_TEACHER:-ema}                 # ema (an EMA of the weights, per actor rank on the host) | current
 SDPO_EMA_RATE=${SDPO_EMA_RATE:-0.05}
 SDPO_IS_CLIP=${SDPO_IS_CLIP:-2.0}
 SDPO_DEMO=${SDPO_DEMO:-true}
 SDPO_FEEDBACK=${SDPO_FEEDBACK:-true}
 SDPO_FINAL_SCREENSHOT=${SDPO_FINAL_SCREENSHOT:-true}
-BUFFER_PER_TASK=${BUFFER_PER_TASK:-8}             # successes kept per task (SDPO demos, Entropulse SFT)
+BUFFER_PER_TASK=${BUFFER_PER_TASK:-8}             # successful trajectories kept per task instance (demos, SFT)
+ROLLOUT_IS=${ROLLOUT_IS:-token}                   # rollout importance sampling (vLLM vs FSDP log-probs): token | null
+ROLLOUT_IS_THRESHOLD=${ROLLOUT_IS_THRESHOLD:-2.0}
 # Entropulse (cua.entropulse.*): off by default
 ENTROPULSE=${ENTROPULSE:-none}                    # none | fixed | entropy
 ENTROPULSE_RL_STEPS=${ENTROPULSE_RL_STEPS:-50}
@@ -89,6 +98,8 @@ fi
 "${PYTHON}" -m verl_cua.main \
     algorithm.adv_estimator=sdpo \
     algorithm.use_kl_in_reward=false \
+    algorithm.rollout_correction.rollout_is="${ROLLOUT_IS}" \
+    algorithm.rollout_correction.rollout_is_threshold="${ROLLOUT_IS_THRESHOLD}" \
     data.train_files="${DATA_DIR}/train.parquet" \
     data.val_files="${DATA_DIR}/train.parquet" \
     data.train_batch_size="${TRAIN_BATCH_SIZE}" \
@@ -100,6 +111,7 @@ fi
     "${LORA_ARGS[@]}" \
     actor_rollout_ref.actor.strategy=fsdp2 \
     actor_rollout_ref.actor.optim.lr="${LR}" \
+    actor_rollout_ref.actor.optim.lr_warmup_steps="${LR_WARMUP_STEPS}" \
     actor_rollout_ref.actor.ppo_mini_batch_size="${PPO_MINI_BATCH}" \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="${MICRO_BATCH}" \
     actor_rollout_ref.actor.use_kl_loss=false \
@@ -107,6 +119,7 @@ fi
     actor_rollout_ref.actor.fsdp_config.param_offload="${PARAM_OFFLOAD}" \
     actor_rollout_ref.actor.fsdp_config.optimizer_offload="${OPTIMIZER_OFFLOAD}" \
     actor_rollout_ref.rollout.name=vllm \
+    actor_rollout_ref.rollout.calculate_log_probs=true \
     actor_rollout_ref.rollout.n="${N_RESP}" \
     actor_rollout_ref.rollout.tensor_model_parallel_size="${TP}" \
     actor_rollout_ref.rollout.gpu_memory_utilization="${GPU_MEM_UTIL}" \
@@ -126,6 +139,9 @@ fi
     cua.env.evaluate_timeout="${EVALUATE_TIMEOUT}" \
     cua.action.format="${ACTION_FORMAT}" \
     cua.action.max_tokens_per_step="${MAX_TOKENS_PER_STEP}" \
+    cua.sdpo.loss="${SDPO_LOSS}" \
+    cua.sdpo.topk="${SDPO_TOPK}" \
+    cua.sdpo.alpha="${SDPO_ALPHA}" \
     cua.sdpo.teacher="${SDPO_TEACHER}" \
     cua.sdpo.ema_rate="${SDPO_EMA_RATE}" \
     cua.sdpo.is_clip="${SDPO_IS_CLIP}" \

@@ -94,3 +94,31 @@ def screenshot_anchor(png_or_bytes: bytes) -> str:
 def text_anchor(text: str) -> str:
     """Anchor of a text observation (e.g. an accessibility tree): sha1 of its whitespace-normalized text."""
     return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
+
+
+def screen_anchor(gray: bytes, size: tuple[int, int], levels: int = 4) -> str:
+    """Anchor of a screen robust to volatile pixels: sha1 of a coarse grayscale thumbnail (`gray`: row-major 8-bit
+    pixels of `size` = (width, height), e.g. 16 x 9 box-averaged cells) quantised to `levels` levels, so a clock,
+    the cursor or anti-aliasing that moves a cell's mean by a few levels of 256 rarely splits a step group."""
+    if levels < 2 or levels > 256:
+        raise ValueError(f"levels must be in [2, 256], got {levels}")
+    width, height = size
+    if len(gray) != width * height:
+        raise ValueError(f"{len(gray)} pixels for a {width}x{height} thumbnail")
+    step = 256 / levels
+    quantised = bytes(int(v // step) for v in gray)
+    return hashlib.sha1(quantised + f"{width}x{height}/{levels}".encode()).hexdigest()
+
+
+def step_rewards_with_penalties(
+    score: float, invalid: Sequence[bool], penalty: float, steps: int | None = None
+) -> list[float]:
+    """Per-step rewards of an episode as verl-agent assigns them: each invalid action costs `penalty` at its own
+    step, and the task score arrives at the last step (they sum to the episode's reward)."""
+    n = len(invalid) if steps is None else steps
+    if n == 0:
+        return []
+    flags = list(invalid)[:n] + [False] * max(0, n - len(invalid))
+    rewards = [-penalty * float(bad) for bad in flags]
+    rewards[-1] += float(score)
+    return rewards

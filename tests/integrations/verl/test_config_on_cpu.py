@@ -128,7 +128,7 @@ def test_algorithm_settings_that_cannot_work_together_give_one_line(overrides, e
         ({"sdpo": {"teacher": "frozen"}}, "cua.sdpo.teacher='frozen' is not valid; valid: current, ema"),
         ({"sdpo": {"is_clip": 0.5}}, "cua.sdpo.is_clip must be a number >= 1, got 0.5"),
         ({"buffer": {"per_task": 0}}, "cua.buffer.per_task must be a positive integer, got 0"),
-        ({"sdpo": {"teachr": "ema"}}, "unknown key cua.sdpo.teachr; valid: teacher, ema_rate"),
+        ({"sdpo": {"teachr": "ema"}}, "unknown key cua.sdpo.teachr; valid: loss, topk, alpha"),
     ],
 )
 def test_bad_algorithm_section_values_give_one_line(patch, expected):

@@ -17,7 +17,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl_cua.actions import parse_action
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
-from verl_cua.algos.gigpo import screenshot_anchor, text_anchor
+from verl_cua.algos.gigpo import screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
@@ -88,7 +88,7 @@ class GUIAgentLoop(AgentLoopBase):
         cua = OmegaConf.to_container(self.config.cua, resolve=True)
         validate_cua_config(cua)
         self.env_cfg, self.action_cfg = cua["env"], cua["action"]
-        self.anchor = (cua.get("gigpo") or {}).get("anchor", "screenshot")
+        self.anchor = (cua.get("gigpo") or {}).get("anchor", "screen")
         self.trace_cfg = cua.get("trace") or {}
         self.format = self.action_cfg["format"]
         self.response_length = self.rollout_config.response_length
@@ -323,6 +323,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_infra_error": ep.infra_error or "",
             "cua_steps": ep.steps,
             "cua_invalid_actions": ep.invalid,
+            "cua_invalid_steps": [e is not None for e in ep.errors],  # GiGPO charges each penalty at its step
             "cua_truncated": bool(ep.truncated),
             "cua_actions": list(ep.actions),
             "cua_feedback": ep.feedback(),
@@ -346,14 +347,20 @@ class GUIAgentLoop(AgentLoopBase):
         return {"global_steps": versions[-1], "min_global_steps": min(versions), "max_global_steps": max(versions)}
 
     def _anchor(self, obs, shot: Image.Image) -> str:
-        """GiGPO's state key for the screen the agent acts on: the screenshot's pixels, or the accessibility tree."""
+        """GiGPO's state key for the screen the agent acts on: a coarse quantised thumbnail (`screen`), the exact
+        pixels (`screenshot`), or the accessibility tree (`a11y`, the thumbnail when the env has none)."""
         tree = obs.extra.get("accessibility_tree") if self.anchor == "a11y" else None
         if tree:
             return text_anchor(str(tree))
-        return screenshot_anchor(shot.tobytes() + repr(shot.size).encode())
+        if self.anchor == "screenshot":
+            return screenshot_anchor(shot.tobytes() + repr(shot.size).encode())
+        return screen_anchor(shot.convert("L").resize(SCREEN_ANCHOR_GRID, Image.BOX).tobytes(), SCREEN_ANCHOR_GRID)
 
     def _image_size(self, screen: tuple[int, int]) -> tuple[int, int]:
         return smart_resize_size(screen, self._factor, self._factor * self._factor, self._max_pixels)
+
+
+SCREEN_ANCHOR_GRID = (16, 9)  # GiGPO `screen` anchor: box-averaged cells of the screenshot
 
 
 def _image_grid(processor, max_pixels: int) -> tuple[int, int]:

@@ -91,11 +91,6 @@ def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, 
                 f"cua.{section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
                 f"cua.{section}.* needs adv_estimator={' or '.join(wanted)}"
             )
-    if estimator == "sdpo_grpo" and (cua.get("sdpo") or {}).get("loss") == "logit":
-        raise CuaConfigError(
-            "adv_estimator=sdpo_grpo routes per-row advantages (GRPO on successes, token-level SDPO on failures); "
-            "set cua.sdpo.loss=token, or use adv_estimator=sdpo for the logit-level loss"
-        )
 
 
 @functools.cache

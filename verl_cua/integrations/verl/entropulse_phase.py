@@ -1,5 +1,5 @@
-"""Entropulse on verl's V1 trainer: buffer each step's successful rows, and in an SFT phase run `sft_steps` actor
-updates with the SFT loss on them (through TransferQueue, as RL updates go), measuring the policy entropy on the SFT
+"""Entropulse on verl's V1 trainer: in an SFT phase, `sft_steps` actor updates with the SFT loss on the rows of
+buffered successful trajectories (through TransferQueue, as RL updates go), measuring the policy entropy on the SFT
 data before and after."""
 
 from __future__ import annotations
@@ -15,33 +15,11 @@ from verl.utils.metric import reduce_metrics
 from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import response_from_nested
 
-from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, trajectory_key
-from verl_cua.integrations.verl.batch_rows import put_rows, row_values
+from verl_cua.algos.success_buffer import SuccessBuffer
+from verl_cua.integrations.verl.batch_rows import put_rows
+from verl_cua.integrations.verl.success_rows import ROW_FIELDS
 
-SFT_FIELDS = ("input_ids", "position_ids", "multi_modal_inputs", "prompts", "responses", "response_mask")
-REPLAY_FIELDS = ("rm_scores", "num_turns")
-
-
-def buffer_successes(
-    buffer: SuccessBuffer, batch: KVBatchMeta, extra: list[dict], with_rollout_log_probs: bool = False
-) -> int:
-    """Add the batch's successful rows (desktop fine, task solved) to the buffer, with what replay needs to put
-    them back into a batch (reward, turns, rollout log-probs, extra fields); returns how many were new."""
-    rows = [i for i, e in enumerate(extra) if e.get("cua_success") and not e.get("cua_infra_failure")]
-    if not rows:
-        return 0
-    fields = [*SFT_FIELDS, *REPLAY_FIELDS] + (["rollout_log_probs"] if with_rollout_log_probs else [])
-    data = tq.kv_batch_get([batch.keys[i] for i in rows], batch.partition_id, fields)
-    columns = {k: row_values(data[k]) for k in fields}
-    new = 0
-    for j, i in enumerate(rows):
-        item = {k: _detach(columns[k][j]) for k in fields}
-        # verl averages the loss over loss_mask's tokens; the step's own loss_mask may be SDPO's reprompted tokens
-        item["loss_mask"] = item["response_mask"].clone()
-        item["extra_fields"] = dict(extra[i])
-        key = f"{trajectory_key(extra[i].get('cua_actions') or [])}#{extra[i].get('step_index', 0)}"
-        new += int(buffer.add(instance_of(extra[i]), key, item))
-    return new
+SFT_FIELDS = (*ROW_FIELDS, "loss_mask")
 
 
 def run_sft_phase(
@@ -54,11 +32,12 @@ def run_sft_phase(
     rng: random.Random,
     multiple: int = 1,
 ) -> dict[str, float]:
-    """`steps` SFT updates on batches drawn across tasks from the buffer; the loss is switched to SFT and back.
+    """`steps` SFT updates, each on the rows of `batch_size` trajectories drawn across task instances from the
+    buffer (every step of each); the loss is switched to SFT and back.
 
-    Batches are padded by repeating items to a multiple of `multiple` (ranks x micro-batch), as verl requires."""
+    Batches are padded by repeating rows to a multiple of `multiple` (ranks x micro-batch), as verl requires."""
     metrics: dict[str, float] = {"entropulse/buffer_size": float(len(buffer))}
-    if len(buffer) == 0:
+    if not any(t["rows"] for task in buffer.tasks() for t in buffer.get(task)):
         metrics["entropulse/sft_skipped_empty_buffer"] = 1.0
         metrics["entropulse/sft_steps_run"] = 0.0
         return metrics
@@ -66,7 +45,7 @@ def run_sft_phase(
     set_loss("sft")
     try:
         for step in range(steps):
-            items = _pad_to(buffer.sample_all(batch_size, rng), multiple)
+            items = _pad_to(_rows(buffer.sample_all(batch_size, rng)), multiple)
             meta = _put(items)
             try:
                 if step == 0:
@@ -104,6 +83,11 @@ def run_sft_phase(
         }
     )
     return metrics
+
+
+def _rows(trajectories: list[dict]) -> list[dict]:
+    """Every training row of the sampled trajectories, in step order."""
+    return [row for trajectory in trajectories for row in trajectory["rows"]]
 
 
 def _put(items: list[dict]) -> KVBatchMeta:
@@ -158,11 +142,3 @@ def _shorter(item: dict, cut: int) -> dict:
     for key in ("input_ids", "position_ids"):
         out[key] = item[key][..., :-cut]
     return out
-
-
-def _detach(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, dict):
-        return {k: _detach(v) for k, v in value.items()}
-    return value

@@ -1,6 +1,8 @@
-"""ARPO-style replay on verl's V1 trainer: before the old log-probs are computed, the last row of each group whose
-rollouts all failed is overwritten in TransferQueue by a buffered success of the same task (its tokens, images,
-reward and rollout log-probs); the old log-probs are then computed for it under the current policy like any row."""
+"""ARPO-style replay on verl's V1 trainer, on either row layout: before the batch is balanced (and padded) across
+ranks, the last episode of each group whose episodes all failed their task is replaced in TransferQueue by a
+buffered success of the same task instance, all of its rows (one per step on the step layout) under the replaced
+episode's uid and session, so the group still holds n episodes; the old log-probs are then computed for them under
+the current policy like any row."""
 
 from __future__ import annotations
 
@@ -8,49 +10,75 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 
-from verl_cua.algos.replay import replay_targets
+from verl_cua.algos.replay import replay_episodes, replay_keys
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of
 from verl_cua.integrations.verl.batch_rows import as_list, isolate_infra_uids, put_rows
+from verl_cua.integrations.verl.success_rows import episode_of, episodes
 
 
 def inject_replays(
     batch: KVBatchMeta, buffer: SuccessBuffer, replay: Mapping[str, Any], rng: random.Random
 ) -> tuple[KVBatchMeta, dict[str, float]]:
-    """Overwrite all-fail groups' last rows with buffered successes (episode-layout rows: one row, one episode)."""
-    data = tq.kv_batch_get(batch.keys, batch.partition_id, ["extra_fields", "rm_scores", "uid"])
+    """The batch with all-fail groups' last episodes replaced by buffered successes (rows and keys may change)."""
+    if len(buffer) == 0:
+        return batch, {"replay/injected": 0.0, "replay/rows_added": 0.0}
+    data = tq.kv_batch_get(batch.keys, batch.partition_id, ["extra_fields", "uid"])
     extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
-    if any("step_index" in e for e in extra) or len(buffer) == 0:
-        return batch, {"replay/injected": 0.0}
-    uids = [str(u) for u in as_list(data["uid"])]
-    rewards = [float(r.sum()) for r in data["rm_scores"].unbind(0)]
-    tasks = [instance_of(e) for e in extra]
     infra = [bool(e.get("cua_infra_failure")) for e in extra]
-    groups = isolate_infra_uids(uids, infra)
-    targets = replay_targets(
+    groups = isolate_infra_uids([str(u) for u in as_list(data["uid"])], infra)
+    targets = replay_episodes(
+        [episode_of(k) for k in batch.keys],
         groups,
-        rewards,
-        tasks,
+        [float(e.get("cua_score", 0.0)) for e in extra],
+        [instance_of(e) for e in extra],
         buffer,
         rng,
         std_threshold=float(replay.get("std_threshold", 0.05)),
         mean_threshold=float(replay.get("mean_threshold", 0.2)),
     )
+    targets = {ep: t for ep, t in targets.items() if t["rows"]}
     if not targets:
-        return batch, {"replay/injected": 0.0}
-    rows = sorted(targets)
-    fields, tags = [], []
-    for i in rows:
-        item = targets[i]
-        row = {k: v for k, v in item.items() if k != "extra_fields"}
-        row["extra_fields"] = {**item["extra_fields"], "cua_replayed": True}
-        fields.append(row)
-        tag = dict(batch.tags[i])
-        p, r = int(row["prompts"].shape[0]), int(row["responses"].shape[0])
-        tag.update(prompt_len=p, response_len=r, seq_len=p + r)
-        tags.append(tag)
-        batch.tags[i] = tag
-    put_rows([batch.keys[i] for i in rows], batch.partition_id, fields, tags)
-    return batch, {"replay/injected": float(len(rows))}
+        return batch, {"replay/injected": 0.0, "replay/rows_added": 0.0}
+    rows_of = episodes(batch.keys, extra)
+    keys, tags = list(batch.keys), [dict(t) for t in batch.tags]
+    for ep, trajectory in targets.items():
+        victim = rows_of[ep]
+        template = tq.kv_batch_get([batch.keys[victim[0]]], batch.partition_id)
+        new_keys, dropped = replay_keys([batch.keys[i] for i in victim], len(trajectory["rows"]))
+        fields, new_tags = [], []
+        for step, item in enumerate(trajectory["rows"]):
+            fields.append(_replayed_row(template, item, step))
+            tag = dict(batch.tags[victim[0]])
+            p, r = int(item["prompts"].shape[0]), int(item["responses"].shape[0])
+            tag.update(prompt_len=p, response_len=r, seq_len=p + r)
+            new_tags.append(tag)
+        if dropped:
+            tq.kv_clear(keys=dropped, partition_id=batch.partition_id)
+        put_rows(new_keys, batch.partition_id, fields, new_tags)
+        at = min(keys.index(batch.keys[i]) for i in victim)
+        kept = [(k, t) for k, t in zip(keys, tags, strict=True) if episode_of(k) != ep]
+        kept[at:at] = list(zip(new_keys, new_tags, strict=True))
+        keys, tags = [k for k, _ in kept], [t for _, t in kept]
+    out = KVBatchMeta(keys=keys, tags=tags, partition_id=batch.partition_id, extra_info=batch.extra_info)
+    return out, {"replay/injected": float(len(targets)), "replay/rows_added": float(len(keys) - len(batch.keys))}
+
+
+def _replayed_row(template, item: dict, step: int) -> dict:
+    """One row of a replayed trajectory: its own tokens, images, reward and rollout log-probs; the replaced
+    episode's non-tensor fields (uid, session, data source); its own extra fields marked `cua_replayed`."""
+    row = {}
+    for name in template.keys():
+        value = template[name]
+        if isinstance(value, torch.Tensor) and name not in item:
+            raise ValueError(f"replay: the batch has a per-row tensor field {name!r} the buffer did not keep")
+        if not isinstance(value, torch.Tensor):
+            row[name] = as_list(value)[0]
+    row.update({k: v for k, v in item.items() if k != "extra_fields"})
+    row["extra_fields"] = {**item["extra_fields"], "cua_replayed": True}
+    if "step_index" in item["extra_fields"]:
+        row["extra_fields"]["step_index"] = step
+    return row

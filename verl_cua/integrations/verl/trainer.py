@@ -25,12 +25,12 @@ from verl.utils.profiler import marked_timer
 from verl.workers.utils.padding import response_to_nested
 
 from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
-from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, trajectory_key
+from verl_cua.algos.success_buffer import SuccessBuffer
 from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
 from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
-from verl_cua.integrations.verl.entropulse_phase import buffer_successes, run_sft_phase
+from verl_cua.integrations.verl.entropulse_phase import run_sft_phase
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
@@ -38,6 +38,7 @@ from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
+from verl_cua.integrations.verl.success_rows import buffer_successes, demos
 from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
 from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
 
@@ -68,9 +69,8 @@ class CuaTrainer(PPOTrainerSync):
         self.entropulse = Entropulse(
             EntropulseConfig(**{k: v for k, v in pulse.items() if k not in ("sft_batch_size",)})
         )
-        per_task = int((self.cua.get("buffer") or {}).get("per_task", 8))
-        self.success_buffer = SuccessBuffer(per_task)  # whole rows: Entropulse SFT, replay
-        self.demo_buffer = SuccessBuffer(per_task)  # action lists: SDPO demos for groups without a success
+        # successful trajectories per task instance: SDPO's demos, and (with their rows) Entropulse SFT and replay
+        self.success_buffer = SuccessBuffer(int((self.cua.get("buffer") or {}).get("per_task", 8)))
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
@@ -212,7 +212,8 @@ class CuaTrainer(PPOTrainerSync):
             loss_fields = sdpo_loss_fields(self.estimator, teacher, response_mask, infra, self.cua["sdpo"])
             put_row_fields(batch.keys, batch.partition_id, loss_fields)
         elif self.estimator == "gigpo":
-            adv = cua_advantage.gigpo_token_advantages(data, extra, sessions, self.cua["gigpo"], metrics)
+            penalty = float(self.cua["action"]["invalid_penalty"])
+            adv = cua_advantage.gigpo_token_advantages(data, extra, sessions, self.cua["gigpo"], metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
         keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
@@ -252,7 +253,7 @@ class CuaTrainer(PPOTrainerSync):
                     self.cua["sdpo"],
                     self.config.actor_rollout_ref.rollout.temperature,
                     multiple=self._row_multiple(),
-                    buffer_demos={task: self.demo_buffer.get(task) for task in self.demo_buffer.tasks()},
+                    buffer_demos=demos(self.success_buffer),
                 )
             finally:
                 if self.ema_teacher:
@@ -285,28 +286,23 @@ class CuaTrainer(PPOTrainerSync):
         return pulse or bool((self.cua.get("replay") or {}).get("enable", False))
 
     def _buffer_successes(self, batch: KVBatchMeta, metrics: dict) -> None:
-        """Keep this step's successes: actions for SDPO demos, whole rows for Entropulse and replay."""
+        """Keep this step's successful trajectories: their actions (SDPO demos), and their rows when Entropulse or
+        replay will train on them."""
         if self.estimator not in SDPO_ESTIMATORS and not self._wants_rows():
             return
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
-        for e in extra:
-            if e.get("cua_success") and not e.get("cua_infra_failure") and not e.get("cua_replayed"):
-                actions = list(e.get("cua_actions") or [])
-                self.demo_buffer.add(instance_of(e), trajectory_key(actions), actions)
-        if self._wants_rows():
-            fresh = [e if not e.get("cua_replayed") else {**e, "cua_success": False} for e in extra]
-            with_lp = bool(self.config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
-            new = buffer_successes(self.success_buffer, batch, fresh, with_rollout_log_probs=with_lp)
-            metrics["buffer/new_successes"] = float(new)
-            metrics["buffer/size"] = float(len(self.success_buffer))
+        with_lp = bool(self.config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
+        new = buffer_successes(self.success_buffer, batch, extra, self._wants_rows(), with_rollout_log_probs=with_lp)
+        metrics["buffer/new_successes"] = float(new)
+        metrics["buffer/size"] = float(len(self.success_buffer))
 
-    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+    def _balance_batch(self, batch: KVBatchMeta, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         replay = self.cua.get("replay") or {}
-        if replay.get("enable", False):
+        if replay.get("enable", False):  # before verl pads the batch to its rank multiple: replay may change its size
             batch, replay_metrics = inject_replays(batch, self.success_buffer, replay, self._cua_rng)
             metrics.update(replay_metrics)
-        return super()._compute_old_log_prob(batch, metrics)
+        return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
 
     def entropulse_step(self, metrics: dict) -> None:
         """After an RL step: let the schedule decide; in an SFT phase, SFT on buffered successes, then resume RL."""

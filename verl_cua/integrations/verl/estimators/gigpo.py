@@ -21,6 +21,7 @@ def compute_gigpo_advantage(
     step_anchors: Sequence[Sequence[Hashable]] | None = None,
     token_steps: torch.Tensor | None = None,
     episodes: Sequence[Hashable] | None = None,
+    step_rewards: Sequence[Sequence[float]] | None = None,
     gamma: float = 0.95,
     step_weight: float = 1.0,
     norm: str = "mean",
@@ -30,7 +31,8 @@ def compute_gigpo_advantage(
     """Per token: A^E(episode) + step_weight * A^S(step of that token); rows of one episode share its anchors.
 
     `token_steps[b, t]` is the episode step token t belongs to (-1: not a model token); `episodes[b]` names the
-    episode of row b (default: one episode per row); `index[b]` its group (uid)."""
+    episode of row b (default: one episode per row); `index[b]` its group (uid); `step_rewards[b]` the rewards of
+    row b's episode per step (default: all of the episode's reward at its last step)."""
     if step_anchors is None or token_steps is None or index is None:
         raise ValueError(NEEDS_ANCHORS)
     rows = len(index)
@@ -43,8 +45,9 @@ def compute_gigpo_advantage(
     ep_rewards = [float(reward[first[ep]]) for ep in order]
     ep_groups = [str(index[first[ep]]) for ep in order]
     ep_anchors = [list(step_anchors[first[ep]]) for ep in order]
+    ep_steps = None if step_rewards is None else [list(step_rewards[first[ep]]) for ep in order]
     _, per_step, step_metrics = gigpo_advantages(
-        ep_rewards, ep_groups, ep_anchors, gamma=gamma, step_weight=step_weight, norm=norm
+        ep_rewards, ep_groups, ep_anchors, step_rewards=ep_steps, gamma=gamma, step_weight=step_weight, norm=norm
     )
     position = {ep: k for k, ep in enumerate(order)}
     advantages = torch.zeros_like(token_level_rewards, dtype=torch.float32)

@@ -30,17 +30,34 @@ def feedback_block(
     final_screenshot: bytes | Image.Image | None,
     max_chars: int = 2000,
 ) -> FeedbackBlock:
-    """The block's text and image; `demo_actions` come from a successful sibling, the rest from this attempt."""
+    """The block's text and image; `demo_actions` (every step, fitted beforehand with `fit_demo`) come from a
+    successful sibling, the rest from this attempt; the feedback text is cut at `max_chars`."""
     lines = [f"\n\n{BLOCK_HEADER}"]
     if demo_actions:
-        steps = "\n".join(f"Step {i + 1}: {' '.join(a.split())[:400]}" for i, a in enumerate(demo_actions))
-        lines.append(f"A successful attempt did:\n{steps}"[:max_chars])
+        steps = "\n".join(f"Step {i + 1}: {' '.join(a.split())}" for i, a in enumerate(demo_actions))
+        lines.append(f"A successful attempt did:\n{steps}")
     verdict = f"Your attempt scored {score:.2f}."
     lines.append(f"{verdict} The evaluator said: {feedback.strip()}"[:max_chars] if feedback.strip() else verdict)
     image = _as_image(final_screenshot)
     if image is not None:
         lines.append("The screen at the end of your attempt:")
     return FeedbackBlock(head="\n".join(lines), tail=f"\n{BLOCK_FOOTER}", image=image)
+
+
+def fit_demo(actions: list[str], max_tokens: int, encode, decode) -> list[str]:
+    """Every step of a demo, each cut to a common token cap (the largest that keeps the total within `max_tokens`),
+    so a long demo keeps all of its steps and only its longest actions lose their ends."""
+    ids = [list(encode(" ".join(a.split()))) for a in actions]
+    if sum(map(len, ids)) <= max_tokens:
+        return list(actions)
+    low, high = 0, max(map(len, ids))
+    while low < high:  # the largest cap c with sum(min(len, c)) <= max_tokens
+        cap = (low + high + 1) // 2
+        if sum(min(len(t), cap) for t in ids) <= max_tokens:
+            low = cap
+        else:
+            high = cap - 1
+    return [decode(t[:low]) + ("..." if len(t) > low else "") for t in ids]
 
 
 def _as_image(value: bytes | Image.Image | None) -> Image.Image | None:
@@ -82,7 +99,7 @@ class TeacherContextBuilder:
     ) -> dict:
         """Teacher `prompts`, `input_ids`, `position_ids`, `multi_modal_inputs` for the same `response_ids`."""
         at = self.insert_at(prompt_ids)
-        ids = self._encode(block.head)
+        ids = self.encode(block.head)
         mm = dict(multi_modal_inputs or {})
         if block.image is not None:
             image_inputs = self.processor.image_processor(images=[block.image], return_tensors="pt")
@@ -91,14 +108,15 @@ class TeacherContextBuilder:
             ids += [self.vision_start] + [self.image_pad] * n_pad + [self.vision_end]
             before = int((prompt_ids[:at] == self.vision_start).sum())
             mm = insert_image(mm, before, image_inputs["pixel_values"], grid)
-        ids += self._encode(block.tail)
+        ids += self.encode(block.tail)
         block_ids = torch.tensor(ids, dtype=prompt_ids.dtype)
         prompts = torch.cat([prompt_ids[:at], block_ids, prompt_ids[at:]])
         input_ids = torch.cat([prompts, response_ids.to(prompts.dtype)])
         position_ids = self.position_ids(input_ids, mm.get("image_grid_thw"))
         return {"prompts": prompts, "input_ids": input_ids, "position_ids": position_ids, "multi_modal_inputs": mm}
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text without special tokens."""
         return list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
 
     def position_ids(self, input_ids: torch.Tensor, image_grid_thw: torch.Tensor | None) -> torch.Tensor:

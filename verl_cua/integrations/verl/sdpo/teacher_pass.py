@@ -15,7 +15,7 @@ from verl.workers.utils.padding import response_from_nested
 
 from verl_cua.integrations.verl.batch_rows import as_list, put_rows, row_values
 from verl_cua.integrations.verl.sdpo import logit
-from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block
+from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block, fit_demo
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 
 logger = logging.getLogger(__name__)
@@ -63,8 +63,11 @@ def run_teacher_pass(
     columns = {k: row_values(data[k]) for k in data.keys() if k not in _NOT_COPIED}
     teacher_fields, teacher_tags, added, with_image = [], [], [], 0
     for i in rows:
+        demo = plan.demo_actions[i]
+        if demo:
+            demo = fit_demo(demo, int(sdpo.get("max_demo_tokens", 8192)), builder.encode, builder.tokenizer.decode)
         block = feedback_block(
-            plan.demo_actions[i],
+            demo,
             float(extra[i].get("cua_score", 0.0)),
             plan.feedback[i],
             extra[i].get("cua_final_screenshot") if plan.use_image[i] else None,
