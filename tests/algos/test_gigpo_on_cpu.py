@@ -4,7 +4,14 @@ import hashlib
 
 import pytest
 
-from verl_cua.algos.gigpo import gigpo_advantages, screenshot_anchor, step_returns, text_anchor
+from verl_cua.algos.gigpo import (
+    gigpo_advantages,
+    screen_anchor,
+    screenshot_anchor,
+    step_returns,
+    step_rewards_with_penalties,
+    text_anchor,
+)
 
 # Two episode groups (tasks A and B) x 3 episodes; anchors are observation ids; gamma = 0.5; default step rewards
 # (0 everywhere except the episode reward on the last step).
@@ -120,3 +127,50 @@ def test_anchors():
     assert text_anchor("button  OK\n  (10, 20)") == text_anchor("button OK (10, 20) ")
     assert text_anchor("button OK") != text_anchor("button Cancel")
     assert text_anchor("a b") == hashlib.sha1(b"a b").hexdigest()
+
+
+def test_penalties_are_charged_at_their_step():
+    # score 1, invalid actions at steps 0 and 2 of 4, penalty 0.1: rewards -0.1, 0, -0.1, 1 (sum = the reward 0.8)
+    rewards = step_rewards_with_penalties(1.0, [True, False, True, False], 0.1)
+    assert rewards == pytest.approx([-0.1, 0.0, -0.1, 1.0]) and sum(rewards) == pytest.approx(0.8)
+    assert step_rewards_with_penalties(0.0, [True], 0.1, steps=3) == pytest.approx([-0.1, 0.0, 0.0])
+    assert step_rewards_with_penalties(1.0, [], 0.1) == []
+    # two episodes of one group pass the same screen "s" at step 0; only the first acted invalidly there.
+    # gamma 0.5: returns at "s": A: -0.1 + 0.5 * 1 = 0.4; B: 0 + 0.5 * 1 = 0.5 -> A^S = -0.05, +0.05 (mean norm).
+    # Lumping the penalty into the last step would give A: 0.5 * 0.9 = 0.45 -> a smaller step gap (-0.025, +0.025).
+    anchors = [["s", "x"], ["s", "y"]]
+    a = step_rewards_with_penalties(1.0, [True, False], 0.1)
+    b = step_rewards_with_penalties(1.0, [False, False], 0.1)
+    episode_adv, per_step, _ = gigpo_advantages([0.9, 1.0], ["g", "g"], anchors, step_rewards=[a, b], gamma=0.5)
+    assert episode_adv == pytest.approx([-0.05, 0.05])
+    assert per_step[0][0] == pytest.approx(-0.05 - 0.05) and per_step[1][0] == pytest.approx(0.05 + 0.05)
+    _, lumped, _ = gigpo_advantages([0.9, 1.0], ["g", "g"], anchors, gamma=0.5)
+    assert lumped[0][0] == pytest.approx(-0.05 - 0.025)
+
+
+def _thumbnail(image):
+    from PIL import Image
+
+    return image.convert("L").resize((16, 9), Image.BOX).tobytes()
+
+
+def test_screen_anchor_ignores_a_cursor_but_not_a_new_window():
+    from PIL import Image, ImageDraw
+
+    base = Image.new("RGB", (1280, 720), (40, 90, 160))
+    draw = ImageDraw.Draw(base)
+    draw.rectangle((100, 100, 600, 400), fill=(230, 230, 230))  # a window
+    draw.text((120, 120), "Documents", fill=(0, 0, 0))
+    cursors = []
+    for x, y in ((300, 200), (900, 500), (50, 650)):  # the same screen with the cursor elsewhere
+        shot = base.copy()
+        ImageDraw.Draw(shot).polygon([(x, y), (x, y + 18), (x + 12, y + 13)], fill=(255, 255, 255), outline=(0, 0, 0))
+        cursors.append(shot)
+    exact = {screenshot_anchor(s.tobytes()) for s in cursors}
+    coarse = {screen_anchor(_thumbnail(s), (16, 9)) for s in cursors}
+    assert len(exact) == 3 and len(coarse) == 1
+    dialog = base.copy()
+    ImageDraw.Draw(dialog).rectangle((700, 200, 1200, 600), fill=(250, 250, 250))  # a dialog opened
+    assert screen_anchor(_thumbnail(dialog), (16, 9)) not in coarse
+    with pytest.raises(ValueError, match="pixels for a 16x9"):
+        screen_anchor(b"\x00" * 10, (16, 9))

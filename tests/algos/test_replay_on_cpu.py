@@ -1,10 +1,11 @@
 """ARPO replay: which all-fail groups get a buffered success, and in which row."""
 
+import math
 import random
 
 import pytest
 
-from verl_cua.algos.replay import replay_targets
+from verl_cua.algos.replay import replay_episodes, replay_keys, replay_targets
 from verl_cua.algos.success_buffer import SuccessBuffer
 
 
@@ -59,3 +60,35 @@ def test_sampling_is_seeded_and_random():
 def test_length_mismatch():
     with pytest.raises(ValueError, match="lengths differ"):
         replay_targets(["g"], [0.0, 0.0], ["T1"], make_buffer(), random.Random(0))
+
+
+def test_step_rows_replay_the_last_episode_of_an_all_fail_group():
+    # group g: episodes a (2 step rows), b (3), c (1), all failed their task; group h: a success, no replay
+    episodes = ["a", "a", "b", "b", "b", "c", "d", "e"]
+    groups = ["g"] * 6 + ["h", "h"]
+    scores = [0.0] * 6 + [1.0, 0.0]
+    tasks = ["T1"] * 6 + ["T2", "T2"]
+    targets = replay_episodes(episodes, groups, scores, tasks, make_buffer(), random.Random(0))
+    assert list(targets) == ["c"]  # the group's last episode, whatever its row count
+    assert targets["c"] in {"T1-success-1", "T1-success-2"}
+
+
+def test_the_trigger_reads_task_scores_not_penalised_rewards():
+    # ARPO's example: 7 failures and one failure with two invalid actions (reward -0.2, task score 0). On rewards the
+    # population std is 0.066 >= 0.05 and the group would get nothing; on task scores it is all-fail.
+    rewards = [0.0] * 7 + [-0.2]
+    mean = sum(rewards) / 8
+    assert math.sqrt(sum((r - mean) ** 2 for r in rewards) / 8) >= 0.05
+    assert replay_targets(["g"] * 8, rewards, ["T1"] * 8, make_buffer(), random.Random(0)) == {}
+    episodes = [f"e{i}" for i in range(8)]
+    scores = [0.0] * 8
+    assert list(replay_episodes(episodes, ["g"] * 8, scores, ["T1"] * 8, make_buffer(), random.Random(0))) == ["e7"]
+
+
+def test_replay_keys_reuse_the_episode_keys_and_extend_or_drop():
+    victim = ["u1_3_1", "u1_3_0"]
+    assert replay_keys(victim, 4) == (["u1_3_0", "u1_3_1", "u1_3_2", "u1_3_3"], [])
+    assert replay_keys(victim, 1) == (["u1_3_0"], ["u1_3_1"])
+    assert replay_keys(["u_s_0"], 1) == (["u_s_0"], [])
+    with pytest.raises(ValueError, match="more than one session"):
+        replay_keys(["u_1_0", "u_2_0"], 1)

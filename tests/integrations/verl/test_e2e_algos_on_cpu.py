@@ -1,6 +1,7 @@
 """The algorithms on real verl 0.9.1 training steps on the CPU (`python -m verl_cua.main preset=cpu`, hf rollout,
-real Chromium MiniWoB++, FSDP2 on CPU), two steps each of `sdpo` (with an Entropulse `fixed` schedule), `sdpo_grpo`
-(with ARPO-style replay and the EMA teacher) and `gigpo`. The tiny model is warm-started longer than the GRPO
+real Chromium MiniWoB++, FSDP2 on CPU), two steps each of `sdpo` (the defaults: logit-level loss, EMA teacher; with
+an Entropulse `fixed` schedule), `sdpo_grpo` (ARPO-style replay) and `gigpo`, and one `sdpo` step on
+Qwen3-VL. The tiny model is warm-started longer than the GRPO
 e2e's (800 steps) on clicks drawn from the box where both seeds' large click-test buttons overlap, so its clicks
 are mostly valid and a fair share hit: the success buffer fills, and failures remain."""
 
@@ -80,16 +81,50 @@ def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
         *COMMON,
         "algorithm.adv_estimator=sdpo_grpo",
         "cua.replay.enable=true",
-        "cua.sdpo.teacher=ema",
+        # every group that is not all-success counts as "all-fail", so step 2 replays whatever step 1 buffered
+        "cua.replay.std_threshold=1.0",
+        "cua.replay.mean_threshold=1.0",
         "cua.sdpo.ema_rate=0.5",
     )
+    first, second = run["steps"]
     for m in run["steps"]:
         assert m["sdpo/reprompt_fraction"] > 0 and m["sdpo/teacher_minus_student_abs"] > 1e-3
-        assert "replay/injected" in m and "buffer/size" in m
         assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"]
         assert m["sdpo/teacher_is_ema"] == 1.0
+    assert first["replay/injected"] == 0 and first["buffer/size"] > 0
+    # step 2: buffered successes replace episodes of their own instance's groups (before verl pads the batch); the
+    # replayed rows go through old log-probs, GRPO grouping and the update like any row (step rows: unit-tested)
+    assert second["replay/injected"] >= 1
+    assert second["cua/episodes"] == 16  # group accounting intact: 2 prompts x 8 episodes
     # a success teaches its failed siblings: its actions are in their teacher context
     assert max(m["sdpo/demo_fraction"] for m in run["steps"]) > 0
+
+
+def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl(tmp_path, chromium):
+    """The defaults (logit-level loss over the student's top-100 ids, EMA teacher, reprompted-token mean) on the
+    other model family: a cold tiny Qwen3-VL, whose invalid outputs give every failed row feedback to learn from."""
+    model = str(build_tiny_model("qwen3vl"))
+    train = tmp_path / "train.parquet"
+    assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84", "--out", str(train)]) == 0
+    run = _train(
+        tmp_path,
+        model,
+        train,
+        "data.train_batch_size=1",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "cua.env.max_steps=1",
+        "cua.action.max_tokens_per_step=24",
+        "cua.action.format=qwen3vl",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "algorithm.adv_estimator=sdpo",
+        steps=1,
+    )
+    (m,) = run["steps"]
+    assert m["sdpo/teacher_is_ema"] == 1.0 and m["sdpo/reprompt_fraction"] > 0
+    assert m["actor/sdpo/divergence"] > 0 and m["actor/grad_norm"] > 0  # the top-k divergence trains the policy
+    assert m["actor/pg_loss"] > 0  # a divergence, not -A log pi (which the token loss gives, of either sign)
 
 
 def test_gigpo_step_groups(setup, tmp_path):

@@ -73,10 +73,13 @@ def _replayed_row(template, item: dict, step: int) -> dict:
     row = {}
     for name in template.keys():
         value = template[name]
-        if isinstance(value, torch.Tensor) and name not in item:
-            raise ValueError(f"replay: the batch has a per-row tensor field {name!r} the buffer did not keep")
         if not isinstance(value, torch.Tensor):
             row[name] = as_list(value)[0]
+        elif name not in item:  # a scalar per row (verl's dummy_tensor) is the episode's; tokens: the trajectory's
+            own = value[0]
+            if own.numel() > 1:
+                raise ValueError(f"replay: the batch has a per-token field {name!r} the success buffer did not keep")
+            row[name] = own.clone()
     row.update({k: v for k, v in item.items() if k != "extra_fields"})
     row["extra_fields"] = {**item["extra_fields"], "cua_replayed": True}
     if "step_index" in item["extra_fields"]:

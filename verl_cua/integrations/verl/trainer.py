@@ -134,7 +134,8 @@ class CuaTrainer(PPOTrainerSync):
         if phase == "sft":
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sft")
         elif self.estimator in SDPO_ESTIMATORS:
-            fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=dict(self.cua["sdpo"]))
+            sdpo = {**self.cua["sdpo"], "loss": "logit" if self.logit_sdpo else "token"}  # sdpo_grpo: token-level
+            fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=sdpo)
         else:
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo")
         self.actor_rollout_wg.set_loss_fn(fn)

@@ -1,0 +1,131 @@
+"""Logit-level SDPO through verl's logits-processor hook, on a packed micro-batch as verl's engine builds it: the
+student's top-k ids, the teacher's log-probs at them, and the per-token loss equal a dense [B, L, V] computation of
+the same divergence; the gradient reaches only the logits that score response tokens."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from verl.utils import tensordict_utils as tu
+from verl.workers.utils.padding import no_padding_2_padding
+
+from verl_cua.integrations.verl.sdpo import logit
+
+VOCAB, TOPK = 50, 5
+PROMPTS, RESPONSES = [4, 6], [3, 5]
+
+
+def _batch(mode, ids=None, teacher=None):
+    """A no-padding micro-batch of two rows (prompt + response tokens), with the SDPO pass flag."""
+    torch.manual_seed(0)
+    seqs = [torch.randint(0, VOCAB, (p + r,)) for p, r in zip(PROMPTS, RESPONSES, strict=True)]
+    fields = {
+        "input_ids": torch.nested.as_nested_tensor(seqs, layout=torch.jagged),
+        "prompts": torch.nested.as_nested_tensor(
+            [s[:p] for s, p in zip(seqs, PROMPTS, strict=True)], layout=torch.jagged
+        ),
+        "responses": torch.nested.as_nested_tensor(
+            [s[p:] for s, p in zip(seqs, PROMPTS, strict=True)], layout=torch.jagged
+        ),
+    }
+    if ids is not None:
+        fields[logit.IDS] = torch.nested.as_nested_tensor(ids, layout=torch.jagged)
+        fields[logit.TEACHER] = torch.nested.as_nested_tensor(teacher, layout=torch.jagged)
+    return tu.get_tensordict(tensor_dict=fields, non_tensor_dict={logit.PASS: mode})
+
+
+def _response_logits(logits, batch):
+    """Per row, the [response_len, V] logits that score its response tokens (dense reference, verl's shift)."""
+    out, start = [], 0
+    for p, r in zip(PROMPTS, RESPONSES, strict=True):
+        out.append(logits[start + p - 1 : start + p - 1 + r])
+        start += p + r
+    return out
+
+
+def _dense_jsd(student_logp, teacher_logp, ids, alpha):
+    """The reference: full-vocabulary log-softmax, the student's top-k ids, a tail bucket, then SDPO's divergence:
+    KL(teacher||student) at alpha 0, KL(student||teacher) at 1, the generalised JSD between (mixture
+    (1 - alpha) s + alpha t)."""
+
+    def buckets(logp):
+        top = logp.gather(-1, ids)
+        tail = torch.log1p(-top.exp().sum(-1, keepdim=True))
+        return torch.cat([top, tail], -1)
+
+    s, t = buckets(student_logp), buckets(teacher_logp)
+    if alpha == 0.0:
+        return (t.exp() * (t - s)).sum(-1)
+    if alpha == 1.0:
+        return (s.exp() * (s - t)).sum(-1)
+    m = torch.log((1 - alpha) * s.exp() + alpha * t.exp())
+    return (1 - alpha) * (s.exp() * (s - m)).sum(-1) + alpha * (t.exp() * (t - m)).sum(-1)
+
+
+def test_three_passes_equal_a_dense_computation():
+    nnz = sum(PROMPTS) + sum(RESPONSES)
+    student = torch.randn(nnz, VOCAB, generator=torch.Generator().manual_seed(1)) * 3
+    teacher = torch.randn(nnz, VOCAB, generator=torch.Generator().manual_seed(2)) * 3
+
+    # 1. student_topk: per response token, the ids of the student's k largest logits
+    out = logit.logits_processor(student.unsqueeze(0), _batch("student_topk"), TOPK, 0.5, True)
+    assert set(out) == set(logit.pass_fields(TOPK)) and all(v.shape == (1, nnz) for v in out.values())
+    full = torch.stack([out[logit.field(j)][0] for j in range(TOPK)], -1)
+    dense = _response_logits(student, None)
+    ids = [d.topk(TOPK, -1).indices for d in dense]
+    for row, (p, r) in enumerate(zip(PROMPTS, RESPONSES, strict=True)):
+        start = sum(PROMPTS[:row]) + sum(RESPONSES[:row])
+        assert torch.equal(full[start + p - 1 : start + p - 1 + r].long(), ids[row])
+    positions = logit.response_positions(_batch("student_topk"))
+    outside = torch.ones(nnz, dtype=torch.bool)
+    outside[positions] = False
+    assert (full[outside] == 0).all()  # prompt positions carry nothing
+
+    # 2. teacher_gather: the teacher's log-probs at the student's ids
+    ids_f = [i.float() for i in ids]
+    zeros = [torch.zeros(r, TOPK) for r in RESPONSES]
+    out = logit.logits_processor(teacher.unsqueeze(0), _batch("teacher_gather", ids_f, zeros), TOPK, 0.5, True)
+    full = torch.stack([out[logit.field(j)][0] for j in range(TOPK)], -1)
+    teacher_rows = [
+        F.log_softmax(t, -1).gather(-1, i) for t, i in zip(_response_logits(teacher, None), ids, strict=True)
+    ]
+    for row, (p, r) in enumerate(zip(PROMPTS, RESPONSES, strict=True)):
+        start = sum(PROMPTS[:row]) + sum(RESPONSES[:row])
+        torch.testing.assert_close(full[start + p - 1 : start + p - 1 + r], teacher_rows[row])
+
+    # 3. train: the per-token divergence, with gradient into the student's logits at response positions only
+    for alpha in (0.0, 0.5, 1.0):
+        leaf = student.clone().requires_grad_(True)
+        batch = _batch("train", ids_f, teacher_rows)
+        loss = logit.logits_processor(leaf.unsqueeze(0), batch, TOPK, alpha, True)[logit.LOSS][0]
+        expected = torch.zeros(nnz)
+        for row, (p, r) in enumerate(zip(PROMPTS, RESPONSES, strict=True)):
+            start = sum(PROMPTS[:row]) + sum(RESPONSES[:row])
+            s = F.log_softmax(student[start + p - 1 : start + p - 1 + r], -1)
+            t = F.log_softmax(teacher[start + p - 1 : start + p - 1 + r], -1)
+            expected[start + p - 1 : start + p - 1 + r] = _dense_jsd(s, t, ids[row], alpha)
+        torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-4)
+        loss.sum().backward()
+        assert leaf.grad[outside].abs().max() == 0 and leaf.grad[positions].abs().max() > 0
+
+
+def test_the_train_output_lines_up_with_verl_response_slicing():
+    """verl slices per-token outputs with no_padding_2_padding; the loss lands on the response tokens."""
+    nnz = sum(PROMPTS) + sum(RESPONSES)
+    logits = torch.randn(nnz, VOCAB)
+    ids = [torch.arange(TOPK).float().expand(r, TOPK) for r in RESPONSES]
+    teacher = [torch.full((r, TOPK), math.log(0.1)) for r in RESPONSES]
+    batch = _batch("train", ids, teacher)
+    loss = logit.logits_processor(logits.unsqueeze(0), batch, TOPK, 0.5, True)[logit.LOSS][0]
+    nested = torch.nested.nested_tensor_from_jagged(loss, batch["input_ids"].offsets())
+    per_row = no_padding_2_padding(nested, batch)
+    assert per_row.shape == (2, max(RESPONSES))
+    assert (per_row[0, : RESPONSES[0]] > 0).all() and (per_row[0, RESPONSES[0] :] == 0).all()
+    assert (per_row[1] > 0).all()
+
+
+def test_a_missing_pass_flag_is_one_line():
+    batch = _batch("nonsense")
+    with pytest.raises(ValueError, match="cua_sdpo_pass in"):
+        logit.logits_processor(torch.randn(1, 18, VOCAB), batch, TOPK, 0.5, True)
