@@ -100,9 +100,10 @@ def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
     assert max(m["sdpo/demo_fraction"] for m in run["steps"]) > 0
 
 
-def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl(tmp_path, chromium):
+def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows(tmp_path, chromium):
     """The defaults (logit-level loss over the student's top-100 ids, EMA teacher, reprompted-token mean) on the
-    other model family: a cold tiny Qwen3-VL, whose invalid outputs give every failed row feedback to learn from."""
+    other model family and the step layout: a cold tiny Qwen3-VL, whose invalid outputs give every failed row
+    feedback to learn from."""
     model = str(build_tiny_model("qwen3vl"))
     train = tmp_path / "train.parquet"
     assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84", "--out", str(train)]) == 0
@@ -113,7 +114,8 @@ def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl(tmp_path, chromium):
         "data.train_batch_size=1",
         "actor_rollout_ref.rollout.n=4",
         "actor_rollout_ref.actor.ppo_mini_batch_size=1",
-        "cua.env.max_steps=1",
+        "cua.env.max_steps=2",
+        "cua.env.rows=step",
         "cua.action.max_tokens_per_step=24",
         "cua.action.format=qwen3vl",
         "trainer.val_before_train=false",
@@ -123,6 +125,7 @@ def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl(tmp_path, chromium):
     )
     (m,) = run["steps"]
     assert m["sdpo/teacher_is_ema"] == 1.0 and m["sdpo/reprompt_fraction"] > 0
+    assert m["cua/steps_mean"] > 1  # episodes of two steps: two rows each
     assert m["actor/sdpo/divergence"] > 0 and m["actor/grad_norm"] > 0  # the top-k divergence trains the policy
     assert m["actor/pg_loss"] > 0  # a divergence, not -A log pi (which the token loss gives, of either sign)
 

@@ -212,6 +212,9 @@ class CuaTrainer(PPOTrainerSync):
             metrics.update(sdpo_metrics)
             loss_fields = sdpo_loss_fields(self.estimator, teacher, response_mask, infra, self.cua["sdpo"])
             put_row_fields(batch.keys, batch.partition_id, loss_fields)
+            if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
+                topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
+                metrics["sdpo/topk_fields_mb"] = topk_bytes / 2**20
         elif self.estimator == "gigpo":
             penalty = float(self.cua["action"]["invalid_penalty"])
             adv = cua_advantage.gigpo_token_advantages(data, extra, sessions, self.cua["gigpo"], metrics, penalty)

@@ -1,8 +1,8 @@
 """Groups whose rollouts all scored the same carry no outcome signal: find them, and give them exactly zero GRPO
 advantage. verl 0.9.1's GRPO does not: it takes the group mean in float32, and for a reward that float32 cannot
 hold exactly (the -0.1 invalid-action penalty) a group of 8 identical scores gets a mean one ulp off, which
-(x - mean) / (std + 1e-6) blows up to about 0.015-0.03 on every member (-0.2 x 8 gives +0.0147 each), all with
-one sign. Upstream: verl-project/verl#4597 and #4598, unmerged in 0.9.1."""
+(x - mean) / (std + 1e-6) blows up to as much as about 0.06 on every member (0.9 x 8 gives -0.056 each, -0.2 x 8
++0.0147), all with one sign. Upstream: verl-project/verl#4597 and #4598, unmerged in 0.9.1."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ def compute_sdpo_grpo_advantage(
     grpo_advantages: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SRPO-style routing: A = A_GRPO on successful rows, hybrid_weight x A_SDPO on failed ones."""
+    """Per-row routing: A = A_GRPO on successful rows, hybrid_weight x the token-level A_SDPO on failed ones (not
+    SRPO, which gives failures logit-level SDPO with entropy-aware weights; docs/algorithms.md)."""
     if teacher_log_probs is None or old_log_probs is None or reprompt is None or success is None:
         raise ValueError(f"adv_estimator=sdpo_grpo {NEEDS_TRAINER}")
     if grpo_advantages is None:

@@ -1,0 +1,88 @@
+"""GiGPO's step groups on the local OSWorld desktop: `python -m bench.gigpo_anchors [--episodes N] [--tasks A,B]`.
+
+For each task, a group of N episodes follows the task's scripted solution (the same logical states at every step),
+but like a policy, each episode leaves the mouse pointer somewhere else before each step (a random
+`pyautogui.moveTo`, which the desktop's screenshot draws). Each step's screen is anchored with the exact-pixel
+hash (`cua.gigpo.anchor=screenshot`) and the coarse quantised thumbnail (`screen`, the default), and GiGPO's own
+grouping reports `gigpo/singleton_steps` for each: steps that found no partner. The ground truth of "the same
+state" is the screen with the pointer parked in a corner (exact pixels): `same_state_pairs_grouped` counts the pairs
+of steps in one state that an anchor puts together (more is better), `distinct_state_pairs_merged` the pairs of
+different states it merges (fewer is better). Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+
+from PIL import Image
+
+from verl_cua.algos.gigpo import gigpo_advantages, screen_anchor, screenshot_anchor
+from verl_cua.envs import make_env
+from verl_cua.integrations.verl.agent_loop import SCREEN_ANCHOR_GRID
+from verl_cua.testing.osworld_solutions import SOLUTIONS
+
+DEFAULT_TASKS = "calc-sum-column,calc-rename-sheet,writer-center-title,chrome-open-new-tab"
+
+
+def _anchors(shot: Image.Image) -> tuple[str, str]:
+    exact = screenshot_anchor(shot.tobytes() + repr(shot.size).encode())
+    thumb = shot.convert("L").resize(SCREEN_ANCHOR_GRID, Image.BOX).tobytes()
+    return exact, screen_anchor(thumb, SCREEN_ANCHOR_GRID)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the groups, print GiGPO's grouping per anchor and the merged-state control as JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=4, help="episodes per task (the group)")
+    ap.add_argument("--tasks", default=DEFAULT_TASKS)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    tasks = [t for t in args.tasks.split(",") if t]
+    env = make_env("osworld", provider="local", action_format="pyautogui")
+    groups, anchors, parked = [], {"screenshot": [], "screen": []}, []
+    try:
+        for task in tasks:
+            for _ in range(args.episodes):
+                obs = env.reset(task)
+                width, height = obs.screenshot.size
+                ep = {"screenshot": [], "screen": [], "parked": []}
+                for step in SOLUTIONS[task]:
+                    # the state with the pointer parked in a corner: the ground truth of "same screen"
+                    ep["parked"].append(_anchors(env.step("pyautogui.moveTo(2, 2)").observation.screenshot)[0])
+                    x, y = rng.randrange(40, width - 40), rng.randrange(40, height - 40)
+                    exact, coarse = _anchors(env.step(f"pyautogui.moveTo({x}, {y})").observation.screenshot)
+                    ep["screenshot"].append(exact)
+                    ep["screen"].append(coarse)
+                    env.step(step)
+                groups.append(task)
+                parked.append(ep["parked"])
+                for name in anchors:
+                    anchors[name].append(ep[name])
+    finally:
+        env.close()
+    steps = [(g, e, t) for e, g in enumerate(groups) for t in range(len(parked[e]))]
+    pairs = [(a, b) for i, a in enumerate(steps) for b in steps[i + 1 :] if a[0] == b[0]]
+    same = [(a, b) for a, b in pairs if parked[a[1]][a[2]] == parked[b[1]][b[2]]]
+    report = {"tasks": tasks, "episodes_per_task": args.episodes, "steps": len(steps), "same_state_pairs": len(same)}
+    for name, values in anchors.items():
+        _, _, metrics = gigpo_advantages([0.0] * len(groups), groups, values)
+
+        def key(s, values=values):
+            return values[s[1]][s[2]]
+
+        report[name] = {
+            "singleton_steps": int(metrics["gigpo/singleton_steps"]),
+            "step_groups": int(metrics["gigpo/step_groups"]),
+            "step_group_size_mean": round(metrics["gigpo/step_group_size_mean"], 2),
+            "same_state_pairs_grouped": sum(key(a) == key(b) for a, b in same),
+            "distinct_state_pairs_merged": sum(key(a) == key(b) for a, b in pairs if (a, b) not in set(same)),
+        }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
