@@ -129,3 +129,46 @@ def test_a_missing_pass_flag_is_one_line():
     batch = _batch("nonsense")
     with pytest.raises(ValueError, match="cua_sdpo_pass in"):
         logit.logits_processor(torch.randn(1, 18, VOCAB), batch, TOPK, 0.5, True)
+
+
+def _loss_batch(loss_mask_rows):
+    """A two-row micro-batch as the SDPO actor loss reads it: row 0 reprompted (2 model tokens), row 1 not (3)."""
+    prompts = [torch.ones(2, dtype=torch.long), torch.ones(2, dtype=torch.long)]
+    responses = [torch.ones(2, dtype=torch.long), torch.ones(3, dtype=torch.long)]
+
+    def nested(rows):
+        return torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+
+    fields = {
+        "prompts": nested(prompts),
+        "responses": nested(responses),
+        "input_ids": nested([torch.cat([p, r]) for p, r in zip(prompts, responses, strict=True)]),
+        "response_mask": nested([torch.ones(2), torch.ones(3)]),
+        "loss_mask": nested(loss_mask_rows),
+        "old_log_probs": nested([torch.full((2,), -1.0), torch.full((3,), -1.0)]),
+        "advantages": nested([torch.full((2,), 0.5), torch.zeros(3)]),
+        "cua_sdpo_mask": nested([torch.ones(2), torch.zeros(3)]),
+    }
+    batch_num_tokens = int(sum(m.sum() for m in loss_mask_rows))
+    non_tensor = {"dp_size": 1, "batch_num_tokens": batch_num_tokens, "global_batch_size": 2, logit.PASS: "train"}
+    data = tu.get_tensordict(tensor_dict=fields, non_tensor_dict=non_tensor)
+    log_probs = nested([torch.full((4,), -1.0), torch.full((5,), -1.0)])  # = old: on-policy, weight 1
+    return data, {"log_probs": log_probs}
+
+
+def test_the_sdpo_loss_is_a_mean_over_reprompted_tokens():
+    """normalize=reprompted (the trainer sets loss_mask to the reprompted tokens, so verl counts only those): the
+    token loss is -A log pi = -0.5 * -1 = 0.5 averaged over row 0's 2 tokens, whatever the unreprompted row's length;
+    normalize=all divides the same sum by all 5 model tokens."""
+    from types import SimpleNamespace
+
+    from verl_cua.integrations.verl.sdpo.loss import sdpo_actor_loss
+
+    config = SimpleNamespace(loss_agg_mode="token-mean", loss_scale_factor=None, entropy_coeff=0.0, use_kl_loss=False)
+    sdpo = {"loss": "token", "is_clip": 2.0}
+    data, output = _loss_batch([torch.ones(2), torch.zeros(3)])
+    loss, metrics = sdpo_actor_loss(config, output, data, sdpo)
+    assert float(loss) == pytest.approx(0.5)
+    data, output = _loss_batch([torch.ones(2), torch.ones(3)])
+    loss, _ = sdpo_actor_loss(config, output, data, sdpo)
+    assert float(loss) == pytest.approx(0.5 * 2 / 5)
