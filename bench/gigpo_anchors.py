@@ -3,7 +3,8 @@
 For each task, a group of N episodes follows the task's scripted solution (the same logical states at every step),
 but like a policy, each episode leaves the mouse pointer somewhere else before each step (a random
 `pyautogui.moveTo`, which the desktop's screenshot draws). Each step's screen is anchored with the exact-pixel
-hash (`cua.gigpo.anchor=screenshot`) and the coarse quantised thumbnail (`screen`, the default), and GiGPO's own
+hash (`cua.gigpo.anchor=screenshot`), the coarse quantised thumbnail (`screen`, the default) and the
+accessibility tree (`a11y`), and GiGPO's own
 grouping reports `gigpo/singleton_steps` for each: steps that found no partner. The ground truth of "the same
 state" is the screen with the pointer parked in a corner (exact pixels): `same_state_pairs_grouped` counts the pairs
 of steps in one state that an anchor puts together (more is better), `distinct_state_pairs_merged` the pairs of
@@ -15,10 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from pathlib import Path
 
 from PIL import Image
 
-from verl_cua.algos.gigpo import gigpo_advantages, screen_anchor, screenshot_anchor
+from verl_cua.algos.gigpo import gigpo_advantages, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.envs import make_env
 from verl_cua.integrations.verl.agent_loop import SCREEN_ANCHOR_GRID
 from verl_cua.testing.osworld_solutions import SOLUTIONS
@@ -38,24 +40,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=4, help="episodes per task (the group)")
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", default=None, help="a folder for the screenshots (to try other anchors offline)")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     tasks = [t for t in args.tasks.split(",") if t]
-    env = make_env("osworld", provider="local", action_format="pyautogui")
-    groups, anchors, parked = [], {"screenshot": [], "screen": []}, []
+    env = make_env("osworld", provider="local", action_format="pyautogui", require_a11y_tree=True)
+    groups, anchors, parked = [], {"screenshot": [], "screen": [], "a11y": []}, []
+    save = Path(args.save) if args.save else None
     try:
         for task in tasks:
             for _ in range(args.episodes):
                 obs = env.reset(task)
                 width, height = obs.screenshot.size
-                ep = {"screenshot": [], "screen": [], "parked": []}
-                for step in SOLUTIONS[task]:
+                ep = {"screenshot": [], "screen": [], "a11y": [], "parked": []}
+                for t, step in enumerate(SOLUTIONS[task]):
                     # the state with the pointer parked in a corner: the ground truth of "same screen"
                     ep["parked"].append(_anchors(env.step("pyautogui.moveTo(2, 2)").observation.screenshot)[0])
                     x, y = rng.randrange(40, width - 40), rng.randrange(40, height - 40)
-                    exact, coarse = _anchors(env.step(f"pyautogui.moveTo({x}, {y})").observation.screenshot)
+                    obs = env.step(f"pyautogui.moveTo({x}, {y})").observation
+                    exact, coarse = _anchors(obs.screenshot)
                     ep["screenshot"].append(exact)
                     ep["screen"].append(coarse)
+                    ep["a11y"].append(text_anchor(str(obs.extra.get("accessibility_tree") or "")))
+                    if save is not None:
+                        save.mkdir(parents=True, exist_ok=True)
+                        obs.screenshot.save(save / f"{task}__{len(groups)}__{t}__{ep['parked'][-1][:12]}.png")
                     env.step(step)
                 groups.append(task)
                 parked.append(ep["parked"])

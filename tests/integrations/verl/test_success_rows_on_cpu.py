@@ -148,11 +148,18 @@ def test_replay_puts_a_whole_step_row_trajectory_into_an_all_fail_group(monkeypa
     monkeypatch.setattr(replay_injection.tq, "kv_batch_get", store.get)
     monkeypatch.setattr(replay_injection.tq, "kv_clear", store.clear)
     monkeypatch.setattr(
-        replay_injection, "put_rows", lambda keys, pid, fields, tags: store.rows.update(zip(keys, fields))
+        replay_injection, "put_rows", lambda keys, pid, fields, tags: store.rows.update(zip(keys, fields, strict=True))
     )
     buffer = SuccessBuffer()
-    steps = [{"prompts": torch.ones(5), "responses": torch.full((3,), float(i)), "response_mask": torch.ones(3),
-              "extra_fields": {"cua_score": 1.0, "step_index": i, "cua_actions": ["a"] * 4}} for i in range(4)]  # fmt: skip
+    steps = [
+        {
+            "prompts": torch.ones(5),
+            "responses": torch.full((3,), float(i)),
+            "response_mask": torch.ones(3),
+            "extra_fields": {"cua_score": 1.0, "step_index": i, "cua_actions": ["a"] * 4},
+        }
+        for i in range(4)
+    ]
     buffer.add("t@seed=1", "k", {"actions": ["a"] * 4, "rows": steps})
     keys = list(rows)
     batch = KVBatchMeta(keys=keys, tags=[{"seq_len": 6} for _ in keys], partition_id="train")
