@@ -20,9 +20,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from verl_cua.algos.gigpo import gigpo_advantages, screen_anchor, screenshot_anchor, text_anchor
+from verl_cua.algos.gigpo import SCREEN_GRID, gigpo_advantages, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.envs import make_env
-from verl_cua.integrations.verl.agent_loop import SCREEN_ANCHOR_GRID
 from verl_cua.testing.osworld_solutions import SOLUTIONS
 
 DEFAULT_TASKS = "calc-sum-column,calc-rename-sheet,writer-center-title,chrome-open-new-tab"
@@ -30,8 +29,7 @@ DEFAULT_TASKS = "calc-sum-column,calc-rename-sheet,writer-center-title,chrome-op
 
 def _anchors(shot: Image.Image) -> tuple[str, str]:
     exact = screenshot_anchor(shot.tobytes() + repr(shot.size).encode())
-    thumb = shot.convert("L").resize(SCREEN_ANCHOR_GRID, Image.BOX).tobytes()
-    return exact, screen_anchor(thumb, SCREEN_ANCHOR_GRID)
+    return exact, screen_anchor(shot.convert("L").resize(SCREEN_GRID, Image.BOX).tobytes())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                     ep["a11y"].append(text_anchor(str(obs.extra.get("accessibility_tree") or "")))
                     if save is not None:
                         save.mkdir(parents=True, exist_ok=True)
-                        obs.screenshot.save(save / f"{task}__{len(groups)}__{t}__{ep['parked'][-1][:12]}.png")
+                        obs.screenshot.save(save / f"{task}__{len(groups)}__{t}__{x}_{y}__{ep['parked'][-1][:12]}.png")
                     env.step(step)
                 groups.append(task)
                 parked.append(ep["parked"])

@@ -5,6 +5,7 @@ import hashlib
 import pytest
 
 from verl_cua.algos.gigpo import (
+    SCREEN_GRID,
     gigpo_advantages,
     screen_anchor,
     screenshot_anchor,
@@ -151,26 +152,36 @@ def test_penalties_are_charged_at_their_step():
 def _thumbnail(image):
     from PIL import Image
 
-    return image.convert("L").resize((16, 9), Image.BOX).tobytes()
+    return image.convert("L").resize(SCREEN_GRID, Image.BOX).tobytes()
 
 
-def test_screen_anchor_ignores_a_cursor_but_not_a_new_window():
+def test_screen_anchor_mostly_ignores_the_pointer_but_not_a_new_window():
+    """On a 1920 x 1080 screen, the pointer drawn at 20 random places: exact pixels give 20 anchors, the screen
+    anchor one anchor for most of them (a pointer that tips a cell's mean over a level boundary splits one off);
+    a dialog opening is a new state."""
+    import random
+    from collections import Counter
+
     from PIL import Image, ImageDraw
 
-    base = Image.new("RGB", (1280, 720), (40, 90, 160))
+    base = Image.new("RGB", (1920, 1080), (40, 90, 160))
     draw = ImageDraw.Draw(base)
-    draw.rectangle((100, 100, 600, 400), fill=(230, 230, 230))  # a window
-    draw.text((120, 120), "Documents", fill=(0, 0, 0))
-    cursors = []
-    for x, y in ((300, 200), (900, 500), (50, 650)):  # the same screen with the cursor elsewhere
+    draw.rectangle((150, 150, 900, 600), fill=(230, 230, 230))  # a window
+    draw.text((180, 180), "Documents", fill=(0, 0, 0))
+    rng = random.Random(0)
+    exact, coarse = set(), Counter()
+    for _ in range(20):
+        x, y = rng.randrange(40, 1880), rng.randrange(40, 1040)
         shot = base.copy()
-        ImageDraw.Draw(shot).polygon([(x, y), (x, y + 18), (x + 12, y + 13)], fill=(255, 255, 255), outline=(0, 0, 0))
-        cursors.append(shot)
-    exact = {screenshot_anchor(s.tobytes()) for s in cursors}
-    coarse = {screen_anchor(_thumbnail(s), (16, 9)) for s in cursors}
-    assert len(exact) == 3 and len(coarse) == 1
+        arrow = [(x, y), (x, y + 17), (x + 4, y + 13), (x + 7, y + 20), (x + 9, y + 19), (x + 6, y + 12), (x + 12, y + 12)]
+        ImageDraw.Draw(shot).polygon(arrow, fill="white", outline="black")
+        exact.add(screenshot_anchor(shot.tobytes()))
+        coarse[screen_anchor(_thumbnail(shot))] += 1
+    assert len(exact) == 20
+    modal, count = coarse.most_common(1)[0]
+    assert count >= 14, coarse
     dialog = base.copy()
-    ImageDraw.Draw(dialog).rectangle((700, 200, 1200, 600), fill=(250, 250, 250))  # a dialog opened
-    assert screen_anchor(_thumbnail(dialog), (16, 9)) not in coarse
+    ImageDraw.Draw(dialog).rectangle((1000, 300, 1700, 800), fill=(250, 250, 250))  # a dialog opened
+    assert screen_anchor(_thumbnail(dialog)) != modal
     with pytest.raises(ValueError, match="pixels for a 16x9"):
         screen_anchor(b"\x00" * 10, (16, 9))

@@ -17,7 +17,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl_cua.actions import parse_action
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
-from verl_cua.algos.gigpo import screen_anchor, screenshot_anchor, text_anchor
+from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
@@ -354,13 +354,11 @@ class GUIAgentLoop(AgentLoopBase):
             return text_anchor(str(tree))
         if self.anchor == "screenshot":
             return screenshot_anchor(shot.tobytes() + repr(shot.size).encode())
-        return screen_anchor(shot.convert("L").resize(SCREEN_ANCHOR_GRID, Image.BOX).tobytes(), SCREEN_ANCHOR_GRID)
+        return screen_anchor(shot.convert("L").resize(SCREEN_GRID, Image.BOX).tobytes())
 
     def _image_size(self, screen: tuple[int, int]) -> tuple[int, int]:
         return smart_resize_size(screen, self._factor, self._factor * self._factor, self._max_pixels)
 
-
-SCREEN_ANCHOR_GRID = (16, 9)  # GiGPO `screen` anchor: box-averaged cells of the screenshot
 
 
 def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
