@@ -18,7 +18,8 @@ def _check_per_task(per_task: int) -> int:
 
 
 class SuccessBuffer:
-    """Keeps, per task id, the last `per_task` successful trajectories, one per caller-given key."""
+    """Keeps, per task (the trainer: per task instance), the last `per_task` items (the trainer: whole successful
+    trajectories), one per caller-given key."""
 
     def __init__(self, per_task: int = 8) -> None:
         self.per_task = _check_per_task(per_task)
