@@ -91,10 +91,12 @@ def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
         assert m["sdpo/reprompt_fraction"] > 0 and m["sdpo/teacher_minus_student_abs"] > 1e-3
         assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"]
         assert m["sdpo/teacher_is_ema"] == 1.0
-    assert first["replay/injected"] == 0 and first["buffer/size"] > 0
+    assert first["replay/injected"] == 0
     # step 2: buffered successes replace episodes of their own instance's groups (before verl pads the batch); the
-    # replayed rows go through old log-probs, GRPO grouping and the update like any row (step rows: unit-tested)
-    assert second["replay/injected"] >= 1
+    # replayed rows go through old log-probs, GRPO grouping and the update like any row (step rows: unit-tested).
+    # Step 1 buffers nothing in about 2% of runs (16 episodes hitting 20-30% each), and then there is nothing to replay
+    if first["buffer/size"] > 0:
+        assert second["replay/injected"] >= 1
     assert second["cua/episodes"] == 16  # group accounting intact: 2 prompts x 8 episodes
     # a success teaches its failed siblings: its actions are in their teacher context
     assert max(m["sdpo/demo_fraction"] for m in run["steps"]) > 0
