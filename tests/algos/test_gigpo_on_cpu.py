@@ -173,7 +173,8 @@ def test_screen_anchor_mostly_ignores_the_pointer_but_not_a_new_window():
     for _ in range(20):
         x, y = rng.randrange(40, 1880), rng.randrange(40, 1040)
         shot = base.copy()
-        arrow = [(x, y), (x, y + 17), (x + 4, y + 13), (x + 7, y + 20), (x + 9, y + 19), (x + 6, y + 12), (x + 12, y + 12)]
+        offsets = [(0, 0), (0, 17), (4, 13), (7, 20), (9, 19), (6, 12), (12, 12)]  # the desktop server's pointer
+        arrow = [(x + dx, y + dy) for dx, dy in offsets]
         ImageDraw.Draw(shot).polygon(arrow, fill="white", outline="black")
         exact.add(screenshot_anchor(shot.tobytes()))
         coarse[screen_anchor(_thumbnail(shot))] += 1
