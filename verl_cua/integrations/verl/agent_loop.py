@@ -360,7 +360,6 @@ class GUIAgentLoop(AgentLoopBase):
         return smart_resize_size(screen, self._factor, self._factor * self._factor, self._max_pixels)
 
 
-
 def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
     """The processor's pixel factor (patch x merge) and the pixel cap we resize screenshots to."""
     ip = getattr(processor, "image_processor", None)
