@@ -123,10 +123,8 @@ class CuaTrainer(PPOTrainerSync):
         finally:
             self.actor_rollout_wg.update_actor = update  # verl binds worker-group methods per instance
 
-    def _actor_config(self, loss_mode: str | None = None):
+    def _actor_config(self):
         actor = OmegaConf.create(OmegaConf.to_container(self.config.actor_rollout_ref.actor, resolve=True))
-        if loss_mode is not None:
-            actor.policy_loss.loss_mode = loss_mode
         return omega_conf_to_dataclass(actor)
 
     def _set_actor_loss(self, phase: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from verl_cua.algos.sdpo import sdpo_logit_loss
+from verl_cua.algos.sdpo import sdpo_logit_loss, topk_log_probs
 
 PASS = "cua_sdpo_pass"  # non-tensor flag of a batch: which of the passes above the processor runs
 PASSES = ("student_topk", "teacher_gather", "train")
@@ -54,14 +54,13 @@ def logits_processor(student_logits: torch.Tensor, data, topk: int, alpha: float
             "parallelism); set cua.sdpo.loss=token or ulysses_sequence_parallel_size=1"
         )
     picked = logits.index_select(0, pos)  # [n_response_tokens, V]
-    log_norm = torch.logsumexp(picked.float(), dim=-1, keepdim=True)
     if mode == "student_topk":
         ids = picked.topk(topk, dim=-1).indices
         return _spread_columns(ids.float(), pos, nnz)
     ids = data[IDS].values().to(logits.device).long()
     if ids.shape[0] != pos.numel():
         raise ValueError(f"{IDS} holds {ids.shape[0]} response tokens, the micro-batch {pos.numel()}")
-    at_ids = picked.float().gather(-1, ids) - log_norm
+    at_ids, _ = topk_log_probs(picked.float(), ids=ids)
     if mode == "teacher_gather":
         return _spread_columns(at_ids.detach(), pos, nnz)
     teacher = data[TEACHER].values().to(logits.device).float()
