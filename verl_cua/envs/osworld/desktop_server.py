@@ -4,15 +4,15 @@ Written for verl-cua from the protocol OSWorld's client speaks (desktop_env.cont
 with OSWorld's in-VM server. It is copied into the desktop's runtime directory and run by the desktop's own
 Python (Debian python3 + pyautogui), as the unprivileged desktop user, so it imports nothing from verl-cua.
 
-It starts Xvfb (with an Xauthority cookie, unix socket only) and openbox as its own children, declares itself
-the child subreaper so that every app it launches stays its descendant, serves on a loopback address only, and
-refuses any request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or
-`X-Verl-Cua-Token`). The token is read from stdin and kept in memory only; the process is made non-dumpable so
-that the apps (same user) cannot read it from /proc or ptrace it. The owner keeps stdin open: at EOF (the owner
-stopped or died, however killed) the server shuts the desktop down. `POST /_verl_cua/revert` kills every app
-process (all descendants found through /proc/*/stat, in rounds; Xvfb and openbox stay), reaps zombies, restores
-HOME (verified against the template) and empties /tmp (private to the desktop: the launcher mounts a tmpfs).
-Every call has a deadline.
+It runs inside the desktop's sandbox (its own PID, mount and network namespaces, see verl_cua's sandbox module).
+It starts Xvfb (with an Xauthority cookie, unix socket only) and openbox from execute-only copies (so they are not
+dumpable), declares itself the child subreaper, serves HTTP on a unix socket the host relays, and refuses any
+request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or `X-Verl-Cua-Token`). The
+token is read from a pipe and kept in memory only; the process is made non-dumpable so that the apps (same user)
+cannot read it from /proc or ptrace it. `POST /_verl_cua/revert` kills every process of the PID namespace but the
+infrastructure (the namespace's init, D-Bus, this server, Xvfb, openbox), in rounds, reaps zombies, restores HOME
+(verified against the template) and empties /tmp, /var/tmp, /dev/shm, /run/lock and the XDG runtime dir (all
+private tmpfs). Every call has a deadline; command output and fetched files are capped.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import os
 import shlex
 import shutil
 import signal
+import socket
+import socketserver
 import stat
 import subprocess
 import sys
@@ -50,6 +52,8 @@ DRAIN_TIMEOUT = 5.0  # after killing a timed-out command: how long to wait for i
 A11Y_TIMEOUT = 20.0  # whole AT-SPI walk (accessibility tree, terminal text)
 REQUEST_READ_TIMEOUT = 60.0  # a client that connects and stalls holds a thread no longer than this
 MAX_BODY = 512 * 1024 * 1024
+MAX_TREE_NODES = 20000  # list_directory answers at most this many entries
+EMPTIED_ON_REVERT = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # plus the XDG runtime dir
 
 
 class Desktop:
@@ -60,7 +64,12 @@ class Desktop:
         self.width, self.height = (int(v) for v in args.screen.split("x"))
         self.home = args.home
         self.template = args.template
+        self.infra_dir = args.infra
+        self.max_output = args.max_output_bytes
         self.infra: dict[str, subprocess.Popen] = {}
+        # the session bus daemon: dbus-run-session's other child, found before any app runs
+        self.dbus = next((pid for pid, (ppid, _) in _process_table().items() if ppid == os.getppid() and
+                          pid != os.getpid()), None)  # fmt: skip
         self.waiting: set[int] = set()  # pids a handler waits on (the reaper must not steal their status)
         self.spawn_lock = threading.Lock()  # spawn+register is atomic with respect to the reaper
         self.lock = threading.Lock()
@@ -69,7 +78,8 @@ class Desktop:
     def start(self) -> None:
         """Start Xvfb and openbox and wait until the display answers."""
         auth = os.environ["XAUTHORITY"]
-        xvfb = ["Xvfb", self.display, "-screen", "0", f"{self.width}x{self.height}x24", "-nolisten", "tcp"]
+        xvfb = [os.path.join(self.infra_dir, "Xvfb"), self.display, "-screen", "0", f"{self.width}x{self.height}x24"]
+        xvfb += ["-nolisten", "tcp"]
         xvfb += ["-nolisten", "local"]  # no abstract socket (network-namespace wide): the private /tmp socket only
         self.infra["xvfb"] = self.spawn([*xvfb, "-auth", auth], quiet=True)
         deadline = time.monotonic() + 20
@@ -77,7 +87,8 @@ class Desktop:
             if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"Xvfb {self.display} did not start")
             time.sleep(0.05)
-        self.infra["openbox"] = self.spawn(["openbox"], quiet=True)
+        _fix_keymap(self.display)
+        self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
 
     def spawn(self, command, *, shell: bool = False, quiet: bool = False, **kwargs) -> subprocess.Popen:
         """Popen registered with the reaper (so it never reaps a child somebody waits on)."""
@@ -93,20 +104,21 @@ class Desktop:
         return result["output"] if result["returncode"] == 0 else None
 
     def infra_status(self) -> dict[str, int | None]:
-        """`{server, xvfb, openbox}` -> PID, None for a dead one."""
+        """`{server, xvfb, openbox, dbus}` -> PID, None for a dead one."""
         status: dict[str, int | None] = {"server": os.getpid()}
         for name, proc in self.infra.items():
             status[name] = proc.pid if proc.poll() is None else None
+        status["dbus"] = self.dbus if self.dbus is not None and _alive(self.dbus) else None
         return status
 
     def infra_pids(self) -> set[int]:
-        """PIDs that survive a revert: this server, Xvfb and openbox."""
-        return {pid for pid in self.infra_status().values() if pid is not None}
+        """PIDs that survive a revert: the namespace's init, dbus-run-session, D-Bus, this server, Xvfb, openbox."""
+        return {1, os.getppid(), *(pid for pid in self.infra_status().values() if pid is not None)}
 
     def apps(self) -> list[int]:
-        """Every live descendant of this server except Xvfb and openbox."""
+        """Every live process of the PID namespace but the infrastructure, however it was started."""
         keep = self.infra_pids()
-        return [pid for pid in _descendants(os.getpid()) if pid not in keep and _alive(pid)]
+        return [pid for pid in _process_table() if pid not in keep and _alive(pid)]
 
     def revert(self, grace: float = 3.0, timeout: float = 10.0) -> dict:
         """Kill every app process (SIGTERM, then SIGSTOP+SIGKILL rounds), reap them, restore HOME and /tmp."""
@@ -130,10 +142,25 @@ class Desktop:
                 _signal(pid, signal.SIGKILL)
             time.sleep(0.02)
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
-            self.infra["openbox"] = self.spawn(["openbox"], quiet=True)
+            self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
         _restore_tree(self.template, self.home)
-        tmp_left = _clear_tmp()
+        tmp_left = self.clear_private_dirs()
         return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left}
+
+    def clear_private_dirs(self) -> list[str]:
+        """Empty /tmp (but the X and D-Bus sockets), /var/tmp, /dev/shm, /run/lock and the XDG dir; what is left."""
+        number = self.display.lstrip(":")
+        keep = {f"/tmp/.X11-unix/X{number}", f"/tmp/.X{number}-lock", "/tmp/.X11-unix"}
+        bus = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
+        keep |= {part[5:] for item in bus.split(";") for part in item.split(",") if part.startswith("path=")}
+        xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+        left = []
+        for root in (*EMPTIED_ON_REVERT, xdg):
+            if root:
+                left += _empty_dir(root, keep)
+        if xdg:
+            os.makedirs(xdg, mode=0o700, exist_ok=True)
+        return left
 
     def reap(self) -> None:
         """Reap zombie children nobody waits on (apps killed, orphans handed to us as subreaper)."""
@@ -152,27 +179,33 @@ class Desktop:
         if isinstance(command, str) and not shell:
             command = shlex.split(command)
         proc = self.spawn(
-            command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True,
-        )  # fmt: skip
+            command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
         timeout = min(float(timeout), MAX_TIMEOUT)
+        out, err = bytearray(), bytearray()
+        readers = [
+            threading.Thread(target=_read_capped, args=(stream, buf, self.max_output), daemon=True)
+            for stream, buf in ((proc.stdout, out), (proc.stderr, err))
+        ]
+        for reader in readers:
+            reader.start()
+        timed_out = False
         try:
-            out, err = proc.communicate(timeout=timeout)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            timed_out = True
             for pid in [proc.pid, *_descendants(proc.pid)]:
                 _signal(pid, signal.SIGKILL)
             _signal(-proc.pid, signal.SIGKILL)
-            try:  # a process that left the group may still hold the pipes: wait for them only so long
-                out, err = proc.communicate(timeout=DRAIN_TIMEOUT)
-            except subprocess.TimeoutExpired as exc:
-                out, err = _text(exc.output), _text(exc.stderr)
-                for stream in (proc.stdout, proc.stderr):
-                    stream.close()
-                proc.wait(timeout=DRAIN_TIMEOUT)
-            return {"status": "error", "output": out, "error": f"timed out after {timeout:g} s", "returncode": -1}
+            proc.wait(timeout=DRAIN_TIMEOUT)
         finally:
             self.waiting.discard(proc.pid)
-        return {"status": "success", "output": out, "error": err, "returncode": proc.returncode}
+        for reader in readers:  # a process that left the group may still hold the pipes: wait for them only so long
+            reader.join(DRAIN_TIMEOUT)
+        output, error = _capped_text(out, self.max_output), _capped_text(err, self.max_output)
+        if timed_out:
+            return {"status": "error", "output": output, "error": f"timed out after {timeout:g} s", "returncode": -1}
+        return {"status": "success", "output": output, "error": error, "returncode": proc.returncode}
 
     def launch(self, command, *, shell: bool) -> int:
         """Start an app in the background; it stays our descendant (and is killed on revert)."""
@@ -267,24 +300,47 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _sandbox_mates() -> list[int]:
-    """Every other process of our user in our mount namespace: the desktop's D-Bus daemons and the services they
-    started, which are not our descendants."""
-    me, uid = os.getpid(), os.getuid()
+def _read_capped(stream, buf: bytearray, cap: int) -> None:
+    """Read a pipe to its end, keeping its first `cap` (+1) bytes: an agent printing gigabytes costs no memory."""
+    with stream:
+        while chunk := stream.read1(1 << 16):
+            if len(buf) <= cap:
+                buf += chunk[: cap + 1 - len(buf)]
+
+
+def _capped_text(buf: bytearray, cap: int) -> str:
+    text = bytes(buf[:cap]).decode(errors="replace")
+    return text + f"\n[output cut at {cap} bytes]" if len(buf) > cap else text
+
+
+def _fix_keymap(display: str) -> None:
+    """Make every printable ASCII character reachable the way pyautogui types it.
+
+    pyautogui presses the first keycode holding a character's keysym (lowest level, then lowest keycode) and adds
+    Shift for its "shift characters". On Xvfb's default map `less` sits unshifted on the ISO key (94) and shifted
+    on the comma key, so typing `<` gave `>`. Each such stray entry is removed until pyautogui's choice is right.
+    """
+    from Xlib import display as xdisplay
+
+    shifted = set('~!@#$%^&*()_+{}|:"<>?')
+    conn = xdisplay.Display(display)
     try:
-        namespace = os.readlink("/proc/self/ns/mnt")
-    except OSError:
-        return []
-    mates = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            if os.stat(f"/proc/{name}").st_uid == uid and os.readlink(f"/proc/{name}/ns/mnt") == namespace:
-                mates.append(int(name))
-        except OSError:
-            continue
-    return mates
+        first = conn.display.info.min_keycode
+        table = [list(row) for row in conn.get_keyboard_mapping(first, conn.display.info.max_keycode - first + 1)]
+        changed = False
+        for code in range(0x21, 0x7F):
+            char = chr(code)
+            need = 1 if char.isupper() or char in shifted else 0
+            hits = sorted((level, i) for i, row in enumerate(table) for level, sym in enumerate(row[:2]) if sym == code)
+            while len(hits) > 1 and hits[0][0] != need and any(level == need for level, _ in hits):
+                level, i = hits.pop(0)
+                table[i][level] = 0
+                changed = True
+        if changed:
+            conn.change_keyboard_mapping(first, table)
+            conn.sync()
+    finally:
+        conn.close()
 
 
 def _state(pid: int) -> str:
@@ -376,24 +432,33 @@ def _restore_tree(template: str, target: str) -> None:
         raise RuntimeError(f"HOME does not match its template after the restore: {differ[:5]}")
 
 
-def _clear_tmp() -> list[str]:
-    """Empty this desktop's private /tmp, except the X server's socket and lock; what could not be removed."""
-    tmp = tempfile.gettempdir()
+def _empty_dir(root: str, keep: set[str]) -> list[str]:
+    """Remove everything under `root` but the paths in `keep` (and the dirs leading to them); what could not go."""
     left = []
-    for entry in os.scandir(tmp):
-        if entry.name in (".X11-unix", ".ICE-unix") or (entry.name.startswith(".X") and entry.name.endswith("-lock")):
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return left
+    for entry in entries:
+        if entry.path in keep:
+            if entry.is_dir(follow_symlinks=False):
+                left += _empty_dir(entry.path, keep)
             continue
         try:
             _remove(entry.path)
         except OSError:
-            left.append(entry.name)
+            left.append(entry.path)
     return left
 
 
-def _tree(path: str, depth: int = 0) -> dict:
+def _tree(path: str, depth: int = 0, budget: list[int] | None = None) -> dict:
+    """OSWorld's directory tree, at most 32 levels and MAX_TREE_NODES entries (a huge tree is cut, not sent)."""
+    budget = [MAX_TREE_NODES] if budget is None else budget
+    budget[0] -= 1
     node = {"name": os.path.basename(path) or path, "type": "directory" if os.path.isdir(path) else "file"}
     if node["type"] == "directory" and depth < 32:
-        node["children"] = [_tree(os.path.join(path, n), depth + 1) for n in sorted(os.listdir(path))]
+        names = sorted(os.listdir(path))[: max(budget[0], 0)]
+        node["children"] = [_tree(os.path.join(path, n), depth + 1, budget) for n in names if budget[0] > 0]
     return node
 
 
@@ -405,6 +470,10 @@ class Handler(BaseHTTPRequestHandler):
     timeout = REQUEST_READ_TIMEOUT  # socket timeout: a stalled client cannot hold a thread for ever
     desktop: Desktop
     token: str
+    max_file: int
+
+    def address_string(self):  # a unix-socket peer has no address
+        return "relay"
 
     def log_message(self, format, *args):  # noqa: A002 - quiet; errors are returned to the client
         pass
@@ -556,8 +625,13 @@ class Handler(BaseHTTPRequestHandler):
         path = os.path.expanduser(p.get("file_path", ""))
         if not os.path.isfile(path):
             return 404, {"status": "error", "error": f"no such file: {path}"}
+        cap = self.max_file
+        too_big = {"status": "error", "error": f"file over the {cap}-byte cap of the local desktop: {path}"}
+        if os.stat(path).st_size > cap:  # a sparse file counts at its apparent size
+            return 413, too_big
         with open(path, "rb") as f:
-            return 200, f.read(), "application/octet-stream"
+            data = f.read(cap + 1)
+        return (413, too_big) if len(data) > cap else (200, data, "application/octet-stream")
 
     def upload(self, p):
         path = os.path.expanduser(p["file_path"])
@@ -671,11 +745,26 @@ ROUTES = {
 }
 
 
-def relay(host: str, port: int, target_port: int) -> None:
-    """Forward TCP from (host, port) to 127.0.0.1:target_port (Chromium's CDP listens on 127.0.0.1 only)."""
-    import socket
+class UnixHTTPServer(ThreadingHTTPServer):
+    """The HTTP server on a unix socket (the host relays TCP to it; the desktop's network has no way out)."""
 
-    listener = socket.create_server((host, port))
+    address_family = socket.AF_UNIX
+    daemon_threads = True
+
+    def server_bind(self):
+        if os.path.exists(self.server_address):
+            os.unlink(self.server_address)
+        socketserver.TCPServer.server_bind(self)  # HTTPServer's would look up a host name
+        self.server_name, self.server_port = "localhost", 0
+
+
+def relay(path: str, target_port: int) -> None:
+    """Forward connections on unix socket `path` to 127.0.0.1:target_port (Chromium's CDP, inside the sandbox)."""
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
 
     def pipe(src, dst):
         try:
@@ -706,39 +795,39 @@ def relay(host: str, port: int, target_port: int) -> None:
 
 
 def main() -> None:
-    """Serve until SIGTERM or EOF on stdin, whose first line is the token (never argv or a file)."""
+    """Serve until SIGTERM; the token comes through --token-fd (never argv, environment or a file)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.0/8) only")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--cdp-port", type=int, default=0, help="public CDP port relayed to $VERL_CUA_CDP_PORT")
+    parser.add_argument("--socket", required=True, help="unix socket to serve HTTP on")
+    parser.add_argument("--cdp-socket", default="", help="unix socket relayed to 127.0.0.1:--cdp-port")
+    parser.add_argument("--cdp-port", type=int, default=9222)
+    parser.add_argument("--token-fd", type=int, required=True)
     parser.add_argument("--display", required=True)
     parser.add_argument("--screen", default="1920x1080")
     parser.add_argument("--home", required=True)
     parser.add_argument("--template", required=True)
+    parser.add_argument("--infra", required=True, help="dir of the execute-only Xvfb and openbox")
+    parser.add_argument("--max-file-bytes", type=int, default=64 << 20)
+    parser.add_argument("--max-output-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
-    if not args.host.startswith("127."):
-        parser.error("the desktop server binds to a loopback address only")
 
     libc = ctypes.CDLL(None, use_errno=True)
     # non-dumpable before the token is read: the apps run as our user, and must not ptrace us or read our memory
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 or libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl failed: {os.strerror(ctypes.get_errno())}")
-    token = sys.stdin.readline().strip()
-    lifeline = os.dup(0)  # the owner keeps the pipe open for the desktop's life (not inherited by the apps)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)  # the apps inherit /dev/null, not the pipe the token came through
-    os.close(devnull)
+    with os.fdopen(args.token_fd, "rb") as pipe:
+        token = pipe.read(256).decode().strip()
     if len(token) < 16:
-        sys.exit("no token on stdin")
+        sys.exit("no token on --token-fd")
+    os.umask(0o077)
     desktop = Desktop(args)
     _restore_tree(args.template, args.home)
+    desktop.clear_private_dirs()
     desktop.start()
 
-    Handler.desktop, Handler.token = desktop, token
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    if args.cdp_port:
-        relay(args.host, args.cdp_port, int(os.environ["VERL_CUA_CDP_PORT"]))
-    server.daemon_threads = True
+    Handler.desktop, Handler.token, Handler.max_file = desktop, token, args.max_file_bytes
+    server = UnixHTTPServer(args.socket, Handler)
+    if args.cdp_socket:
+        relay(args.cdp_socket, args.cdp_port)
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -751,29 +840,10 @@ def main() -> None:
             desktop.reap()
             time.sleep(1.0)
 
-    def owner_gone():  # EOF: the owner stopped us or died (SIGKILL included); a desktop never outlives its owner
-        while True:
-            try:
-                if not os.read(lifeline, 64):
-                    break
-            except OSError:
-                break
-        stop()
-
     threading.Thread(target=reaper, daemon=True).start()
-    threading.Thread(target=owner_gone, daemon=True).start()
-    print(f"ready {args.port}", flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    finally:  # SIGTERM first so Xvfb removes its socket and lock file, then SIGKILL what is left
-        pids = sorted(set(_descendants(os.getpid())) | set(_sandbox_mates()))
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in pids:
-                _signal(pid, sig)
-            deadline = time.monotonic() + 2
-            while time.monotonic() < deadline and any(_alive(p) for p in pids):
-                desktop.reap()
-                time.sleep(0.05)
+    print("ready", flush=True)
+    server.serve_forever(poll_interval=0.2)
+    # leaving ends dbus-run-session and with it the namespace's init: the kernel kills whatever is left
 
 
 if __name__ == "__main__":

@@ -1,18 +1,13 @@
 """Launch one local desktop (Xvfb + openbox + D-Bus + our OSWorld-protocol server) in a sandbox, no VM.
 
-Needs root. The desktop runs as an unprivileged user (created on first use) in its own mount namespace in which
-the project tree and the launching user's HOME are hidden under empty, unreadable tmpfs mounts (fail closed: a
-mount that fails stops the start); it has its own HOME (restored from a root-owned template on every revert),
-X display with an Xauthority cookie (no TCP, no abstract socket), and an HTTP server bound to its own loopback
-address that refuses requests without this instance's token. The runtime directory (template, server code,
-browser wrapper) is root-owned and read-only to the desktop user, which owns only its HOME and XDG runtime dir.
-The token reaches the server over a stdin pipe and lives only in the server's memory (non-dumpable process); the
-pipe stays open while the desktop's owner lives, so a desktop never outlives the process that started it (a
-trainer or Ray worker killed with SIGKILL included), and the next start removes the runtime dirs it left.
-Where iptables is installed, the desktop user's new outgoing connections to loopback, private and link-local
-addresses and to any of this host's own addresses are rejected (the resolver and each desktop's internal CDP
-port excepted), so the agent cannot reach Ray's dashboard or other services of the trainer;
-without iptables one warning is logged.
+The sandbox (bubblewrap; see `sandbox`): its own PID, IPC, UTS, mount and network namespaces, a filesystem by
+allow-list (read-only system dirs, the desktop's Python, its runtime files) with size-limited tmpfs for /home,
+/tmp, /dev/shm, /var/tmp, /run/lock and the XDG dir, a uid of its own (root) or a user namespace (rootless),
+cgroup limits on pids and memory (root) and RLIMIT_NPROC. Its network namespace has loopback only: the server
+and Chromium's CDP listen on unix sockets the host relays to TCP on the desktop's own loopback address
+(127.77.x.y), for this host user only, and the server refuses requests without the desktop's token (it reaches
+the server through a pipe and lives only in its non-dumpable memory; OSWorld's client reads it from netrc).
+A keeper outside the sandbox kills its whole PID namespace when the owner closes the desktop or dies, however.
 """
 
 from __future__ import annotations
@@ -20,13 +15,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import json
 import logging
 import os
-import pwd
 import secrets
-import shlex
+import select
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,33 +31,38 @@ from typing import TextIO
 
 import requests
 
+from verl_cua.envs.osworld import sandbox
+from verl_cua.envs.osworld.host_relay import UnixRelay
+
 logger = logging.getLogger(__name__)
 
 SETUP_HINT = "bash envs/local_desktop/setup.sh"
-DESKTOP_USER = os.environ.get("VERL_CUA_DESKTOP_USER", "verl-cua-desktop")
 DESKTOP_VENV = os.environ.get("VERL_CUA_DESKTOP_VENV", "/opt/verl-cua/desktop-venv")
-# outside /tmp: each desktop gets a private, empty /tmp of its own (a tmpfs in its mount namespace)
-RUNTIME_ROOT = Path(os.environ.get("VERL_CUA_DESKTOP_RUNTIME", "/var/tmp/verl-cua-desktop"))
+# runtime dirs (root-owned, 0700): the sandbox sees only what is bound from them
+RUNTIME_ROOT = Path(
+    os.environ.get("VERL_CUA_DESKTOP_RUNTIME")
+    or ("/var/tmp/verl-cua-desktop" if os.geteuid() == 0 else f"/var/tmp/verl-cua-desktop-{os.geteuid()}")
+)
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HOME_TEMPLATE = REPO_ROOT / "envs" / "local_desktop" / "home"
 SERVER_FILES = ("desktop_server.py", "desktop_a11y.py")
 REQUIRED_BINARIES = {  # binary -> Debian package
+    "bwrap": "bubblewrap",
     "Xvfb": "xvfb",
-    "xauth": "xauth",
     "openbox": "openbox",
     "dbus-run-session": "dbus",
     "xdotool": "xdotool",
     "wmctrl": "wmctrl",
     "xdpyinfo": "x11-utils",
-    "unshare": "util-linux",
+    "setpriv": "util-linux",
+    "prlimit": "util-linux",
 }
 FIRST_DISPLAY = 100
-INFRA = ("server", "xvfb", "openbox")  # what healthy() requires alive (the server's /_verl_cua/health names them)
+INFRA = ("server", "xvfb", "openbox", "dbus")  # what healthy() requires alive (the server's health names them)
 PROXY_EXEMPT = "127.77.0.0/16"  # every desktop's loopback address: never through the user's HTTP proxy
-SANDBOX_FAILED = 97  # exit status of the sandbox shell when a mount (private /tmp, a hidden path) fails
-# D-Bus session config: the standard one minus the user's service dirs ($XDG_DATA_HOME/dbus-1/services), so
-# the agent cannot register a bus-activated service that would start outside the server's process tree; the
-# socket is a file in the private /tmp (`unix:tmpdir` would be an abstract socket, reachable host-wide)
+CDP_PORT = 9222  # Chromium's CDP inside the desktop's own network namespace (so the same for every desktop)
+# D-Bus session config: the standard one minus the user's service dirs ($XDG_DATA_HOME/dbus-1/services), so the
+# agent cannot register a bus-activated service of its own; the socket is a file in the private /tmp
 DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -80,14 +79,14 @@ DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
 </busconfig>
 """
 BROWSERS = ("chromium", "google-chrome", "chromium-browser")
-BROWSER_WRAPPER = """#!/bin/sh
+BROWSER_WRAPPER = f"""#!/bin/sh
 # Debian chromium with this desktop's CDP port (OSWorld's Chrome getters connect to it over CDP).
 args=""
 for a in "$@"; do case "$a" in --remote-debugging-port=*|--remote-debugging-address=*) ;; *) args="$args
 $a" ;; esac; done
 IFS='
 '
-exec /usr/bin/chromium --remote-debugging-port="$VERL_CUA_CDP_PORT" --remote-debugging-address=127.0.0.1 \\
+exec /usr/bin/chromium --remote-debugging-port={CDP_PORT} --remote-debugging-address=127.0.0.1 \\
     --no-first-run --no-default-browser-check --disable-gpu --no-sandbox --password-store=basic \\
     --disable-dev-shm-usage --user-data-dir="$HOME/.config/chromium" $args
 """
@@ -98,18 +97,21 @@ class DesktopStartError(RuntimeError):
 
 
 def check_system() -> None:
-    """One-line error naming the setup command when not root, or a system package or the desktop Python is missing."""
+    """One-line error naming the setup command when a system package, the desktop Python or namespaces are missing."""
+    needed = dict(REQUIRED_BINARIES)
     if os.geteuid() != 0:
-        raise DesktopStartError(
-            "the local desktop must be started as root (it creates a sandbox user and mounts a private namespace): "
-            "run as root, or use a VM provider (e.g. provider=docker)"
-        )
-    missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
+        needed.pop("setpriv")
+    missing = [b for b in needed if shutil.which(b) is None]
     if missing:
-        packages = " ".join(sorted({REQUIRED_BINARIES[b] for b in missing}))
+        packages = " ".join(sorted({needed[b] for b in missing}))
         raise DesktopStartError(
             f"the local desktop needs {', '.join(missing)}: apt-get install -y --no-install-recommends {packages} "
             f"(or run {SETUP_HINT} as root for everything it uses)"
+        )
+    if os.geteuid() != 0 and (why := sandbox.rootless_supported()):
+        raise DesktopStartError(
+            f"the local desktop cannot build a rootless sandbox here: {why}; run as root (or enable unprivileged "
+            "user namespaces: sysctl kernel.unprivileged_userns_clone=1), or use a VM provider (e.g. provider=docker)"
         )
     if not os.access(f"{DESKTOP_VENV}/bin/python", os.X_OK):
         raise DesktopStartError(f"the local desktop needs its Python at {DESKTOP_VENV}: run {SETUP_HINT}")
@@ -126,173 +128,6 @@ def _exempt_from_proxy() -> None:
     for var in ("no_proxy", "NO_PROXY"):
         if os.environ.get(var) != value:
             os.environ[var] = value
-
-
-FIREWALL_CHAIN = "VERL_CUA_DESKTOP"
-FIREWALL_TAG = "verl-cua-desktop"
-BLOCKED_V4 = ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10")
-BLOCKED_V6 = ("::1/128", "fc00::/7", "fe80::/10")
-
-
-def _nameservers(v6: bool) -> list[str]:
-    """The resolvers of /etc/resolv.conf of one address family (the desktop may always reach them on port 53)."""
-    try:
-        lines = Path("/etc/resolv.conf").read_text().splitlines()
-    except OSError:
-        return []
-    servers = [line.split()[1] for line in lines if line.startswith("nameserver") and len(line.split()) > 1]
-    return [ns for ns in servers if (":" in ns) == v6]
-
-
-class _Firewall:
-    """iptables/ip6tables OUTPUT rules for the desktop user (chain VERL_CUA_DESKTOP, every rule tagged).
-
-    Allowed: replies (ESTABLISHED/RELATED: the server answering the trainer), the resolvers on port 53, and each
-    running desktop's internal CDP port on 127.0.0.1 (its relay connects there). Rejected: every other loopback
-    (127.77.0.0/16 included: a service bound to 0.0.0.0 answers there too), private, CGNAT or link-local
-    destination and any address of this host. The Internet stays reachable.
-
-    A CDP rule names the process that opened it (`verl-cua-desktop:cdp:<pid>`); the first install in a process
-    drops the rules of processes that are gone (a trainer killed before its desktops stopped), so no opening
-    outlives its desktop's owner.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._installed: dict[str, bool] = {}
-        self._warned = False
-
-    @staticmethod
-    def _run(tool: str, *args: str) -> bool:
-        try:
-            return subprocess.run([tool, "-w", "10", *args], capture_output=True, timeout=30).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-
-    @staticmethod
-    def _rules(v6: bool) -> list[list[str]]:
-        tag = ["-m", "comment", "--comment", FIREWALL_TAG]
-        rules = [["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", *tag, "-j", "ACCEPT"]]
-        for ns in _nameservers(v6):
-            rules += [["-d", ns, "-p", proto, "--dport", "53", *tag, "-j", "ACCEPT"] for proto in ("udp", "tcp")]
-        rules.append(["-m", "addrtype", "--dst-type", "LOCAL", *tag, "-j", "REJECT"])
-        rules += [["-d", net, *tag, "-j", "REJECT"] for net in (BLOCKED_V6 if v6 else BLOCKED_V4)]
-        return rules
-
-    @staticmethod
-    def _cdp_owner(rule: list[str]) -> int | None:
-        """The pid that opened a CDP rule (0 when the rule names none), None for any other rule."""
-        comment = rule[rule.index("--comment") + 1] if "--comment" in rule[:-1] else ""
-        if not comment.startswith(f"{FIREWALL_TAG}:cdp"):
-            return None
-        pid = comment.rpartition(":")[2]
-        return int(pid) if pid.isdigit() else 0
-
-    @staticmethod
-    def _jump(uid: int) -> list[str]:
-        return ["-m", "owner", "--uid-owner", str(uid), "-m", "comment", "--comment", FIREWALL_TAG, "-j",
-                FIREWALL_CHAIN]  # fmt: skip
-
-    def install(self, uid: int) -> bool:
-        """Install the rules once per process (idempotent); False, with one warning line, when that is impossible."""
-        with self._lock:
-            for tool, v6 in (("iptables", False), ("ip6tables", True)):
-                if tool not in self._installed:
-                    self._installed[tool] = self._install(tool, v6, uid)
-            ok = self._installed["iptables"]
-            if not all(self._installed.values()) and not self._warned:
-                self._warned = True
-                missing = [t for t, done in self._installed.items() if not done]
-                logger.warning(
-                    "local desktop: no %s rules (%s); the desktops can reach this host's loopback and private "
-                    "network services: apt-get install -y iptables",
-                    "/".join(missing),
-                    "not installed" if any(shutil.which(t) is None for t in missing) else "iptables failed",
-                )
-            return ok
-
-    def _install(self, tool: str, v6: bool, uid: int) -> bool:
-        if shutil.which(tool) is None:
-            return False
-        rules = self._rules(v6)
-        if not self._run(tool, "-n", "-L", FIREWALL_CHAIN) and not self._run(tool, "-N", FIREWALL_CHAIN):
-            return False
-        try:
-            listing = subprocess.run(
-                [tool, "-w", "10", "-S", FIREWALL_CHAIN], capture_output=True, text=True, timeout=30
-            ).stdout.splitlines()
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        appended = [shlex.split(line)[2:] for line in listing if line.startswith("-A ")]
-        from psutil import pid_exists
-
-        owners = [self._cdp_owner(rule) for rule in appended]
-        # live desktops' ports (this or another running process): kept; those of processes that are gone: dropped
-        cdp = [rule for rule, pid in zip(appended, owners, strict=True) if pid and pid_exists(pid)]
-        stale = sum(pid is not None for pid in owners) - len(cdp)
-        exact = not stale and len(appended) - len(cdp) == len(rules)
-        if not exact or not all(self._run(tool, "-C", FIREWALL_CHAIN, *rule) for rule in rules):
-            self._run(tool, "-F", FIREWALL_CHAIN)
-            if not all(self._run(tool, "-A", FIREWALL_CHAIN, *rule) for rule in [*cdp, *rules]):
-                return False
-        jump = self._jump(uid)
-        return self._run(tool, "-C", "OUTPUT", *jump) or self._run(tool, "-I", "OUTPUT", "1", *jump)
-
-    def allow_cdp(self, port: int) -> list[str] | None:
-        """Let the desktop user reach 127.0.0.1:`port` (a desktop's internal CDP port); the rule, for `revoke`."""
-        rule = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(port), "-m", "comment", "--comment",
-                f"{FIREWALL_TAG}:cdp:{os.getpid()}", "-j", "ACCEPT"]  # fmt: skip
-        with self._lock:
-            if not self._installed.get("iptables") or not self._run("iptables", "-I", FIREWALL_CHAIN, "1", *rule):
-                return None
-        return rule
-
-    def revoke(self, rule: list[str]) -> None:
-        """Delete a rule `allow_cdp` added (every copy of it)."""
-        with self._lock:
-            for _ in range(10):
-                if not self._run("iptables", "-D", FIREWALL_CHAIN, *rule):
-                    break
-
-    def uninstall(self, uid: int) -> None:
-        """Remove the jump and the chain (for cleanup; running desktops lose their protection)."""
-        with self._lock:
-            for tool in ("iptables", "ip6tables"):
-                if shutil.which(tool) is None:
-                    continue
-                while self._run(tool, "-D", "OUTPUT", *self._jump(uid)):
-                    pass
-                self._run(tool, "-F", FIREWALL_CHAIN)
-                self._run(tool, "-X", FIREWALL_CHAIN)
-            self._installed.clear()
-
-
-FIREWALL = _Firewall()
-
-
-def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _port_below_auto_range(tries: int = 64) -> int:
-    """A free 127.0.0.1 port below the kernel's `ip_local_port_range`, for the firewall to open: the kernel never
-    hands such a port to a bind(0) or connect(), so a host service that asked for any port cannot sit on it."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    start = max(1024, low - 8192)
-    for _ in range(tries if low > start else 0):
-        port = start + secrets.randbelow(low - start)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    return _free_port()
 
 
 class _Netrc:
@@ -346,118 +181,96 @@ class _Netrc:
 
 
 NETRC = _Netrc()
-_USER_LOCK = threading.Lock()
-
-
-def _desktop_user() -> tuple[int, int]:
-    """UID/GID of the dedicated system user the desktop runs as (created once; concurrent creators tolerated)."""
-    with _USER_LOCK:
-        try:
-            entry = pwd.getpwnam(DESKTOP_USER)
-        except KeyError:
-            result = subprocess.run(
-                ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
-                 "/usr/sbin/nologin", DESKTOP_USER],
-                capture_output=True, text=True,
-            )  # fmt: skip
-            try:  # another process may have created it meanwhile (useradd then fails with "already exists")
-                entry = pwd.getpwnam(DESKTOP_USER)
-            except KeyError:
-                raise DesktopStartError(
-                    f"cannot create the desktop user {DESKTOP_USER}: {result.stderr.strip()[:200]}"
-                ) from None
-    if entry.pw_uid == 0:
-        raise DesktopStartError(f"the desktop user {DESKTOP_USER} must not be root")
-    return entry.pw_uid, entry.pw_gid
-
-
-def hidden_paths() -> list[str]:
-    """Paths the desktop must not see (project tree, launching user's HOME, working dir): the outermost ones only."""
-    paths = {str(REPO_ROOT), os.path.realpath(os.getcwd()), os.path.realpath(os.path.expanduser("~"))}
-    paths.discard("/")
-    safe = {RUNTIME_ROOT.resolve(), Path(DESKTOP_VENV).resolve()}
-    kept: list[Path] = []
-    for p in sorted(paths):
-        path = Path(p)
-        if not path.is_dir():
-            continue
-        if path == Path("/tmp") or Path("/tmp") in path.parents:
-            continue  # the desktop's /tmp is a private, empty tmpfs already
-        needed = next((s for s in safe if s == path or path in s.parents), None)
-        if needed is not None:  # fail closed: never leave it visible
-            raise DesktopStartError(
-                f"cannot hide {path} from the desktop: it holds {needed}, which the desktop needs; set "
-                "VERL_CUA_DESKTOP_RUNTIME / VERL_CUA_DESKTOP_VENV to a directory outside it"
-            )
-        kept.append(path)
-    # a path inside another hidden path is hidden already (and its mount point vanishes under the outer tmpfs)
-    return [str(p) for p in kept if not any(q in p.parents for q in kept)]
 
 
 class LocalDesktop:
-    """One sandboxed desktop process tree; `address` is what OSWorld's provider interface returns.
+    """One sandboxed desktop; `address` is what OSWorld's provider interface returns.
 
     Thread-safe: start/stop/alive/pids hold one re-entrant lock (the pool may kill a desktop while another thread
     asks whether it is alive).
     """
 
-    def __init__(self, *, screen: tuple[int, int] = (1920, 1080), start_timeout: float = 60.0):
+    def __init__(
+        self, *, screen: tuple[int, int] = (1920, 1080), start_timeout: float = 60.0,
+        limits: sandbox.Limits | None = None,
+    ):  # fmt: skip
         check_system()
         self.screen = screen
         self.start_timeout = start_timeout
-        self.proc: subprocess.Popen | None = None
+        self.limits = limits or sandbox.Limits.from_env()
+        self.proc: subprocess.Popen | None = None  # the keeper (outside the sandbox)
+        self.init = None  # psutil.Process of the sandbox's PID-namespace init (its death ends the namespace)
         self.runtime: Path | None = None
+        self.identity: sandbox.Identity | None = None
+        self.cgroups: list[Path] = []
+        self._relays: list[UnixRelay] = []
         self._lock = threading.RLock()
         self._display_lock = None
-        self._mntns = ""
-        self._cdp_rule: list[str] | None = None
         self.display = self.port = self.cdp_port = None
         self.host = "127.0.0.1"
         self.token = ""
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Boot Xvfb, openbox, D-Bus and the server; return when the first screenshot is served."""
+        """Boot the sandbox, Xvfb, openbox, D-Bus and the server; return when the first screenshot is served."""
         with self._lock:
             self.stop()
-            uid, gid = _desktop_user()
-            hide = hidden_paths()
             self._allocate_display()
             _prune_stale_runtimes(self.display)
+            try:
+                self.identity = sandbox.identity(self.display)
+            except RuntimeError as exc:
+                self.stop()
+                raise DesktopStartError(str(exc)) from None
             self.host = f"127.77.{self.display // 256}.{self.display % 256}"
-            self.port, self.cdp_port = _free_port(self.host), _free_port(self.host)
-            self._cdp_internal = _port_below_auto_range()  # the one port the firewall opens to the desktop
-            if FIREWALL.install(uid):
-                self._cdp_rule = FIREWALL.allow_cdp(self._cdp_internal)
             self.token = secrets.token_hex(16)
             NETRC.add(self.host, self.token)
             RUNTIME_ROOT.mkdir(parents=True, exist_ok=True)
-            os.chown(RUNTIME_ROOT, 0, 0)
             RUNTIME_ROOT.chmod(0o711)
             runtime = Path(tempfile.mkdtemp(prefix=f"d{self.display}-", dir=RUNTIME_ROOT))
             self.runtime = runtime
-            self._prepare_runtime(runtime, uid, gid)
-            argv = [*self._sandbox_prefix(uid, gid, hide), "/usr/bin/env", "-i", *self._environment(runtime)]
-            argv += ["dbus-run-session", f"--config-file={runtime / 'dbus.conf'}", "--"]
-            argv += [f"{DESKTOP_VENV}/bin/python", str(runtime / "server" / "desktop_server.py")]
-            argv += ["--host", self.host, "--port", str(self.port), "--cdp-port", str(self.cdp_port)]
-            argv += ["--display", f":{self.display}", "--screen", f"{self.screen[0]}x{self.screen[1]}"]
-            argv += ["--home", str(runtime / "home"), "--template", str(runtime / "home_template")]
+            self._prepare_runtime(runtime)
+            infra = sandbox.infra_binaries(RUNTIME_ROOT)
+            name = runtime.name
+            sandbox.remove_cgroups(name)
+            self.cgroups = sandbox.create_cgroups(name, self.limits)
+            token_r, token_w = os.pipe()
+            info_r, info_w = os.pipe()  # bubblewrap writes the namespace init's pid there
+            inner = ["/usr/bin/env", "-i", *self._environment()]
+            inner += ["dbus-run-session", f"--dbus-daemon={sandbox.INFRA_DIR}/dbus-daemon"]
+            inner += [f"--config-file={sandbox.PUB}/dbus.conf", "--"]
+            inner += [f"{DESKTOP_VENV}/bin/python", f"{sandbox.PUB}/server/desktop_server.py"]
+            inner += ["--token-fd", str(token_r)]
+            inner += ["--socket", f"{sandbox.SOCK}/server.sock", "--cdp-socket", f"{sandbox.SOCK}/cdp.sock"]
+            inner += ["--cdp-port", str(CDP_PORT), "--display", f":{self.display}"]
+            inner += ["--screen", f"{self.screen[0]}x{self.screen[1]}", "--home", sandbox.HOME]
+            inner += ["--template", f"{sandbox.PUB}/home_template", "--infra", sandbox.INFRA_DIR]
+            inner += ["--max-file-bytes", str(self.limits.max_file), "--max-output-bytes", str(self.limits.max_output)]
+            argv = sandbox.bwrap_argv(
+                ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,
+                info_fd=info_w, command=inner,
+            )  # fmt: skip
             log = open(runtime / "server.log", "wb")  # noqa: SIM115 - handed to the child
-            os.chmod(runtime / "server.log", 0o600)
-            self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True
-            )  # the token goes over stdin: never in a file, argv or environment the desktop user can read
-            log.close()
-            try:  # stdin stays open as the desktop's lifeline: when this process dies, the server sees EOF and exits
-                self.proc.stdin.write(f"{self.token}\n".encode())
-                self.proc.stdin.flush()
+            try:
+                self.proc = subprocess.Popen(
+                    sandbox.keeper_argv(self.cgroups, argv), stdin=subprocess.PIPE, stdout=log, stderr=log,
+                    start_new_session=True, pass_fds=(token_r, info_w),
+                )  # fmt: skip
+            finally:
+                log.close()
+                for fd in (token_r, info_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            try:  # the token reaches the server through a pipe: never a file, argv or environment the desktop sees
+                os.write(token_w, f"{self.token}\n".encode())
             except OSError:
                 pass  # the sandbox died at once: _wait_ready reports why
-            self._wait_ready()
+            finally:
+                os.close(token_w)
+            self._wait_ready(info_r)
 
     def revert(self) -> None:
-        """Kill every app and restore HOME (server-side); if the server does not answer, restart the desktop."""
+        """Kill every process of the episode and empty or restore every writable place; restart when that fails."""
         try:
             response = self.request("POST", "/_verl_cua/revert", timeout=60)
             response.raise_for_status()
@@ -468,24 +281,27 @@ class LocalDesktop:
             self.start()
 
     def stop(self) -> None:
-        """Kill the whole desktop (its process tree and every process in its mount namespace), remove its runtime."""
+        """Kill the sandbox's PID namespace (every process in it), close the openings, remove the runtime dir."""
         with self._lock:
+            for relay in self._relays:
+                relay.close()
+            self._relays = []
+            init, self.init = self.init, None
+            if init is not None:
+                _kill(init)
             proc, self.proc = self.proc, None
             if proc is not None:
-                _kill_all(proc.pid, self._mntns)
                 if proc.stdin is not None:
-                    try:
-                        proc.stdin.close()
-                    except OSError:
-                        pass
+                    with contextlib.suppress(OSError):
+                        proc.stdin.close()  # the keeper's `cat` ends: bubblewrap and its namespace die with it
                 try:
-                    proc.wait(timeout=5)
+                    proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    logger.warning("local desktop :%s sandbox root %s did not exit", self.display, proc.pid)
-                self._mntns = ""
-            if self._cdp_rule is not None:
-                FIREWALL.revoke(self._cdp_rule)
-                self._cdp_rule = None
+                    os.killpg(proc.pid, 9)
+                    proc.wait(timeout=5)
+            if self.runtime is not None:
+                sandbox.remove_cgroups(self.runtime.name)
+            self.cgroups = []
             if self.token:
                 NETRC.remove(self.host, self.token)
                 self.token = ""
@@ -513,13 +329,12 @@ class LocalDesktop:
         return requests.request(method, self.url + path, headers=headers, **kwargs)
 
     def alive(self) -> bool:
-        """Whether the sandbox process is still running (cheap; no request)."""
+        """Whether the sandbox's init is still running (cheap; no request)."""
         with self._lock:
-            proc = self.proc
-            return proc is not None and proc.poll() is None
+            return self.init is not None and _running(self.init)
 
     def healthy(self) -> bool:
-        """Whether the server answers and reports the server, Xvfb and openbox alive (each checked here too)."""
+        """Whether the server answers and reports the server, Xvfb, openbox and D-Bus alive."""
         if not self.alive():
             return False
         try:
@@ -527,110 +342,105 @@ class LocalDesktop:
             infra = response.json().get("infra") if response.status_code == 200 else None
         except (requests.RequestException, ValueError):
             return False
-        if not isinstance(infra, dict):
-            return False
-        import psutil
-
-        for name in INFRA:
-            pid = infra.get(name)
-            try:
-                if not isinstance(pid, int) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                    return False
-            except psutil.NoSuchProcess:
-                return False
-        return True
+        return isinstance(infra, dict) and all(isinstance(infra.get(name), int) for name in INFRA)
 
     def pids(self) -> list[int]:
-        """The sandbox process, every descendant (Xvfb, server, apps) and anything else in its mount namespace."""
+        """Host pids of every process in the sandbox (its init and all it holds; the keeper outside is not)."""
         with self._lock:
-            if self.proc is None:
+            if self.init is None:
                 return []
-            return [p.pid for p in _sandbox_processes(self.proc.pid, self._mntns)]
+            return [p.pid for p in _namespace_processes(self.init)]
+
+    def usage(self) -> dict[str, int]:
+        """`{pids, memory}` the desktop uses now, from its cgroups ({} without cgroups)."""
+        return sandbox.cgroup_usage(self.cgroups)
 
     # -- internals ------------------------------------------------------------------------------------------------
     def _allocate_display(self) -> None:
         RUNTIME_ROOT.mkdir(parents=True, exist_ok=True)
         for n in range(FIRST_DISPLAY, FIRST_DISPLAY + 1000):
-            if _x_display_taken(n):
-                continue
             lock = _lock_display(n)  # held for the desktop's life
             if lock is None:
                 continue
             self.display, self._display_lock = n, lock
             return
-        raise DesktopStartError("no free X display number in :100-:1099")
+        raise DesktopStartError("no free desktop slot in 100-1099")
 
-    def _prepare_runtime(self, runtime: Path, uid: int, gid: int) -> None:
-        """Root-owned, read-only to the desktop user except home/ and xdg/ (its own); Xauthority root:desktop 0640."""
-        runtime.chmod(0o755)
-        (runtime / "server").mkdir(mode=0o755)
+    def _prepare_runtime(self, runtime: Path) -> None:
+        """pub/ (read-only inside: server, HOME template, browser wrapper, D-Bus config, passwd, Xauthority), sock/."""
+        ident = self.identity
+        runtime.chmod(0o700)
+        pub = runtime / "pub"
+        (pub / "server").mkdir(mode=0o755, parents=True)
+        pub.chmod(0o755)
         for name in SERVER_FILES:
-            shutil.copyfile(Path(__file__).with_name(name), runtime / "server" / name)
-            (runtime / "server" / name).chmod(0o644)
-        shutil.copytree(HOME_TEMPLATE, runtime / "home_template", symlinks=True)
-        for path in [runtime / "home_template", *(runtime / "home_template").rglob("*")]:
-            os.lchown(path, 0, 0)
+            shutil.copyfile(Path(__file__).with_name(name), pub / "server" / name)
+            (pub / "server" / name).chmod(0o644)
+        shutil.copytree(HOME_TEMPLATE, pub / "home_template", symlinks=True)
+        for path in [pub / "home_template", *(pub / "home_template").rglob("*")]:
             if not path.is_symlink():
                 path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
-        (runtime / "bin").mkdir(mode=0o755)
+        (pub / "bin").mkdir(mode=0o755)
         for name in BROWSERS:
-            wrapper = runtime / "bin" / name
-            wrapper.write_text(BROWSER_WRAPPER)
-            wrapper.chmod(0o755)
-        (runtime / "dbus.conf").write_text(DBUS_CONFIG)
-        (runtime / "dbus.conf").chmod(0o644)
-        for name in ("home", "xdg"):  # the only paths the desktop user owns
-            (runtime / name).mkdir(mode=0o700)
-            os.chown(runtime / name, uid, gid)
-        cookie = secrets.token_hex(16)
-        subprocess.run(
-            ["xauth", "-f", str(runtime / "Xauthority"), "add", f":{self.display}", ".", cookie],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        os.chown(runtime / "Xauthority", 0, gid)
-        (runtime / "Xauthority").chmod(0o640)
+            (pub / "bin" / name).write_text(BROWSER_WRAPPER)
+            (pub / "bin" / name).chmod(0o755)
+        passwd, group = sandbox.passwd_files(ident)
+        for name, text in (("dbus.conf", DBUS_CONFIG), ("passwd", passwd), ("group", group)):
+            (pub / name).write_text(text)
+            (pub / name).chmod(0o644)
+        (pub / "Xauthority").write_bytes(_xauthority(str(self.display), secrets.token_bytes(16)))
+        (runtime / "sock").mkdir(mode=0o700)
+        if not ident.rootless:
+            os.chown(pub / "Xauthority", ident.uid, ident.gid)
+            os.chown(runtime / "sock", ident.uid, ident.gid)
+        (pub / "Xauthority").chmod(0o400)
 
-    def _environment(self, runtime: Path) -> list[str]:
+    def _environment(self) -> list[str]:
         env = {
             "DISPLAY": f":{self.display}",
-            "XAUTHORITY": str(runtime / "Xauthority"),
-            "HOME": str(runtime / "home"),
-            "USER": DESKTOP_USER,
-            "PATH": f"{runtime / 'bin'}:{DESKTOP_VENV}/bin:/usr/local/bin:/usr/bin:/bin",
+            "XAUTHORITY": f"{sandbox.PUB}/Xauthority",
+            "HOME": sandbox.HOME,
+            "USER": "user",
+            "LOGNAME": "user",
+            "PATH": f"{sandbox.PUB}/bin:{DESKTOP_VENV}/bin:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "XDG_SESSION_TYPE": "x11",
-            "XDG_RUNTIME_DIR": str(runtime / "xdg"),
+            "XDG_RUNTIME_DIR": f"/run/user/{self.identity.uid}",
             "TMPDIR": "/tmp",
             "GTK_MODULES": "gail:atk-bridge",
             "SAL_USE_VCLPLUGIN": "gtk3",
             "NO_AT_BRIDGE": "0",
-            "VERL_CUA_CDP_PORT": str(self._cdp_internal),
         }
         return [f"{k}={v}" for k, v in env.items()]
 
-    @staticmethod
-    def _sandbox_prefix(uid: int, gid: int, hide: list[str]) -> list[str]:
-        """unshare a mount namespace, give it a private /tmp, hide `hide`, drop to the desktop user (fail closed)."""
-        script = (
-            f'fail() {{ echo "verl-cua sandbox: $1" >&2; exit {SANDBOX_FAILED}; }}; '
-            'mount -t tmpfs -o mode=1777,size=2g verl-cua-tmp /tmp || fail "cannot mount a private /tmp"; '
-            'while [ "$1" != -- ]; do mount -t tmpfs -o ro,mode=000,size=4k verl-cua-hidden "$1" '
-            '|| fail "cannot hide $1 from the desktop"; shift; done; shift; exec "$@"'
-        )
-        drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
-        return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", *hide, "--",
-                *drop]  # fmt: skip
+    def _wait_ready(self, info_r: int) -> None:
+        """Read the sandbox's init pid from bubblewrap, open the host relays, wait for the first screenshot."""
+        import psutil
 
-    def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
         last = "no answer"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+        try:
+            info = b""
+            while b"}" not in info and time.monotonic() < deadline and self.proc.poll() is None:
+                if select.select([info_r], [], [], 0.1)[0]:
+                    chunk = os.read(info_r, 4096)
+                    if not chunk:
+                        break
+                    info += chunk
+            with contextlib.suppress(ValueError, psutil.Error):
+                self.init = psutil.Process(int(json.loads(info.decode())["child-pid"]))
+        finally:
+            os.close(info_r)
+        if self.init is not None:
+            sock = self.runtime / "sock"
+            self._relays = [UnixRelay(self.host, str(sock / name)) for name in ("server.sock", "cdp.sock")]
+            self.port, self.cdp_port = self._relays[0].port, self._relays[1].port
+        while self.init is not None and time.monotonic() < deadline:
+            if self.proc.poll() is not None or not _running(self.init):
                 break
             try:
                 response = self.request("GET", "/screenshot", timeout=5)
                 if response.status_code == 200:
-                    self._mntns = _mount_namespace(self.proc.pid)
                     return
                 last = f"HTTP {response.status_code}"
             except requests.RequestException as exc:
@@ -638,11 +448,13 @@ class LocalDesktop:
             time.sleep(0.1)
         log = ""
         if self.runtime is not None and (self.runtime / "server.log").exists():
-            log = (self.runtime / "server.log").read_text(errors="replace").strip().splitlines()[-1:]
-            log = f"; server log: {log[0][:300]}" if log else ""
+            lines = (self.runtime / "server.log").read_text(errors="replace").strip().splitlines()
+            log = f"; server log: {lines[-1][:300]}" if lines else ""
         rc = self.proc.poll()
         self.stop()
-        if rc == SANDBOX_FAILED:
+        if rc == sandbox.CGROUP_FAILED:
+            raise DesktopStartError(f"local desktop not started: it could not join its cgroups{log}")
+        if rc == 1 and "bwrap" in log:
             raise DesktopStartError(f"local desktop not started, its sandbox could not be set up{log}")
         raise DesktopStartError(f"local desktop did not start ({last}, exit {rc}){log}")
 
@@ -665,6 +477,7 @@ def _prune_stale_runtimes(mine: int) -> None:
             continue  # a live desktop (of this or another process) holds the display
         with lock:
             shutil.rmtree(runtime, ignore_errors=True)
+            sandbox.remove_cgroups(runtime.name)
 
 
 def _lock_display(n: int) -> TextIO | None:
@@ -678,79 +491,34 @@ def _lock_display(n: int) -> TextIO | None:
     return lock
 
 
-def _x_display_taken(n: int) -> bool:
-    """Whether an X server holds display :n (a lock file whose process is gone is stale and removed)."""
-    lock = Path(f"/tmp/.X{n}-lock")
-    try:
-        pid = int(lock.read_text().strip())
-    except (OSError, ValueError):
-        return Path(f"/tmp/.X11-unix/X{n}").exists()
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        for stale in (lock, Path(f"/tmp/.X11-unix/X{n}")):
-            stale.unlink(missing_ok=True)
-        return False
-    except PermissionError:
-        return True
+def _xauthority(display: str, cookie: bytes) -> bytes:
+    """The display's MIT-MAGIC-COOKIE-1 for the sandbox's host name (FamilyLocal, which python-xlib needs) and for
+    any host name (FamilyWild)."""
+    fields = [display.encode(), b"MIT-MAGIC-COOKIE-1", cookie]
+    out = b""
+    for family, address in ((256, sandbox.HOSTNAME.encode()), (0xFFFF, b"")):
+        out += family.to_bytes(2, "big") + b"".join(len(f).to_bytes(2, "big") + f for f in (address, *fields))
+    return out
 
 
-def _mount_namespace(pid: int) -> str:
-    """`mnt:[inode]` of a process, or "" when it is gone (or a zombie)."""
-    try:
-        return os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return ""
-
-
-def _sandbox_processes(root_pid: int, mntns: str) -> list:
-    """psutil.Process objects of the tree under `root_pid` plus every process in mount namespace `mntns`.
-
-    A namespace member counts only if a process already known to be ours is still in that namespace after the
-    scan (then the namespace was alive throughout and its inode number cannot have been reused).
-    """
+def _namespace_processes(init) -> list:
+    """psutil.Process objects of a PID namespace: its init and all its descendants (orphans go to the init)."""
     import psutil
 
-    procs: dict[int, psutil.Process] = {}
     try:
-        root = psutil.Process(root_pid)
-        for p in [root, *root.children(recursive=True)]:
-            procs[p.pid] = p
-    except psutil.NoSuchProcess:
-        pass
-    if mntns:
-        members = [p for p in psutil.process_iter() if p.pid not in procs and _mount_namespace(p.pid) == mntns]
-        if members and any(p.is_running() and _mount_namespace(p.pid) == mntns for p in list(procs.values())):
-            procs.update({p.pid: p for p in members})
-    return list(procs.values())
+        return [init, *init.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
-def _kill_all(root_pid: int, mntns: str, deadline_s: float = 10.0) -> None:
-    """SIGTERM the sandbox's processes (objects taken up front: no PID reuse), then SIGKILL in rounds until none."""
+def _kill(init) -> None:
+    """SIGKILL a PID namespace's init (the kernel then kills every process in the namespace) and wait for them."""
     import psutil
 
-    procs = _sandbox_processes(root_pid, mntns)
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _gone, alive = psutil.wait_procs(procs, timeout=3)
-    deadline = time.monotonic() + deadline_s
-    while True:  # a new round also catches what forked (or was orphaned to init) since the last snapshot
-        known = {p.pid: p for p in alive}
-        for p in _sandbox_processes(root_pid, mntns):
-            known.setdefault(p.pid, p)
-        alive = [p for p in known.values() if _running(p)]
-        if not alive or time.monotonic() > deadline:
-            break
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        _gone, alive = psutil.wait_procs(alive, timeout=1)
+    procs = _namespace_processes(init)
+    with contextlib.suppress(psutil.Error):
+        init.kill()
+    _gone, alive = psutil.wait_procs(procs, timeout=10)
     if alive:
         logger.warning("processes still alive after stop: %s", [p.pid for p in alive])
 

@@ -1,0 +1,275 @@
+"""The local desktop's sandbox: a bubblewrap command line, the desktop's identity, its limits and its keeper.
+
+Each desktop runs in its own PID, IPC, UTS, mount and network namespaces (bubblewrap, Debian's `bubblewrap`).
+Its filesystem is an allow-list: read-only system dirs (/usr, /etc with our passwd), the desktop's own Python,
+its read-only runtime files, one socket dir it shares with the host, and size-limited tmpfs mounts for /home,
+/tmp, /dev/shm, /var/tmp, /run/lock and the XDG runtime dir. Its network namespace holds loopback only.
+
+As root, each desktop gets its own uid (`UID_BASE` + slot, no passwd entry on the host) and cgroup limits on
+pids and memory (v1 or v2); without root, bubblewrap's user namespace maps the desktop's user to the caller's
+uid (rootless: namespaces and rlimits, no cgroup). Either way the process count is bounded by RLIMIT_NPROC too.
+
+A keeper (a root-side shell outside the sandbox, which the desktop cannot see or signal) starts bubblewrap with
+`--die-with-parent` and then becomes `cat` on the owner's pipe: when the owner closes it or dies, however killed,
+`cat` exits, bubblewrap gets SIGKILL, then its namespace's init, and the kernel kills every process in the PID
+namespace. The infra binaries (Xvfb, openbox, D-Bus) run from execute-only copies, which makes them non-dumpable:
+the agent, the same user inside, cannot ptrace them or write their memory to outlive a revert.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+UID_BASE = int(os.environ.get("VERL_CUA_DESKTOP_UID_BASE", "1900000000"))  # root mode: uid = UID_BASE + slot
+ROOTLESS_UID = 1000  # the desktop user's uid inside a rootless sandbox (the caller's uid outside)
+HOSTNAME = "verl-cua-desktop"  # the sandbox's own (UTS namespace): the host's name is not shown
+HOME = "/home/user"  # OSWorld's VM user is `user` with this HOME
+PUB = "/run/verl-cua"  # the runtime files, read-only inside
+SOCK = "/run/verl-cua-sock"  # server and CDP sockets, shared with the host
+INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries
+INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon", "dbus-run-session")
+CGROUP_FAILED, SANDBOX_FAILED = 98, 97  # keeper exit statuses: cgroup join failed; bubblewrap failed to set up
+GiB, MiB = 1 << 30, 1 << 20
+# The keeper: join the cgroups ($0, colon-separated cgroup.procs files), start bubblewrap (its stdin is /dev/null),
+# then wait on the owner's pipe. bubblewrap dies with it (--die-with-parent).
+KEEPER = 'IFS=:; for p in $0; do [ -z "$p" ] || echo $$ > "$p" || exit 98; done; unset IFS; "$@" & exec cat >/dev/null'
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one desktop may consume; reaching a limit fails the agent's command, never the host."""
+
+    pids: int = 2048  # tasks (threads count), cgroup pids.max and RLIMIT_NPROC
+    memory: int = 4 * GiB  # cgroup memory limit (tmpfs pages written by the desktop included)
+    home: int = 2 * GiB  # tmpfs sizes
+    tmp: int = 1 * GiB
+    shm: int = 256 * MiB
+    var_tmp: int = 256 * MiB
+    max_file: int = 64 * MiB  # largest file the evaluators may fetch from the desktop
+    max_output: int = 1 * MiB  # stdout/stderr kept per command
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """Defaults overridden by VERL_CUA_DESKTOP_<FIELD> (bytes or a count), e.g. VERL_CUA_DESKTOP_MEMORY=8G."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            raw = os.environ.get(f"VERL_CUA_DESKTOP_{field.name.upper()}")
+            if raw:
+                values[field.name] = parse_size(raw, f"VERL_CUA_DESKTOP_{field.name.upper()}")
+        return cls(**values)
+
+
+def parse_size(raw: str, name: str) -> int:
+    """`8G`, `512M`, `64K` or a plain integer; one-line error otherwise."""
+    units = {"K": 1 << 10, "M": MiB, "G": GiB}
+    text = raw.strip().upper().removesuffix("B").removesuffix("I")
+    scale = units.get(text[-1:], 1)
+    number = text[:-1] if text[-1:] in units else text
+    if not number.isdigit() or int(number) <= 0:
+        raise ValueError(f"{name}={raw!r}: expected a positive size such as 4G, 512M or 2048")
+    return int(number) * scale
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """Who the desktop runs as: its uid and gid inside the sandbox, and whether bubblewrap maps them (rootless)."""
+
+    uid: int
+    gid: int
+    rootless: bool
+
+
+def identity(slot: int) -> Identity:
+    """Root: a uid of its own per desktop (no passwd entry on the host); otherwise a user namespace."""
+    if os.geteuid() != 0:
+        return Identity(ROOTLESS_UID, ROOTLESS_UID, rootless=True)
+    uid = UID_BASE + slot
+    with contextlib.suppress(KeyError):
+        import pwd
+
+        raise RuntimeError(f"uid {uid} belongs to {pwd.getpwuid(uid).pw_name}: set VERL_CUA_DESKTOP_UID_BASE")
+    return Identity(uid, uid, rootless=False)
+
+
+@functools.lru_cache(maxsize=1)
+def rootless_supported() -> str:
+    """ "" when this user can build a rootless sandbox, else why not (one line)."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is missing"
+    probe = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--", "true"]
+    try:
+        result = subprocess.run(probe, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed: {exc}"
+    if result.returncode != 0:
+        return f"unprivileged user namespaces are off ({result.stderr.strip()[:160]})"
+    return ""
+
+
+# -- cgroups -------------------------------------------------------------------------------------------------------
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def create_cgroups(name: str, limits: Limits) -> list[Path]:
+    """Cgroup dirs limiting pids and memory (v2 when mounted, else the v1 pids and memory controllers).
+
+    Returns the `cgroup.procs` files to join; [] with one warning when cgroups cannot be used (not root, no
+    controller): then only RLIMIT_NPROC and the tmpfs sizes bound the desktop.
+    """
+    if os.geteuid() != 0:
+        return []
+    try:
+        if (CGROUP_ROOT / "cgroup.controllers").exists():
+            parent = CGROUP_ROOT / "verl-cua"
+            parent.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):  # needs the root's subtree_control to allow them
+                (CGROUP_ROOT / "cgroup.subtree_control").write_text("+pids +memory")
+            (parent / "cgroup.subtree_control").write_text("+pids +memory")
+            group = parent / name
+            group.mkdir(exist_ok=True)
+            (group / "pids.max").write_text(str(limits.pids))
+            (group / "memory.max").write_text(str(limits.memory))
+            with contextlib.suppress(OSError):
+                (group / "memory.swap.max").write_text("0")
+            return [group / "cgroup.procs"]
+        procs = []
+        for controller, files in (
+            ("pids", {"pids.max": limits.pids}),
+            ("memory", {"memory.limit_in_bytes": limits.memory}),
+        ):
+            group = CGROUP_ROOT / controller / "verl-cua" / name
+            group.mkdir(parents=True, exist_ok=True)
+            for file, value in files.items():
+                (group / file).write_text(str(value))
+            procs.append(group / "cgroup.procs")
+        return procs
+    except OSError as exc:
+        _warn_once(f"local desktop: no cgroup limits ({exc}); pids are bounded by RLIMIT_NPROC, memory is not")
+        remove_cgroups(name)
+        return []
+
+
+def remove_cgroups(name: str) -> None:
+    """Remove the desktop's cgroup dirs (their processes must be gone)."""
+    for group in (CGROUP_ROOT / "verl-cua" / name, *(CGROUP_ROOT / c / "verl-cua" / name for c in ("pids", "memory"))):
+        with contextlib.suppress(OSError):
+            group.rmdir()
+
+
+def cgroup_usage(procs: list[Path]) -> dict[str, int]:
+    """`{pids, memory}` now in use by the desktop's cgroups (what the limits test and the bench read)."""
+    usage = {}
+    for path in procs:
+        group = path.parent
+        for key, files in (("pids", ("pids.current",)), ("memory", ("memory.current", "memory.usage_in_bytes"))):
+            for file in files:
+                with contextlib.suppress(OSError, ValueError):
+                    usage[key] = int((group / file).read_text())
+    return usage
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logger.warning(message)
+
+
+# -- infra binaries --------------------------------------------------------------------------------------------------
+def infra_binaries(root: Path) -> Path:
+    """Execute-only (0111) copies of Xvfb, openbox and D-Bus under `root`/infra, refreshed when the source changes.
+
+    A process started from a file its user cannot read is not dumpable: the agent cannot ptrace it or write its
+    memory through /proc, so it cannot plant code in the desktop's infrastructure to survive a revert.
+    """
+    out = root / "infra"
+    out.mkdir(mode=0o755, exist_ok=True)
+    for name in INFRA_BINARIES:
+        source = Path(shutil.which(name) or f"/usr/bin/{name}").resolve()
+        target = out / name
+        st = source.stat()
+        with contextlib.suppress(OSError):
+            have = target.stat()
+            if have.st_size == st.st_size and int(have.st_mtime) == int(st.st_mtime) and have.st_mode & 0o777 == 0o111:
+                continue
+        staging = out / f".{name}.{os.getpid()}"
+        shutil.copyfile(source, staging)
+        os.utime(staging, (st.st_atime, st.st_mtime))
+        staging.chmod(0o111)
+        staging.replace(target)
+    return out
+
+
+# -- the command line ------------------------------------------------------------------------------------------------
+def _parents(path: str) -> list[str]:
+    """`--dir` each ancestor of `path` world-readable (bubblewrap as root would make them 0700)."""
+    parts = Path(path).parts[1:-1]
+    return [arg for i in range(len(parts)) for arg in ("--perms", "0755", "--dir", "/" + "/".join(parts[: i + 1]))]
+
+
+def _system_binds() -> list[str]:
+    """Read-only system dirs; the merged-/usr symlinks recreated as symlinks."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / top
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), f"/{top}"]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), f"/{top}"]
+    args += ["--ro-bind", "/etc", "/etc"]
+    args += ["--perms", "0755", "--dir", "/var", "--perms", "0755", "--dir", "/var/lib"]
+    args += ["--perms", "0755", "--dir", "/var/cache"]
+    for extra in ("/var/lib/dbus", "/var/cache/fontconfig"):
+        args += ["--ro-bind-try", extra, extra]
+    return args
+
+
+def bwrap_argv(
+    *, ident: Identity, runtime: Path, infra: Path, venv: str, limits: Limits, info_fd: int, command: list[str]
+) -> list[str]:
+    """bubblewrap's command line for one desktop running `command` (as the desktop user, no capability left)."""
+    args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"]
+    if ident.rootless:
+        args += ["--unshare-user", "--uid", str(ident.uid), "--gid", str(ident.gid)]
+    args += ["--die-with-parent", "--new-session", "--hostname", HOSTNAME, "--info-fd", str(info_fd)]
+    args += _system_binds()
+    args += ["--ro-bind", str(runtime / "pub" / "passwd"), "/etc/passwd"]
+    args += ["--ro-bind", str(runtime / "pub" / "group"), "/etc/group"]
+    venv_real = str(Path(venv).resolve())
+    args += [*_parents(venv_real), "--ro-bind", venv_real, venv_real]
+    if venv_real != venv:
+        args += [*_parents(venv), "--symlink", venv_real, venv]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for path, size in (("/tmp", limits.tmp), ("/dev/shm", limits.shm), ("/var/tmp", limits.var_tmp),
+                       ("/home", limits.home)):  # fmt: skip
+        args += ["--perms", "1777", "--size", str(size), "--tmpfs", path]
+    args += ["--perms", "0755", "--tmpfs", "/run"]
+    args += ["--perms", "1777", "--size", str(8 * MiB), "--tmpfs", "/run/lock"]
+    args += ["--perms", "1777", "--size", str(64 * MiB), "--tmpfs", "/run/user"]
+    args += ["--ro-bind", str(runtime / "pub"), PUB, "--ro-bind", str(infra), INFRA_DIR]
+    args += ["--bind", str(runtime / "sock"), SOCK, "--chdir", "/"]
+    args += ["--", "prlimit", f"--nproc={limits.pids}:{limits.pids}", "--"]
+    if not ident.rootless:  # bubblewrap runs as root here: drop to the desktop's uid, every capability and privilege
+        args += ["setpriv", f"--reuid={ident.uid}", f"--regid={ident.gid}", "--clear-groups", "--no-new-privs",
+                 "--inh-caps=-all", "--bounding-set=-all", "--"]  # fmt: skip
+    return args + command
+
+
+def keeper_argv(cgroup_procs: list[Path], argv: list[str]) -> list[str]:
+    """The keeper's command line around bubblewrap's (see KEEPER)."""
+    return ["/bin/sh", "-c", KEEPER, ":".join(str(p) for p in cgroup_procs), *argv]
+
+
+def passwd_files(ident: Identity) -> tuple[str, str]:
+    """/etc/passwd and /etc/group inside the sandbox: root and the desktop's `user`."""
+    passwd = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    passwd += f"user:x:{ident.uid}:{ident.gid}:verl-cua desktop:{HOME}:/bin/bash\n"
+    group = f"root:x:0:\nuser:x:{ident.gid}:\n"
+    return passwd, group
