@@ -152,7 +152,8 @@ class Desktop:
         number = self.display.lstrip(":")
         keep = {f"/tmp/.X11-unix/X{number}", f"/tmp/.X{number}-lock", "/tmp/.X11-unix"}
         bus = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
-        keep |= {part[5:] for item in bus.split(";") for part in item.split(",") if part.startswith("path=")}
+        params = [kv for item in bus.split(";") for kv in item.partition(":")[2].split(",")]  # unix:path=...,guid=...
+        keep |= {kv[5:] for kv in params if kv.startswith("path=")}
         xdg = os.environ.get("XDG_RUNTIME_DIR", "")
         left = []
         for root in (*EMPTIED_ON_REVERT, xdg):

@@ -351,6 +351,16 @@ class LocalDesktop:
                 return []
             return [p.pid for p in _namespace_processes(self.init)]
 
+    def host_pid(self, pid: int) -> int | None:
+        """The host pid of the sandbox's process `pid` (as the server inside reports it), None when there is none."""
+        for p in _namespace_processes(self.init) if self.init is not None else []:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{p.pid}/status") as f:
+                    nspid = next(line for line in f if line.startswith("NSpid:")).split()
+                if int(nspid[-1]) == pid and len(nspid) > 2:
+                    return p.pid
+        return None
+
     def usage(self) -> dict[str, int]:
         """`{pids, memory}` the desktop uses now, from its cgroups ({} without cgroups)."""
         return sandbox.cgroup_usage(self.cgroups)
