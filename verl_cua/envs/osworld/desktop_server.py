@@ -27,6 +27,7 @@ import hmac
 import io
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -66,10 +67,8 @@ class Desktop:
         self.template = args.template
         self.infra_dir = args.infra
         self.max_output = args.max_output_bytes
+        self.dbus_config = args.dbus_config
         self.infra: dict[str, subprocess.Popen] = {}
-        # the session bus daemon: dbus-run-session's other child, found before any app runs
-        self.dbus = next((pid for pid, (ppid, _) in _process_table().items() if ppid == os.getppid() and
-                          pid != os.getpid()), None)  # fmt: skip
         self.waiting: set[int] = set()  # pids a handler waits on (the reaper must not steal their status)
         self.spawn_lock = threading.Lock()  # spawn+register is atomic with respect to the reaper
         self.lock = threading.Lock()
@@ -89,6 +88,32 @@ class Desktop:
             time.sleep(0.05)
         _fix_keymap(self.display)
         self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
+        self.start_dbus()
+
+    def start_dbus(self) -> None:
+        """A fresh session bus (no service, name or activation environment of an earlier episode), for the apps."""
+        read, write = os.pipe()
+        daemon = [os.path.join(self.infra_dir, "dbus-daemon"), "--nofork", f"--print-address={write}"]
+        self.infra["dbus"] = self.spawn([*daemon, f"--config-file={self.dbus_config}"], quiet=True, pass_fds=(write,))
+        os.close(write)
+        address = b""
+        with os.fdopen(read, "rb") as pipe:
+            while not address.endswith(b"\n") and select.select([pipe], [], [], 10)[0]:
+                chunk = pipe.read1(4096)
+                if not chunk:
+                    break
+                address += chunk
+        if not address.strip():
+            raise RuntimeError("the session bus did not start")
+        os.environ["DBUS_SESSION_BUS_ADDRESS"] = address.decode().strip()
+
+    def stop_dbus(self) -> None:
+        """Kill the session bus (its activated services are apps, killed with them)."""
+        bus = self.infra.pop("dbus", None)
+        if bus is not None:
+            bus.kill()
+            bus.wait(timeout=5)
+            self.waiting.discard(bus.pid)
 
     def spawn(self, command, *, shell: bool = False, quiet: bool = False, **kwargs) -> subprocess.Popen:
         """Popen registered with the reaper (so it never reaps a child somebody waits on)."""
@@ -108,12 +133,11 @@ class Desktop:
         status: dict[str, int | None] = {"server": os.getpid()}
         for name, proc in self.infra.items():
             status[name] = proc.pid if proc.poll() is None else None
-        status["dbus"] = self.dbus if self.dbus is not None and _alive(self.dbus) else None
         return status
 
     def infra_pids(self) -> set[int]:
-        """PIDs that survive a revert: the namespace's init, dbus-run-session, D-Bus, this server, Xvfb, openbox."""
-        return {1, os.getppid(), *(pid for pid in self.infra_status().values() if pid is not None)}
+        """PIDs a revert's kill rounds spare: the namespace's init, this server, Xvfb, openbox, D-Bus."""
+        return {1, *(pid for pid in self.infra_status().values() if pid is not None)}
 
     def apps(self) -> list[int]:
         """Every live process of the PID namespace but the infrastructure, however it was started."""
@@ -121,7 +145,8 @@ class Desktop:
         return [pid for pid in _process_table() if pid not in keep and _alive(pid)]
 
     def revert(self, grace: float = 3.0, timeout: float = 10.0) -> dict:
-        """Kill every app process (SIGTERM, then SIGSTOP+SIGKILL rounds), reap them, restore HOME and /tmp."""
+        """Kill every app process (SIGTERM, then SIGSTOP+SIGKILL rounds) and reap them, restart D-Bus, restore HOME,
+        empty the private dirs."""
         victims = self.apps()
         for pid in victims:
             _signal(pid, signal.SIGTERM)
@@ -143,17 +168,16 @@ class Desktop:
             time.sleep(0.02)
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
             self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
+        self.stop_dbus()
         _restore_tree(self.template, self.home)
         tmp_left = self.clear_private_dirs()
+        self.start_dbus()
         return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left}
 
     def clear_private_dirs(self) -> list[str]:
-        """Empty /tmp (but the X and D-Bus sockets), /var/tmp, /dev/shm, /run/lock and the XDG dir; what is left."""
+        """Empty /tmp (but the X server's socket and lock), /var/tmp, /dev/shm, /run/lock and the XDG dir."""
         number = self.display.lstrip(":")
         keep = {f"/tmp/.X11-unix/X{number}", f"/tmp/.X{number}-lock", "/tmp/.X11-unix"}
-        bus = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
-        params = [kv for item in bus.split(";") for kv in item.partition(":")[2].split(",")]  # unix:path=...,guid=...
-        keep |= {kv[5:] for kv in params if kv.startswith("path=")}
         xdg = os.environ.get("XDG_RUNTIME_DIR", "")
         left = []
         for root in (*EMPTIED_ON_REVERT, xdg):
@@ -806,7 +830,8 @@ def main() -> None:
     parser.add_argument("--screen", default="1920x1080")
     parser.add_argument("--home", required=True)
     parser.add_argument("--template", required=True)
-    parser.add_argument("--infra", required=True, help="dir of the execute-only Xvfb and openbox")
+    parser.add_argument("--infra", required=True, help="dir of the execute-only Xvfb, openbox and dbus-daemon")
+    parser.add_argument("--dbus-config", required=True, help="the session bus configuration")
     parser.add_argument("--max-file-bytes", type=int, default=64 << 20)
     parser.add_argument("--max-output-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
@@ -844,7 +869,7 @@ def main() -> None:
     threading.Thread(target=reaper, daemon=True).start()
     print("ready", flush=True)
     server.serve_forever(poll_interval=0.2)
-    # leaving ends dbus-run-session and with it the namespace's init: the kernel kills whatever is left
+    # leaving ends the namespace's init (bubblewrap's, whose child we are): the kernel kills whatever is left
 
 
 if __name__ == "__main__":

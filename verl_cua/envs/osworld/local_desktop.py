@@ -50,7 +50,7 @@ REQUIRED_BINARIES = {  # binary -> Debian package
     "bwrap": "bubblewrap",
     "Xvfb": "xvfb",
     "openbox": "openbox",
-    "dbus-run-session": "dbus",
+    "dbus-daemon": "dbus",
     "xdotool": "xdotool",
     "wmctrl": "wmctrl",
     "xdpyinfo": "x11-utils",
@@ -237,14 +237,13 @@ class LocalDesktop:
             token_r, token_w = os.pipe()
             info_r, info_w = os.pipe()  # bubblewrap writes the namespace init's pid there
             inner = ["/usr/bin/env", "-i", *self._environment()]
-            inner += ["dbus-run-session", f"--dbus-daemon={sandbox.INFRA_DIR}/dbus-daemon"]
-            inner += [f"--config-file={sandbox.PUB}/dbus.conf", "--"]
             inner += [f"{DESKTOP_VENV}/bin/python", f"{sandbox.PUB}/server/desktop_server.py"]
             inner += ["--token-fd", str(token_r)]
             inner += ["--socket", f"{sandbox.SOCK}/server.sock", "--cdp-socket", f"{sandbox.SOCK}/cdp.sock"]
             inner += ["--cdp-port", str(CDP_PORT), "--display", f":{self.display}"]
             inner += ["--screen", f"{self.screen[0]}x{self.screen[1]}", "--home", sandbox.HOME]
             inner += ["--template", f"{sandbox.PUB}/home_template", "--infra", sandbox.INFRA_DIR]
+            inner += ["--dbus-config", f"{sandbox.PUB}/dbus.conf"]
             inner += ["--max-file-bytes", str(self.limits.max_file), "--max-output-bytes", str(self.limits.max_output)]
             argv = sandbox.bwrap_argv(
                 ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,

@@ -36,7 +36,7 @@ HOME = "/home/user"  # OSWorld's VM user is `user` with this HOME
 PUB = "/run/verl-cua"  # the runtime files, read-only inside
 SOCK = "/run/verl-cua-sock"  # server and CDP sockets, shared with the host
 INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries
-INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon", "dbus-run-session")
+INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon")
 CGROUP_FAILED, SANDBOX_FAILED = 98, 97  # keeper exit statuses: cgroup join failed; bubblewrap failed to set up
 GiB, MiB = 1 << 30, 1 << 20
 # The keeper: join the cgroups ($0, colon-separated cgroup.procs files), start bubblewrap (its stdin is /dev/null),
