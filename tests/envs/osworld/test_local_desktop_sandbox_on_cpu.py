@@ -371,5 +371,3 @@ def test_x_server_listens_on_its_private_unix_socket_only(desktop):
     listening = {c.laddr.port for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
     assert 6000 + desktop.display not in listening
     assert _sh(desktop, "xdpyinfo >/dev/null && echo ok")["output"] == "ok\n"  # the desktop's own clients connect
-
-

@@ -78,7 +78,7 @@ class Desktop:
         """Start Xvfb and openbox and wait until the display answers."""
         auth = os.environ["XAUTHORITY"]
         xvfb = [os.path.join(self.infra_dir, "Xvfb"), self.display, "-screen", "0", f"{self.width}x{self.height}x24"]
-        xvfb += ["-nolisten", "tcp"]
+        xvfb += ["-nolisten", "tcp", "-noreset"]
         xvfb += ["-nolisten", "local"]  # no abstract socket (network-namespace wide): the private /tmp socket only
         self.infra["xvfb"] = self.spawn([*xvfb, "-auth", auth], quiet=True)
         deadline = time.monotonic() + 20
@@ -86,8 +86,8 @@ class Desktop:
             if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"Xvfb {self.display} did not start")
             time.sleep(0.05)
-        _fix_keymap(self.display)
         self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
+        _fix_keymap(self.display)  # -noreset: the map holds after its last client leaves
         self.start_dbus()
 
     def start_dbus(self) -> None:
