@@ -8,7 +8,7 @@ set -euo pipefail
 DESKTOP_VENV=${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}
 APT_PACKAGES=(
     xvfb xauth openbox dbus dbus-x11 at-spi2-core x11-utils x11-xserver-utils xdotool wmctrl xterm
-    python3-venv python3-xlib python3-tk python3-pyatspi gnome-screenshot util-linux iptables
+    python3-venv python3-xlib python3-tk python3-pyatspi gnome-screenshot util-linux bubblewrap
     libreoffice-calc libreoffice-writer libreoffice-gtk3 chromium fonts-liberation
 )
 DESKTOP_PIP=("pyautogui==0.9.54" "pillow>=10")
@@ -37,5 +37,17 @@ if ! "$DESKTOP_VENV/bin/python" -c "import pyautogui, PIL.ImageGrab" 2>/dev/null
     /usr/bin/python3 -m venv --system-site-packages "$DESKTOP_VENV"
     "$DESKTOP_VENV/bin/python" -m pip --disable-pip-version-check -q install "${DESKTOP_PIP[@]}"
     chmod -R a+rX "$(dirname "$DESKTOP_VENV")"
+fi
+# earlier verl-cua versions filtered the desktops' traffic with an iptables chain; each desktop now has its own
+# network namespace, so a chain left by an older version is removed
+if [ "$(id -u)" -eq 0 ] && command -v iptables >/dev/null; then
+    for tool in iptables ip6tables; do
+        command -v "$tool" >/dev/null || continue
+        while "$tool" -S OUTPUT 2>/dev/null | grep -q -- "-j VERL_CUA_DESKTOP"; do
+            rule=$("$tool" -S OUTPUT | grep -m1 -- "-j VERL_CUA_DESKTOP" | sed 's/^-A OUTPUT //')
+            eval "$tool -D OUTPUT $rule" || break
+        done
+        "$tool" -F VERL_CUA_DESKTOP 2>/dev/null && "$tool" -X VERL_CUA_DESKTOP 2>/dev/null || true
+    done
 fi
 echo "local desktop ready: $DESKTOP_VENV/bin/python"

@@ -19,6 +19,7 @@ import pytest
 
 from verl_cua.envs import EnvPool, make_env
 from verl_cua.envs.osworld import local_desktop
+from verl_cua.envs.osworld import local_desktop as local_desktop_module
 from verl_cua.envs.osworld.local_desktop import REPO_ROOT, DesktopStartError, LocalDesktop
 
 TERM = {
@@ -117,7 +118,8 @@ def test_desktop_tmp_is_private_and_emptied_on_revert(env, tmp_path):
 def test_revert_kills_apps_and_restores_home(env):
     env.reset(TERM)
     infra = set(env.local.request("GET", "/_verl_cua/health").json()["infra"].values())
-    apps = [psutil.Process(pid) for pid in env.local.pids() if _ns_pid(pid) not in infra | {1, 2}]
+    inside = [p.pid for p in local_desktop_module._namespace_processes(env.local.init)]
+    apps = [psutil.Process(pid) for pid in inside if _ns_pid(pid) not in infra | {1}]
     assert any(p.name() == "xterm" for p in apps)
     _bash(env, "mkdir -p ~/junk && echo x > ~/junk/file")
     env.step("pyautogui.press('a')")  # marks the desktop used: the next reset reverts

@@ -120,8 +120,8 @@ def test_revert_kills_children_of_busy_threads_double_forked_and_spawned_during_
     assert result["left"] == [] and result["killed"], result
     assert _sleepers(desktop) == set()
     infra = {desktop.host_pid(pid) for pid in desktop.request("GET", "/_verl_cua/health").json()["infra"].values()}
-    infra |= {desktop.init.pid, *(p.pid for p in desktop.init.children())}  # the namespace's init, dbus-run-session
-    apps = [psutil.Process(pid) for pid in desktop.pids() if pid not in infra]
+    infra |= {desktop.init.pid, *(p.pid for p in desktop.init.children())}  # the namespace's init and the server
+    apps = [p for p in ld._namespace_processes(desktop.init) if p.pid not in infra]
     assert [p for p in apps if _running(p)] == []
     busy.join(10)
 

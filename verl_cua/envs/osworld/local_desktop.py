@@ -344,11 +344,17 @@ class LocalDesktop:
         return isinstance(infra, dict) and all(isinstance(infra.get(name), int) for name in INFRA)
 
     def pids(self) -> list[int]:
-        """Host pids of every process in the sandbox (its init and all it holds; the keeper outside is not)."""
+        """Host pids of every process of the desktop: the keeper, bubblewrap, and all of the sandbox's namespace."""
+        import psutil
+
         with self._lock:
-            if self.init is None:
+            if self.proc is None:
                 return []
-            return [p.pid for p in _namespace_processes(self.init)]
+            try:
+                keeper = psutil.Process(self.proc.pid)
+                return [keeper.pid, *(p.pid for p in keeper.children(recursive=True))]
+            except psutil.Error:
+                return []
 
     def host_pid(self, pid: int) -> int | None:
         """The host pid of the sandbox's process `pid` (as the server inside reports it), None when there is none."""
