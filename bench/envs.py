@@ -1,10 +1,10 @@
 """Env throughput and overhead, measured side by side in one run: `python -m bench.envs [--steps N]`.
 
 For MiniWoB++ (real headless Chromium) and the local OSWorld desktop (Xvfb + openbox + our server, driven by
-OSWorld's DesktopEnv with pause=0): reset and step medians; our overhead over the raw client call on the same
-browser/desktop (MiniWoB: `env.step(action)`; OSWorld: `execute_python_command` + `get_screenshot`; target
-<= 5% of step time); memory (PSS) per instance; aggregate steps/s for 1, 2, 4 and 8 envs in an `EnvPool`
-(threads); and, for MiniWoB, threads vs processes at 4.
+OSWorld's DesktopEnv with pause=0): reset and step medians (and the desktop's boot); our overhead over the raw
+client call on the same browser/desktop (MiniWoB: `env.step(action)`; OSWorld: `execute_python_command` +
+`get_screenshot`; target <= 5% of step time); memory (PSS) per instance; aggregate steps/s for 1, 2, 4 and 8
+envs in an `EnvPool` (threads); and, for MiniWoB, threads vs processes at 4.
 """
 
 from __future__ import annotations
@@ -82,8 +82,23 @@ def _local_desktop(pause: float = 0.0):
     return make_env("osworld", provider="local", action_format="pyautogui", pause=pause)
 
 
+def desktop_boot(times: int = 5) -> float:
+    """Median seconds from `LocalDesktop.start()` to the first screenshot served (sandbox, Xvfb, openbox, D-Bus)."""
+    from verl_cua.envs.osworld.local_desktop import LocalDesktop
+
+    boots = []
+    for _ in range(times):
+        desktop = LocalDesktop(screen=(1920, 1080))
+        t = time.perf_counter()
+        desktop.start()
+        boots.append(time.perf_counter() - t)
+        desktop.stop()
+    return statistics.median(boots)
+
+
 def desktop_overhead(steps: int) -> dict:
     """The same medians on one local OSWorld desktop; memory with an xterm and with LibreOffice Calc open."""
+    boot = desktop_boot()
     env = _local_desktop()
     try:
         resets = []
@@ -113,6 +128,7 @@ def desktop_overhead(steps: int) -> dict:
         env.close()
     ours_med, raw_med = statistics.median(ours), statistics.median(raw)
     return {
+        "boot_median_s": round(boot, 2),
         "reset_median_ms": round(1000 * statistics.median(resets), 1),
         "step_median_ms": round(1000 * ours_med, 1),
         "raw_step_median_ms": round(1000 * raw_med, 1),
@@ -215,7 +231,8 @@ def main() -> None:
 def _print_desktop(m: dict, steps: int) -> None:
     print(f"Local OSWorld desktop (Xvfb 1920x1080 + openbox + xterm, DesktopEnv pause=0, {steps} steps per env)")
     print(
-        f"  reset median {m['reset_median_ms']} ms (revert + setup), step median {m['step_median_ms']} ms "
+        f"  boot median {m['boot_median_s']} s, reset median {m['reset_median_ms']} ms (revert + setup), "
+        f"step median {m['step_median_ms']} ms "
         f"(raw client {m['raw_step_median_ms']} ms): our overhead {m['overhead_pct']}% of step time"
     )
     print(

@@ -92,12 +92,14 @@ def identity(slot: int) -> Identity:
     """Root: a uid of its own per desktop (no passwd entry on the host); otherwise a user namespace."""
     if os.geteuid() != 0:
         return Identity(ROOTLESS_UID, ROOTLESS_UID, rootless=True)
-    uid = UID_BASE + slot
-    with contextlib.suppress(KeyError):
-        import pwd
+    import pwd
 
-        raise RuntimeError(f"uid {uid} belongs to {pwd.getpwuid(uid).pw_name}: set VERL_CUA_DESKTOP_UID_BASE")
-    return Identity(uid, uid, rootless=False)
+    uid = UID_BASE + slot
+    try:
+        owner = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return Identity(uid, uid, rootless=False)
+    raise RuntimeError(f"uid {uid} belongs to {owner}: set VERL_CUA_DESKTOP_UID_BASE to a free range")
 
 
 @functools.lru_cache(maxsize=1)
