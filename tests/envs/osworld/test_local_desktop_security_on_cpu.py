@@ -329,6 +329,36 @@ def test_the_openings_refuse_other_local_users_and_the_server_refuses_requests_w
     d.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()
 
 
+FAKE_SERVER = """
+import os, socket, threading
+path = '/run/verl-cua-sock/server.sock'
+os.unlink(path)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(8)
+reply = b'HTTP/1.0 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: 41\\r\\n\\r\\n'
+reply += b'{"status": "success", "killed": true, "left": []}'[:41]
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(reply)
+    c.close()
+"""
+
+
+def test_a_server_of_the_agents_own_on_the_servers_socket_is_never_talked_to(local_desktop):
+    d = LocalDesktop(screen=(640, 480))
+    d.start()
+    try:
+        d.request("POST", "/setup/launch", json={"command": ["python3", "-c", FAKE_SERVER]}, timeout=10)
+        time.sleep(1.0)  # the fake now holds the socket's path: it would answer revert, screenshots, evaluators
+        with pytest.raises(requests.ConnectionError):
+            d.request("POST", "/_verl_cua/revert", timeout=10)
+        assert not d.healthy()  # the env reports an infra failure and restarts the desktop
+    finally:
+        d.stop()
+
+
 def _status(url: str, token: bool = True) -> int:
     try:
         return requests.get(url, timeout=5, auth=None if token else ("", "")).status_code

@@ -4,7 +4,9 @@ The desktop has no network route to the host and the host none into the desktop:
 listen on unix sockets in a directory bound into the sandbox. OSWorld's client speaks HTTP to `ip:port`, so the
 host opens a TCP listener on the desktop's own loopback address and pipes each connection to the socket. Only
 processes of this host user (the trainer, its Ray workers) may connect: the peer's uid is looked up in
-/proc/net/tcp; any other local user is refused before a byte reaches the desktop.
+/proc/net/tcp; any other local user is refused before a byte reaches the desktop. The socket's own end is checked
+too: the desktop's user could replace the socket file with a server of its own (to fake a revert or an
+evaluator's answer), so the process listening on it must be the one the host started (SO_PEERCRED).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import logging
 import os
 import selectors
 import socket
+import struct
 import threading
+from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +47,13 @@ def peer_uid(conn: socket.socket) -> int | None:
 class UnixRelay:
     """A listener on (host, port) whose connections are piped to `target` (a unix socket), one thread each."""
 
-    def __init__(self, host: str, target: str, *, allowed_uids: set[int] | None = None):
+    def __init__(
+        self, host: str, target: str, *, allowed_uids: set[int] | None = None,
+        listener_pid: Callable[[], int | None] | None = None,
+    ):  # fmt: skip
         self.target = target
         self.allowed_uids = allowed_uids if allowed_uids is not None else {os.geteuid()}
+        self.listener_pid = listener_pid
         self._listener = socket.create_server((host, 0))
         self.port = self._listener.getsockname()[1]
         self._closed = threading.Event()
@@ -78,6 +86,12 @@ class UnixRelay:
             upstream.settimeout(10)
             upstream.connect(self.target)
             upstream.settimeout(None)
+            if self.listener_pid is not None:
+                pid = struct.unpack("3i", upstream.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+                if pid != self.listener_pid():
+                    logger.warning("desktop relay %s: the socket is served by pid %s, not the desktop's server; "
+                                   "refused", self.target, pid)  # fmt: skip
+                    return
             _shuttle(client, upstream)
         except OSError:
             pass

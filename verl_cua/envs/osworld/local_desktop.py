@@ -200,6 +200,7 @@ class LocalDesktop:
         self.limits = limits or sandbox.Limits.from_env()
         self.proc: subprocess.Popen | None = None  # the keeper (outside the sandbox)
         self.init = None  # psutil.Process of the sandbox's PID-namespace init (its death ends the namespace)
+        self._server: int | None = None  # host pid of the server inside (the only process the relays talk to)
         self.runtime: Path | None = None
         self.identity: sandbox.Identity | None = None
         self.cgroups: list[Path] = []
@@ -285,7 +286,7 @@ class LocalDesktop:
             for relay in self._relays:
                 relay.close()
             self._relays = []
-            init, self.init = self.init, None
+            init, self.init, self._server = self.init, None, None
             if init is not None:
                 _kill(init)
             proc, self.proc = self.proc, None
@@ -365,6 +366,16 @@ class LocalDesktop:
                 if int(nspid[-1]) == pid and len(nspid) > 2:
                     return p.pid
         return None
+
+    def _server_pid(self) -> int | None:
+        """Host pid of the desktop's server: the only child of the namespace's init (found once, then kept)."""
+        import psutil
+
+        if self._server is None and self.init is not None:
+            with contextlib.suppress(psutil.Error):
+                children = self.init.children()
+                self._server = children[0].pid if len(children) == 1 else None
+        return self._server
 
     def usage(self) -> dict[str, int]:
         """`{pids, memory}` the desktop uses now, from its cgroups ({} without cgroups)."""
@@ -448,7 +459,10 @@ class LocalDesktop:
             os.close(info_r)
         if self.init is not None:
             sock = self.runtime / "sock"
-            self._relays = [UnixRelay(self.host, str(sock / name)) for name in ("server.sock", "cdp.sock")]
+            self._relays = [
+                UnixRelay(self.host, str(sock / name), listener_pid=self._server_pid)
+                for name in ("server.sock", "cdp.sock")
+            ]
             self.port, self.cdp_port = self._relays[0].port, self._relays[1].port
         while self.init is not None and time.monotonic() < deadline:
             if self.proc.poll() is not None or not _running(self.init):
