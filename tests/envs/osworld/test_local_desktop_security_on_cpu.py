@@ -2,8 +2,10 @@
 server or typed into its xterm), each asserting containment: persistence across reset and close, reward
 carry-over, the desktop outliving its owner, one desktop reaching another, exhausting the host, seeing the host,
 reaching the host's services, the openings used by other local users, code planted in the infrastructure, and the
-typing bug. Network probes target only this machine's loopback and its own interface addresses."""
+typing bug, and the opt-in egress (public addresses only). Network probes target only this machine's loopback and
+its own interface addresses."""
 
+import ipaddress
 import json
 import os
 import shutil
@@ -12,6 +14,7 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +23,7 @@ import pytest
 import requests
 
 from verl_cua.envs import make_env
-from verl_cua.envs.osworld import sandbox
+from verl_cua.envs.osworld import egress, sandbox
 from verl_cua.envs.osworld.local_desktop import REPO_ROOT, RUNTIME_ROOT, LocalDesktop
 
 MiB = 1 << 20
@@ -434,3 +437,93 @@ def test_a_rootless_desktop_runs_contained(local_desktop):
     assert "Permission denied" in shadow and "Read-only file system" in usr
     assert _running(report["pids"]) == []
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+# -- opt-in egress: the web through the host's proxy, public addresses only -----------------------------------------
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "192.0.2.1",
+        "::1",
+        "fe80::1",
+        "fc00::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+    ],  # fmt: skip
+)
+def test_egress_refuses_every_non_public_address(address):
+    assert not egress.public_only(ipaddress.ip_address(address), set(), [])
+
+
+def test_egress_allows_public_addresses_but_never_this_hosts_own_or_its_networks():
+    public = [ipaddress.ip_address(a) for a in ("8.8.8.8", "1.1.1.1", "2606:4700::1111", "::ffff:8.8.8.8")]
+    assert all(egress.public_only(ip, set(), []) for ip in public)
+    assert not egress.public_only(ipaddress.ip_address("8.8.8.8"), {ipaddress.ip_address("8.8.8.8")}, [])
+    assert not egress.public_only(ipaddress.ip_address("93.184.216.34"), set(), [ipaddress.ip_network("93.184.0.0/16")])
+    own, nets = egress.host_networks()
+    assert all(not egress.public_only(ip, own, nets) for ip in own)  # this machine's own addresses, as found
+
+
+@pytest.fixture
+def web_server():
+    """An HTTP server on this host's loopback (what a desktop must not reach unless the test widens the policy)."""
+    import http.server
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = b"hello from the host"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def test_with_egress_on_the_host_and_private_ranges_stay_unreachable(local_desktop, web_server):
+    d = LocalDesktop(screen=(640, 480), network="egress")
+    d.start()
+    try:
+        hosts = ["127.0.0.1", "10.0.0.1", "169.254.169.254", d.host]
+        hosts += [a.address for addrs in psutil.net_if_addrs().values() for a in addrs if a.family == socket.AF_INET]
+        curl = "curl -s -o /dev/null --max-time 5"
+        proxied = f"{curl} --noproxy '' -x $http_proxy"
+        script = "".join(  # through the proxy (plain and CONNECT), then around it
+            f"{proxied} -w '%{{http_code}} ' http://{h}:{web_server}/; "
+            f"{proxied} -w '%{{http_connect}} ' -p http://{h}:{web_server}/; "
+            f"{curl} -w '%{{http_code}}\\n' --noproxy '*' http://{h}:{web_server}/; "
+            for h in hosts
+        )
+        lines = _sh(d, script, timeout=120)["output"].strip().split("\n")
+        assert lines == ["403 403 000"] * len(hosts), lines  # refused by the proxy; no route around it
+    finally:
+        d.stop()
+
+
+def test_egress_tunnels_plain_and_connect_requests_when_the_policy_allows_the_test_servers_address(
+    local_desktop, web_server
+):  # the tunnel's plumbing, with the policy widened to the test's own loopback server
+    d = LocalDesktop(screen=(640, 480), network="egress")
+    d.start()
+    try:
+        d._egress.allowed = lambda ip: str(ip) == "127.0.0.1"
+        url = f"http://127.0.0.1:{web_server}/"
+        curl = "curl -s --max-time 10 --noproxy '' -x $http_proxy"
+        out = _sh(d, f"{curl} {url}; echo; {curl} -p {url}; echo", timeout=60)
+        assert out["output"] == "hello from the host\n" * 2, out
+    finally:
+        d.stop()

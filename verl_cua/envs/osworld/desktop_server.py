@@ -111,8 +111,7 @@ class Desktop:
         """Kill the session bus (its activated services are apps, killed with them)."""
         bus = self.infra.pop("dbus", None)
         if bus is not None:
-            bus.kill()
-            bus.wait(timeout=5)
+            bus.kill()  # SIGKILL cannot be refused: the reaper collects it, the revert does not wait for its teardown
             self.waiting.discard(bus.pid)
 
     def spawn(self, command, *, shell: bool = False, quiet: bool = False, **kwargs) -> subprocess.Popen:
@@ -146,7 +145,15 @@ class Desktop:
 
     def revert(self, grace: float = 3.0, timeout: float = 10.0) -> dict:
         """Kill every app process (SIGTERM, then SIGSTOP+SIGKILL rounds) and reap them, restart D-Bus, restore HOME,
-        empty the private dirs."""
+        empty the private dirs; `phases_ms` says where the time went."""
+        clock, phases = time.perf_counter(), {}
+
+        def phase(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            phases[name] = round(1000 * (now - clock), 1)
+            clock = now
+
         victims = self.apps()
         for pid in victims:
             _signal(pid, signal.SIGTERM)
@@ -154,7 +161,9 @@ class Desktop:
         while victims and time.monotonic() < deadline:
             self.reap()
             victims = [pid for pid in victims if _alive(pid)]
-            time.sleep(0.05)
+            if victims:
+                time.sleep(0.01)
+        phase("term")
         deadline = time.monotonic() + timeout
         while True:  # each round re-reads the process table: what forked meanwhile is caught by the next one
             self.reap()
@@ -166,13 +175,18 @@ class Desktop:
             for pid in victims:
                 _signal(pid, signal.SIGKILL)
             time.sleep(0.02)
+        phase("kill")
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
             self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
         self.stop_dbus()
+        phase("dbus_stop")
         _restore_tree(self.template, self.home)
+        phase("home")
         tmp_left = self.clear_private_dirs()
+        phase("dirs")
         self.start_dbus()
-        return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left}
+        phase("dbus_start")
+        return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left, "phases_ms": phases}
 
     def clear_private_dirs(self) -> list[str]:
         """Empty /tmp (but the X server's socket and lock), /var/tmp, /dev/shm, /run/lock and the XDG dir."""
@@ -791,19 +805,6 @@ def relay(path: str, target_port: int) -> None:
     listener.bind(path)
     listener.listen(64)
 
-    def pipe(src, dst):
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
     def serve():
         while True:
             client, _ = listener.accept()
@@ -813,10 +814,45 @@ def relay(path: str, target_port: int) -> None:
             except OSError:
                 client.close()
                 continue
-            threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
+
+
+def listen_relay(port: int, path: str) -> None:
+    """Forward TCP connections to 127.0.0.1:port to unix socket `path` (the apps' web proxy, on the host side)."""
+    listener = socket.create_server(("127.0.0.1", port))
+
+    def serve():
+        while True:
+            client, _ = listener.accept()
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                upstream.connect(path)
+            except OSError:
+                client.close()
+                upstream.close()
+                continue
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def _pipe(src, dst) -> None:
+    """Copy src to dst until src ends, then shut both down."""
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def main() -> None:
@@ -832,6 +868,8 @@ def main() -> None:
     parser.add_argument("--template", required=True)
     parser.add_argument("--infra", required=True, help="dir of the execute-only Xvfb, openbox and dbus-daemon")
     parser.add_argument("--dbus-config", required=True, help="the session bus configuration")
+    parser.add_argument("--proxy-socket", default="", help="the host's web proxy (egress on): served at --proxy-port")
+    parser.add_argument("--proxy-port", type=int, default=3128)
     parser.add_argument("--max-file-bytes", type=int, default=64 << 20)
     parser.add_argument("--max-output-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
@@ -845,6 +883,12 @@ def main() -> None:
     if len(token) < 16:
         sys.exit("no token on --token-fd")
     os.umask(0o077)
+    if args.proxy_socket:  # the apps reach the web only through the host's proxy, which refuses non-public addresses
+        listen_relay(args.proxy_port, args.proxy_socket)
+        proxy = f"http://127.0.0.1:{args.proxy_port}"
+        for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "VERL_CUA_PROXY"):
+            os.environ[var] = proxy
+        os.environ["no_proxy"] = os.environ["NO_PROXY"] = "localhost,127.0.0.1,::1"
     desktop = Desktop(args)
     _restore_tree(args.template, args.home)
     desktop.clear_private_dirs()

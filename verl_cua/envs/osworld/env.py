@@ -73,9 +73,10 @@ class OSWorldEnv:
                 from verl_cua.envs.osworld.local_desktop import LocalDesktop
                 from verl_cua.envs.osworld.provider import LocalProvider, LocalVMManager, desktop_env_with_provider
 
+                network = provider_kwargs.pop("network", None)
                 if provider_kwargs:
                     raise ValueError(f"the local provider takes no {', '.join(sorted(provider_kwargs))}")
-                self.local = LocalDesktop(screen=tuple(screen), start_timeout=start_timeout)
+                self.local = LocalDesktop(screen=tuple(screen), start_timeout=start_timeout, network=network)
                 self._desktop = desktop_env_with_provider(LocalVMManager(), LocalProvider(self.local), **kwargs)
                 self._tighten_retries()
             else:

@@ -59,6 +59,7 @@ REQUIRED_BINARIES = {  # binary -> Debian package
 }
 FIRST_DISPLAY = 100
 INFRA = ("server", "xvfb", "openbox", "dbus")  # what healthy() requires alive (the server's health names them)
+NETWORKS = ("none", "egress")  # none: loopback only; egress: the web through the host's proxy (public addresses only)
 PROXY_EXEMPT = "127.77.0.0/16"  # every desktop's loopback address: never through the user's HTTP proxy
 CDP_PORT = 9222  # Chromium's CDP inside the desktop's own network namespace (so the same for every desktop)
 # D-Bus session config: the standard one minus the user's service dirs ($XDG_DATA_HOME/dbus-1/services), so the
@@ -88,7 +89,8 @@ IFS='
 '
 exec /usr/bin/chromium --remote-debugging-port={CDP_PORT} --remote-debugging-address=127.0.0.1 \\
     --no-first-run --no-default-browser-check --disable-gpu --no-sandbox --password-store=basic \\
-    --disable-dev-shm-usage --user-data-dir="$HOME/.config/chromium" $args
+    --disable-dev-shm-usage --user-data-dir="$HOME/.config/chromium" \\
+    ${{VERL_CUA_PROXY:+--proxy-server=$VERL_CUA_PROXY}} $args
 """
 
 
@@ -192,9 +194,14 @@ class LocalDesktop:
 
     def __init__(
         self, *, screen: tuple[int, int] = (1920, 1080), start_timeout: float = 60.0,
-        limits: sandbox.Limits | None = None,
+        limits: sandbox.Limits | None = None, network: str | None = None,
     ):  # fmt: skip
+        network = network or os.environ.get("VERL_CUA_DESKTOP_NETWORK", "none")
+        if network not in NETWORKS:
+            raise ValueError(f"unknown local desktop network {network!r}; valid: {', '.join(NETWORKS)}")
         check_system()
+        self.network = network
+        self._egress = None
         self.screen = screen
         self.start_timeout = start_timeout
         self.limits = limits or sandbox.Limits.from_env()
@@ -246,6 +253,11 @@ class LocalDesktop:
             inner += ["--template", f"{sandbox.PUB}/home_template", "--infra", sandbox.INFRA_DIR]
             inner += ["--dbus-config", f"{sandbox.PUB}/dbus.conf"]
             inner += ["--max-file-bytes", str(self.limits.max_file), "--max-output-bytes", str(self.limits.max_output)]
+            if self.network == "egress":
+                from verl_cua.envs.osworld.egress import EgressProxy
+
+                self._egress = EgressProxy(str(runtime / "sock" / "proxy.sock"))
+                inner += ["--proxy-socket", f"{sandbox.SOCK}/proxy.sock"]
             argv = sandbox.bwrap_argv(
                 ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,
                 info_fd=info_w, command=inner,
@@ -283,9 +295,9 @@ class LocalDesktop:
     def stop(self) -> None:
         """Kill the sandbox's PID namespace (every process in it), close the openings, remove the runtime dir."""
         with self._lock:
-            for relay in self._relays:
+            for relay in [*self._relays, *([self._egress] if self._egress is not None else [])]:
                 relay.close()
-            self._relays = []
+            self._relays, self._egress = [], None
             init, self.init, self._server = self.init, None, None
             if init is not None:
                 _kill(init)
