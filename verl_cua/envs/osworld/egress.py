@@ -19,7 +19,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from verl_cua.envs.osworld.host_relay import _shuttle
+from verl_cua.envs.osworld.host_relay import shuttle
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class EgressProxy:
                 upstream.sendall(request.encode("latin-1") + rest)
             client.settimeout(None)
             upstream.settimeout(None)
-            _shuttle(client, upstream)
+            shuttle(client, upstream)
         except (OSError, ValueError):
             pass
         finally:

@@ -92,7 +92,7 @@ class UnixRelay:
                     logger.warning("desktop relay %s: the socket is served by pid %s, not the desktop's server; "
                                    "refused", self.target, pid)  # fmt: skip
                     return
-            _shuttle(client, upstream)
+            shuttle(client, upstream)
         except OSError:
             pass
         finally:
@@ -101,7 +101,7 @@ class UnixRelay:
                     sock.close()
 
 
-def _shuttle(a: socket.socket, b: socket.socket) -> None:
+def shuttle(a: socket.socket, b: socket.socket) -> None:
     """Copy both ways until both sides have finished sending (half-closes forwarded)."""
     peers = {a: b, b: a}
     open_ends = {a, b}
