@@ -80,15 +80,26 @@ class Desktop:
         xvfb = [os.path.join(self.infra_dir, "Xvfb"), self.display, "-screen", "0", f"{self.width}x{self.height}x24"]
         xvfb += ["-nolisten", "tcp", "-noreset"]
         xvfb += ["-nolisten", "local"]  # no abstract socket (network-namespace wide): the private /tmp socket only
-        self.infra["xvfb"] = self.spawn([*xvfb, "-auth", auth], quiet=True)
+        self.start_dbus()  # needs no display: up while Xvfb starts
+        xvfb += ["-auth", auth]
+        self.infra["xvfb"] = self.spawn(xvfb, stdout=subprocess.DEVNULL)  # its stderr goes to server.log
         deadline = time.monotonic() + 20
-        while self.output(["xdpyinfo"]) is None:
-            if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Xvfb {self.display} did not start")
-            time.sleep(0.05)
+        from Xlib import display as xdisplay
+        from Xlib import error as xerror
+
+        while True:  # a connection attempt is cheap: no helper process per poll
+            try:
+                conn = xdisplay.Display(self.display)
+                break
+            except (xerror.DisplayError, OSError):
+                if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"Xvfb {self.display} did not start") from None
+                time.sleep(0.005)
         self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
-        _fix_keymap(self.display)  # -noreset: the map holds after its last client leaves
-        self.start_dbus()
+        try:
+            _fix_keymap(conn)  # -noreset: the map holds after its last client leaves
+        finally:
+            conn.close()
 
     def start_dbus(self) -> None:
         """A fresh session bus (no service, name or activation environment of an earlier episode), for the apps."""
@@ -107,12 +118,20 @@ class Desktop:
             raise RuntimeError("the session bus did not start")
         os.environ["DBUS_SESSION_BUS_ADDRESS"] = address.decode().strip()
 
-    def stop_dbus(self) -> None:
-        """Kill the session bus (its activated services are apps, killed with them)."""
+    def stop_dbus(self) -> threading.Thread | None:
+        """Kill the session bus (its activated services are apps, killed with them); the thread that waits for it."""
         bus = self.infra.pop("dbus", None)
-        if bus is not None:
-            bus.kill()  # SIGKILL cannot be refused: the reaper collects it, the revert does not wait for its teardown
+        if bus is None:
+            return None
+        bus.kill()
+
+        def reap():
+            bus.wait()
             self.waiting.discard(bus.pid)
+
+        waiter = threading.Thread(target=reap, daemon=True)  # its teardown overlaps the rest of the revert
+        waiter.start()
+        return waiter
 
     def spawn(self, command, *, shell: bool = False, quiet: bool = False, **kwargs) -> subprocess.Popen:
         """Popen registered with the reaper (so it never reaps a child somebody waits on)."""
@@ -178,14 +197,16 @@ class Desktop:
         phase("kill")
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
             self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
-        self.stop_dbus()
-        phase("dbus_stop")
+        old_bus = self.stop_dbus()
         _restore_tree(self.template, self.home)
         phase("home")
         tmp_left = self.clear_private_dirs()
         phase("dirs")
         self.start_dbus()
         phase("dbus_start")
+        if old_bus is not None:
+            old_bus.join(5)
+        phase("dbus_gone")
         return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left, "phases_ms": phases}
 
     def clear_private_dirs(self) -> list[str]:
@@ -228,17 +249,16 @@ class Desktop:
         ]
         for reader in readers:
             reader.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        waiter = threading.Thread(target=proc.wait, daemon=True)  # a blocking waitpid: no polling latency
+        waiter.start()
+        waiter.join(timeout)
+        timed_out = waiter.is_alive()
+        if timed_out:
             for pid in [proc.pid, *_descendants(proc.pid)]:
                 _signal(pid, signal.SIGKILL)
             _signal(-proc.pid, signal.SIGKILL)
-            proc.wait(timeout=DRAIN_TIMEOUT)
-        finally:
-            self.waiting.discard(proc.pid)
+            waiter.join(DRAIN_TIMEOUT)
+        self.waiting.discard(proc.pid)
         for reader in readers:  # a process that left the group may still hold the pipes: wait for them only so long
             reader.join(DRAIN_TIMEOUT)
         output, error = _capped_text(out, self.max_output), _capped_text(err, self.max_output)
@@ -352,34 +372,33 @@ def _capped_text(buf: bytearray, cap: int) -> str:
     return text + f"\n[output cut at {cap} bytes]" if len(buf) > cap else text
 
 
-def _fix_keymap(display: str) -> None:
-    """Make every printable ASCII character reachable the way pyautogui types it.
+def _fix_keymap(conn) -> None:
+    """Make every printable ASCII character reachable the way pyautogui types it (`conn`: a python-xlib Display).
 
     pyautogui presses the first keycode holding a character's keysym (lowest level, then lowest keycode) and adds
     Shift for its "shift characters". On Xvfb's default map `less` sits unshifted on the ISO key (94) and shifted
     on the comma key, so typing `<` gave `>`. Each such stray entry is removed until pyautogui's choice is right.
     """
-    from Xlib import display as xdisplay
-
     shifted = set('~!@#$%^&*()_+{}|:"<>?')
-    conn = xdisplay.Display(display)
-    try:
-        first = conn.display.info.min_keycode
-        table = [list(row) for row in conn.get_keyboard_mapping(first, conn.display.info.max_keycode - first + 1)]
-        changed = False
-        for code in range(0x21, 0x7F):
-            char = chr(code)
-            need = 1 if char.isupper() or char in shifted else 0
-            hits = sorted((level, i) for i, row in enumerate(table) for level, sym in enumerate(row[:2]) if sym == code)
-            while len(hits) > 1 and hits[0][0] != need and any(level == need for level, _ in hits):
-                level, i = hits.pop(0)
-                table[i][level] = 0
-                changed = True
-        if changed:
-            conn.change_keyboard_mapping(first, table)
-            conn.sync()
-    finally:
-        conn.close()
+    first = conn.display.info.min_keycode
+    table = [list(row) for row in conn.get_keyboard_mapping(first, conn.display.info.max_keycode - first + 1)]
+    positions: dict[int, list[tuple[int, int]]] = {}  # printable keysym -> (level, row) of each place it sits
+    for i, row in enumerate(table):
+        for level, sym in enumerate(row[:2]):
+            if 0x21 <= sym < 0x7F:
+                positions.setdefault(sym, []).append((level, i))
+    changed = False
+    for code, hits in positions.items():
+        char = chr(code)
+        need = 1 if char.isupper() or char in shifted else 0
+        hits.sort()
+        while len(hits) > 1 and hits[0][0] != need and any(level == need for level, _ in hits):
+            level, i = hits.pop(0)
+            table[i][level] = 0
+            changed = True
+    if changed:
+        conn.change_keyboard_mapping(first, table)
+        conn.sync()
 
 
 def _state(pid: int) -> str:

@@ -476,9 +476,13 @@ class LocalDesktop:
                 for name in ("server.sock", "cdp.sock")
             ]
             self.port, self.cdp_port = self._relays[0].port, self._relays[1].port
+        server_socket = self.runtime / "sock" / "server.sock" if self.init is not None else None
         while self.init is not None and time.monotonic() < deadline:
             if self.proc.poll() is not None or not _running(self.init):
                 break
+            if not server_socket.exists():  # cheap: the server binds its socket once the desktop is up
+                time.sleep(0.01)
+                continue
             try:
                 response = self.request("GET", "/screenshot", timeout=5)
                 if response.status_code == 200:
@@ -486,7 +490,7 @@ class LocalDesktop:
                 last = f"HTTP {response.status_code}"
             except requests.RequestException as exc:
                 last = type(exc).__name__
-            time.sleep(0.1)
+            time.sleep(0.02)
         log = ""
         if self.runtime is not None and (self.runtime / "server.log").exists():
             lines = (self.runtime / "server.log").read_text(errors="replace").strip().splitlines()
