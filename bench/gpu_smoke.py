@@ -1,0 +1,113 @@
+"""GPU smoke test of the torch-side pieces (no verl, no Ray): `python -m bench.gpu_smoke [--device cuda]`.
+
+Each check runs on its own and prints one JSON line (ok, figures, or the error), so one failure shows the rest:
+- `sdpo_logit`: the top-k log-probs and the logit-level SDPO loss on a Qwen-sized vocabulary (151,936) in bf16
+  logits, against the same computation in float64 on the CPU, and its backward;
+- `tiny_<family>`: a tiny random Qwen2.5-VL / Qwen3-VL built here, one forward with a screenshot-sized image
+  in bf16 on the device against float32 on the CPU (max |logit difference|), and a backward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+import traceback
+
+
+def sdpo_logit(device: str) -> dict:
+    """Top-100 SDPO loss on [4, 512, 151936] bf16 logits: device vs float64 CPU, and its gradient."""
+    import torch
+
+    from verl_cua.algos.sdpo import sdpo_logit_loss, topk_log_probs
+
+    g = torch.Generator().manual_seed(0)
+    student = (torch.randn(4, 512, 151936, generator=g) * 3).to(torch.bfloat16)
+    teacher = (student.float() + torch.randn(student.shape, generator=g)).to(torch.bfloat16)
+    ref_s, ids = topk_log_probs(student.double(), k=100)
+    ref_t, _ = topk_log_probs(teacher.double(), ids=ids)
+    reference = sdpo_logit_loss(ref_s, ref_t, alpha=0.5).mean().item()
+    s = student.to(device).requires_grad_(True)
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    ds, dids = topk_log_probs(s, k=100)
+    dt, _ = topk_log_probs(teacher.to(device), ids=dids)
+    loss = sdpo_logit_loss(ds, dt, alpha=0.5).mean()
+    loss.backward()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    out = {
+        "loss": loss.item(), "reference_fp64_cpu": reference, "abs_err": abs(loss.item() - reference),
+        "same_topk_ids_frac": (dids.cpu() == ids).float().mean().item(),
+        "grad_finite": bool(torch.isfinite(s.grad).all().item()), "seconds": round(time.perf_counter() - t0, 3),
+    }  # fmt: skip
+    if device == "cuda":
+        out["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    out["ok"] = out["abs_err"] < 1e-2 and out["grad_finite"]
+    return out
+
+
+def tiny(family: str, device: str) -> dict:
+    """A tiny random model of `family`: bf16 forward on `device` vs float32 on the CPU, then a backward."""
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    path = build_tiny_model(family, f"{tempfile.mkdtemp()}/{family}")
+    processor = AutoProcessor.from_pretrained(path)
+    image = Image.new("RGB", (1280, 720), (40, 90, 200))
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Click the button."}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(text=[text], images=[image], return_tensors="pt")
+    cpu = AutoModelForImageTextToText.from_pretrained(path, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        ref = cpu(**inputs).logits.float()
+    model = AutoModelForImageTextToText.from_pretrained(path, torch_dtype=torch.bfloat16).to(device)
+    moved = {k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()}
+    t0 = time.perf_counter()
+    logits = model(**moved).logits
+    logits.float().logsumexp(-1).mean().backward()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    diff = (logits.detach().float().cpu() - ref).abs().max().item()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return {
+        "tokens": int(inputs["input_ids"].shape[1]), "max_abs_logit_diff_bf16": diff,
+        "ref_logit_scale": ref.abs().max().item(), "params_with_grad": len(grads),
+        "grads_finite": all(bool(torch.isfinite(g).all()) for g in grads),
+        "seconds": round(time.perf_counter() - t0, 3), "ok": diff < 0.1 * max(1.0, ref.abs().max().item()),
+    }  # fmt: skip
+
+
+def main() -> None:
+    """Run every check; one JSON line each."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    import torch
+    import transformers
+
+    env = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
+    if args.device == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "NO CUDA"
+    print(json.dumps({"check": "env", **env}), flush=True)
+    checks = {"sdpo_logit": lambda: sdpo_logit(args.device)}
+    for family in ("qwen25vl", "qwen3vl"):
+        checks[f"tiny_{family}"] = lambda family=family: tiny(family, args.device)
+    for name, check in checks.items():
+        try:
+            result = check()
+        except Exception as exc:  # each check reports, the others still run
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            result = {"ok": False, "error": error, "where": traceback.format_exc()[-800:]}
+        print(json.dumps({"check": name, **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
