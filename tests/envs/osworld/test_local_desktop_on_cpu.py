@@ -21,6 +21,7 @@ from verl_cua.envs import EnvPool, make_env
 from verl_cua.envs.osworld import local_desktop
 from verl_cua.envs.osworld import local_desktop as local_desktop_module
 from verl_cua.envs.osworld.local_desktop import REPO_ROOT, DesktopStartError, LocalDesktop
+from verl_cua.testing.desktops import running
 
 TERM = {
     "id": "test-xterm",
@@ -216,17 +217,6 @@ time.sleep(600)
 """
 
 
-def _running(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
 @pytest.mark.parametrize("killed", ["owner", "owner_and_its_children"])  # the second is what Ray does to a worker
 def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_left(local_desktop, killed):
     # a trainer or Ray worker killed with SIGKILL runs no cleanup; its desktops used to run on, orphaned, for good
@@ -237,7 +227,7 @@ def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_l
         mine = LocalDesktop(screen=(800, 600))
         mine.start()
         try:  # a start leaves the runtime of a desktop whose owner lives alone
-            assert Path(orphan["runtime"]).is_dir() and len(_running(orphan["pids"])) == len(orphan["pids"])
+            assert Path(orphan["runtime"]).is_dir() and len(running(orphan["pids"])) == len(orphan["pids"])
         finally:
             mine.stop()
     finally:
@@ -246,9 +236,9 @@ def test_a_desktop_never_outlives_its_owner_and_the_next_start_removes_what_it_l
         if killed == "owner_and_its_children":  # the keeper too: bubblewrap dies with it (--die-with-parent)
             os.kill(orphan["root"], signal.SIGKILL)
     deadline = time.monotonic() + 20
-    while _running(orphan["pids"]) and time.monotonic() < deadline:
+    while running(orphan["pids"]) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _running(orphan["pids"]) == []
+    assert running(orphan["pids"]) == []
     again = LocalDesktop(screen=(800, 600))
     again.start()
     try:

@@ -19,6 +19,7 @@ from verl_cua.envs import InfraFailure, make_env
 from verl_cua.envs.osworld import desktop_a11y, desktop_server
 from verl_cua.envs.osworld import local_desktop as ld
 from verl_cua.envs.osworld.local_desktop import NETRC, DesktopStartError, LocalDesktop
+from verl_cua.testing.desktops import wait_for
 
 XTERM = {
     "id": "sandbox-xterm",
@@ -63,22 +64,6 @@ def _sleepers(desktop: LocalDesktop) -> set[str]:
     return out
 
 
-def _wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
-def _running(p) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def _dead(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -115,14 +100,14 @@ def test_revert_kills_children_of_busy_threads_double_forked_and_spawned_during_
     _launch(desktop, "trap 'sleep 1012 &' TERM; while :; do sleep 0.1; done")
     _launch(desktop, "sleep 1001 & setsid sh -c 'sleep 1002 &'; while :; do sleep 1003 & sleep 0.05; done")
     desktop.request("POST", "/execute", json={"command": "setsid nohup sleep 1004 >/dev/null 2>&1 &", "shell": True})
-    assert _wait_for(lambda: {"1001", "1002", "1003", "1004", "1010"} <= _sleepers(desktop)), _sleepers(desktop)
+    assert wait_for(lambda: {"1001", "1002", "1003", "1004", "1010"} <= _sleepers(desktop)), _sleepers(desktop)
     result = desktop.request("POST", "/_verl_cua/revert", timeout=60).json()
     assert result["left"] == [] and result["killed"], result
     assert _sleepers(desktop) == set()
     infra = {desktop.host_pid(pid) for pid in desktop.request("GET", "/_verl_cua/health").json()["infra"].values()}
     infra |= {desktop.init.pid, *(p.pid for p in desktop.init.children())}  # the namespace's init and the server
     apps = [p for p in ld._namespace_processes(desktop.init) if p.pid not in infra]
-    assert [p for p in apps if _running(p)] == []
+    assert [p for p in apps if ld._running(p)] == []
     busy.join(10)
 
 
@@ -135,11 +120,11 @@ def test_healthy_needs_the_server_xvfb_and_openbox(local_desktop):
         infra = {k: d.host_pid(v) for k, v in d.request("GET", "/_verl_cua/health").json()["infra"].items()}
         assert set(infra) == {"server", "xvfb", "openbox", "dbus"} and None not in infra.values()
         os.kill(infra["openbox"], signal.SIGKILL)
-        assert _wait_for(lambda: not d.healthy())
+        assert wait_for(lambda: not d.healthy())
         d.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()  # respawns the window manager
         assert d.healthy()
         os.kill(infra["xvfb"], signal.SIGKILL)
-        assert _wait_for(lambda: not d.healthy())
+        assert wait_for(lambda: not d.healthy())
         assert d.alive()  # the sandbox still runs: only health notices
     finally:
         d.stop()
@@ -158,7 +143,7 @@ def test_a_desktop_that_dies_during_evaluate_is_an_infra_failure_not_a_zero(loca
             os.kill(infra["xvfb"], signal.SIGKILL)
             # SIGKILL lands asynchronously: on a loaded machine Xvfb can outlive a fast metric, so the scenario
             # "died during evaluate" begins once it is really gone (a zombie until the server reaps it)
-            assert _wait_for(lambda: _dead(infra["xvfb"]))
+            assert wait_for(lambda: _dead(infra["xvfb"]))
             return original()  # OSWorld's getter swallows what fails: this alone would score 0
 
         monkeypatch.setattr(env.desktop_env, "evaluate", dying_evaluate)
@@ -221,13 +206,13 @@ def test_stop_kills_a_frozen_server_and_sigterm_ignorers(local_desktop):
     d.start()
     try:
         _launch(d, "trap '' TERM; while :; do sleep 1007; done")
-        assert _wait_for(lambda: "1007" in _sleepers(d))
+        assert wait_for(lambda: "1007" in _sleepers(d))
         server = d.host_pid(d.request("GET", "/_verl_cua/health").json()["pid"])
         os.kill(server, signal.SIGSTOP)  # the agent can freeze its own server
         procs = [psutil.Process(pid) for pid in d.pids()]
         assert len(procs) >= 6
         d.stop()
-        assert [p for p in procs if _running(p)] == []
+        assert [p for p in procs if ld._running(p)] == []
     finally:
         d.stop()
 
@@ -271,7 +256,7 @@ def test_stop_waits_for_an_alive_check_in_flight(local_desktop):
         release.set()
         checker.join(5)
         stopper.join(20)
-    assert d.init is None and not _running(sleeper)
+    assert d.init is None and not ld._running(sleeper)
 
 
 # -- 9. deadlines in the server ------------------------------------------------------------------------------------

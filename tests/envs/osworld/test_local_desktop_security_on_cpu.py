@@ -25,6 +25,7 @@ import requests
 from verl_cua.envs import make_env
 from verl_cua.envs.osworld import egress, sandbox
 from verl_cua.envs.osworld.local_desktop import REPO_ROOT, RUNTIME_ROOT, LocalDesktop
+from verl_cua.testing.desktops import running, wait_for
 
 MiB = 1 << 20
 SMALL = sandbox.Limits(pids=200, memory=384 * MiB, home=48 * MiB, tmp=32 * MiB, shm=16 * MiB, var_tmp=16 * MiB,
@@ -68,32 +69,6 @@ def _sh(desktop: LocalDesktop, script: str, timeout: float = 20) -> dict:
     return response.json()
 
 
-def _wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
-def _running(pids) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
-def _infra(desktop: LocalDesktop) -> dict[str, int]:
-    """Host pids of the namespace's init, the server, Xvfb, openbox and D-Bus."""
-    reported = desktop.request("GET", "/_verl_cua/health").json()["infra"]
-    return {"init": desktop.init.pid, **{k: desktop.host_pid(v) for k, v in reported.items()}}
-
-
 PERSIST = (  # three ways to outlive the episode: a detached session, a new user namespace, a D-Bus-activated service
     "setsid sh -c 'while :; do mkdir -p ~/Documents/done; sleep 0.1; done' >/dev/null 2>&1 & "
     "unshare -Ur sh -c 'while :; do mkdir -p ~/Documents/done; sleep 0.1; done' >/dev/null 2>&1 & "
@@ -110,8 +85,8 @@ def test_a_persistence_attempt_survives_no_reset_and_the_next_episode_scores_zer
         result = env.step(f"pyautogui.click(200, 150); pyautogui.typewrite({PERSIST!r})")
         assert result.info["action_valid"] and not result.info["infra_failure"]
         local = env.local
-        assert _wait_for(lambda: "done" in _sh(local, "ls ~/Documents")["output"])
-        assert _wait_for(lambda: "at-spi-bus-laun" in _sh(local, "ps -eo comm")["output"])  # activated by D-Bus
+        assert wait_for(lambda: "done" in _sh(local, "ls ~/Documents")["output"])
+        assert wait_for(lambda: "at-spi-bus-laun" in _sh(local, "ps -eo comm")["output"])  # activated by D-Bus
         bus = _sh(local, "echo $DBUS_SESSION_BUS_ADDRESS")["output"]
         assert env.evaluate() == 1.0  # the attack works within its own episode
         env.reset(DONE)  # the next episode: nothing of the last one may run or remain
@@ -152,10 +127,10 @@ def test_close_kills_everything_after_the_agent_killed_or_froze_its_server(local
         signal_name = "KILL" if server == "killed" else "STOP"
         server_pid = d.host_pid(d.request("GET", "/_verl_cua/health").json()["pid"])
         d.request("POST", "/setup/launch", json={"command": f"kill -{signal_name} $PPID", "shell": True}, timeout=10)
-        assert _wait_for(lambda: _dead_or_stopped(server_pid))
+        assert wait_for(lambda: _dead_or_stopped(server_pid))
     finally:
         d.stop()
-    assert _wait_for(lambda: _running(pids) == [])
+    assert wait_for(lambda: running(pids) == [])
 
 
 def _dead_or_stopped(pid: int) -> bool:
@@ -181,11 +156,11 @@ def test_a_desktop_whose_server_is_frozen_still_dies_with_its_owner(local_deskto
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         desktop = json.loads(owner.stdout.readline())
-        assert len(_running(desktop["pids"])) >= 6
+        assert len(running(desktop["pids"])) >= 6
     finally:
         owner.kill()  # SIGKILL: no cleanup runs in the owner
         owner.wait()
-    assert _wait_for(lambda: _running(desktop["pids"]) == [], timeout=20)
+    assert wait_for(lambda: running(desktop["pids"]) == [], timeout=20)
 
 
 # -- one desktop cannot reach another ----------------------------------------------------------------------------
@@ -314,7 +289,7 @@ def test_the_openings_refuse_other_local_users_and_the_server_refuses_requests_w
     d, _ = pair
     _sh(d, "chromium about:blank >/dev/null 2>&1 &")
     cdp = f"http://{d.host}:{d.cdp_port}/json/version"
-    assert _wait_for(lambda: _status(cdp) == 200, timeout=60)  # this user reaches Chromium through the opening
+    assert wait_for(lambda: _status(cdp) == 200, timeout=60)  # this user reaches Chromium through the opening
     assert _status(f"{d.url}/screenshot", token=False) == 401
     other = (
         "import socket, sys\n"
@@ -392,11 +367,11 @@ def test_every_printable_ascii_character_types_as_itself(pair):
     text = "".join(c for c in string.printable if c not in "\t\n\r\x0b\x0c")
     d.request("POST", "/setup/launch", json={"command": "xterm -geometry 120x10+0+0 -e sh -c 'IFS= read -r l; "
               "printf %s \"$l\" > ~/typed.txt'", "shell": True}, timeout=10).raise_for_status()  # fmt: skip
-    assert _wait_for(lambda: "xterm" in _sh(d, "wmctrl -lx")["output"], timeout=20)
+    assert wait_for(lambda: "xterm" in _sh(d, "wmctrl -lx")["output"], timeout=20)
     time.sleep(0.5)
     code = f"import pyautogui; pyautogui.click(300, 60); pyautogui.typewrite({text!r}); pyautogui.press('enter')"
     d.request("POST", "/execute", json={"command": ["python3", "-c", code]}, timeout=60).raise_for_status()
-    assert _wait_for(lambda: _sh(d, "cat ~/typed.txt 2>/dev/null")["output"] != "", timeout=10)
+    assert wait_for(lambda: _sh(d, "cat ~/typed.txt 2>/dev/null")["output"] != "", timeout=10)
     assert _sh(d, "cat ~/typed.txt")["output"] == text
     d.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()
 
@@ -435,7 +410,7 @@ def test_a_rootless_desktop_runs_contained(local_desktop):
     uid, procs, net, shadow, usr = report["out"].strip().split("\n")
     assert uid == str(sandbox.ROOTLESS_UID) and int(procs) < 20 and net == "lo"
     assert "Permission denied" in shadow and "Read-only file system" in usr
-    assert _running(report["pids"]) == []
+    assert running(report["pids"]) == []
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 

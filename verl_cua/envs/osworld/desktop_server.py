@@ -325,12 +325,6 @@ class Desktop:
 
 
 # -- process helpers ----------------------------------------------------------------------------------------------
-def _text(data) -> str:
-    if data is None:
-        return ""
-    return data.decode(errors="replace") if isinstance(data, bytes) else data
-
-
 def _process_table() -> dict[int, tuple[int, str]]:
     """pid -> (ppid, state) of every process, from /proc/*/stat (children of any thread have the process as ppid)."""
     table = {}
@@ -816,47 +810,46 @@ class UnixHTTPServer(ThreadingHTTPServer):
         self.server_name, self.server_port = "localhost", 0
 
 
-def relay(path: str, target_port: int) -> None:
-    """Forward connections on unix socket `path` to 127.0.0.1:target_port (Chromium's CDP, inside the sandbox)."""
+def forward(listener: socket.socket, connect) -> None:
+    """Pipe every connection accepted on `listener` to a fresh `connect()` socket, both ways (daemon threads)."""
+
+    def serve():
+        while True:
+            client, _ = listener.accept()
+            try:
+                upstream = connect()
+            except OSError:
+                client.close()
+                continue
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def _unix_listener(path: str) -> socket.socket:
     if os.path.exists(path):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
-
-    def serve():
-        while True:
-            client, _ = listener.accept()
-            try:
-                upstream = socket.create_connection(("127.0.0.1", target_port), timeout=5)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
+    return listener
 
 
-def listen_relay(port: int, path: str) -> None:
-    """Forward TCP connections to 127.0.0.1:port to unix socket `path` (the apps' web proxy, on the host side)."""
-    listener = socket.create_server(("127.0.0.1", port))
+def _loopback_connection(port: int) -> socket.socket:
+    upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
+    upstream.settimeout(None)
+    return upstream
 
-    def serve():
-        while True:
-            client, _ = listener.accept()
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                upstream.connect(path)
-            except OSError:
-                client.close()
-                upstream.close()
-                continue
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
+def _unix_connection(path: str) -> socket.socket:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(path)
+    except OSError:
+        upstream.close()
+        raise
+    return upstream
 
 
 def _pipe(src, dst) -> None:
@@ -903,7 +896,7 @@ def main() -> None:
         sys.exit("no token on --token-fd")
     os.umask(0o077)
     if args.proxy_socket:  # the apps reach the web only through the host's proxy, which refuses non-public addresses
-        listen_relay(args.proxy_port, args.proxy_socket)
+        forward(socket.create_server(("127.0.0.1", args.proxy_port)), lambda: _unix_connection(args.proxy_socket))
         proxy = f"http://127.0.0.1:{args.proxy_port}"
         for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "VERL_CUA_PROXY"):
             os.environ[var] = proxy
@@ -916,7 +909,8 @@ def main() -> None:
     Handler.desktop, Handler.token, Handler.max_file = desktop, token, args.max_file_bytes
     server = UnixHTTPServer(args.socket, Handler)
     if args.cdp_socket:
-        relay(args.cdp_socket, args.cdp_port)
+        # Chromium's CDP listens on the sandbox's 127.0.0.1 only: the host reaches it through this socket
+        forward(_unix_listener(args.cdp_socket), lambda: _loopback_connection(args.cdp_port))
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()

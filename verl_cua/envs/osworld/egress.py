@@ -16,14 +16,12 @@ import ipaddress
 import logging
 import os
 import socket
-import threading
 from collections.abc import Callable
 
-from verl_cua.envs.osworld.host_relay import shuttle
+from verl_cua.envs.osworld.host_relay import Acceptor, shuttle
 
 logger = logging.getLogger(__name__)
 
-PROXY_PORT = 3128  # inside the sandbox
 MAX_HEADER = 64 * 1024
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -53,7 +51,7 @@ def public_only(ip: Address, own: set[Address], nets: list) -> bool:
     return ip.is_global and not ip.is_multicast and ip not in own and not any(ip in n for n in nets)
 
 
-class EgressProxy:
+class EgressProxy(Acceptor):
     """An HTTP/CONNECT proxy on unix socket `path` that connects only where `allowed(ip)` says."""
 
     def __init__(self, path: str, *, allowed: Callable[[Address], bool] | None = None):
@@ -61,29 +59,14 @@ class EgressProxy:
             own, nets = host_networks()
             allowed = lambda ip: public_only(ip, own, nets)  # noqa: E731
         self.allowed = allowed
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
         os.chmod(path, 0o666)  # the desktop's user connects (through its server); nobody else sees the directory
-        self._listener.listen(64)
-        self._closed = threading.Event()
-        threading.Thread(target=self._serve, name=f"egress-{path}", daemon=True).start()
+        listener.listen(64)
+        super().__init__(listener, f"egress-{path}")
 
-    def close(self) -> None:
-        """Stop accepting."""
-        self._closed.set()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-
-    def _serve(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
-
-    def _handle(self, client: socket.socket) -> None:
+    def handle(self, client: socket.socket) -> None:
+        """Read one request head, check its destination, then tunnel or forward."""
         upstream = None
         try:
             client.settimeout(30)

@@ -44,7 +44,35 @@ def peer_uid(conn: socket.socket) -> int | None:
     return None
 
 
-class UnixRelay:
+class Acceptor:
+    """A listening socket whose every connection is handled by `handle(client)` in a thread of its own."""
+
+    def __init__(self, listener: socket.socket, name: str):
+        self._listener = listener
+        self._closed = threading.Event()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def close(self) -> None:
+        """Stop accepting (connections in flight end when either side closes)."""
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+
+    def handle(self, client: socket.socket) -> None:
+        """Serve one accepted connection (and close it)."""
+        raise NotImplementedError
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(client,), daemon=True).start()
+
+
+class UnixRelay(Acceptor):
     """A listener on (host, port) whose connections are piped to `target` (a unix socket), one thread each."""
 
     def __init__(
@@ -54,28 +82,12 @@ class UnixRelay:
         self.target = target
         self.allowed_uids = allowed_uids if allowed_uids is not None else {os.geteuid()}
         self.listener_pid = listener_pid
-        self._listener = socket.create_server((host, 0))
-        self.port = self._listener.getsockname()[1]
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"relay-{host}:{self.port}", daemon=True)
-        self._thread.start()
+        listener = socket.create_server((host, 0))
+        self.port = listener.getsockname()[1]
+        super().__init__(listener, f"relay-{host}:{self.port}")
 
-    def close(self) -> None:
-        """Stop accepting (connections in flight end when either side closes)."""
-        self._closed.set()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-
-    def _serve(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
-
-    def _pipe(self, client: socket.socket) -> None:
+    def handle(self, client: socket.socket) -> None:
+        """Check the peer's uid and the socket's listener, then pipe both ways."""
         upstream = None
         try:
             uid = peer_uid(client)

@@ -311,13 +311,12 @@ class LocalDesktop:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, 9)
                     proc.wait(timeout=5)
-            if self.runtime is not None:
-                sandbox.remove_cgroups(self.runtime.name)
-            self.cgroups = []
             if self.token:
                 NETRC.remove(self.host, self.token)
                 self.token = ""
+            self.cgroups = []
             if self.runtime is not None:
+                sandbox.remove_cgroups(self.runtime.name)
                 shutil.rmtree(self.runtime, ignore_errors=True)
                 self.runtime = None
             if self._display_lock is not None:

@@ -37,7 +37,7 @@ PUB = "/run/verl-cua"  # the runtime files, read-only inside
 SOCK = "/run/verl-cua-sock"  # server and CDP sockets, shared with the host
 INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries
 INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon")
-CGROUP_FAILED, SANDBOX_FAILED = 98, 97  # keeper exit statuses: cgroup join failed; bubblewrap failed to set up
+CGROUP_FAILED = 98  # the keeper's exit status when it cannot join its cgroups
 GiB, MiB = 1 << 30, 1 << 20
 # The keeper: join the cgroups ($0, colon-separated cgroup.procs files), start bubblewrap (its stdin is /dev/null),
 # then wait on the owner's pipe. bubblewrap dies with it (--die-with-parent).
