@@ -42,11 +42,11 @@ def oracle_texts(task: str, seed: int) -> list[str]:
         env.close()
 
 
-def run_loop(model, texts, *overrides, task="click-test", seed=0, **row):
+def run_loop(model, texts, *overrides, task="click-test", seed=0, aborts=0, **row):
     family, path = model
     cfg = cpu_config(path, "cua.env.pool_size=1", *overrides)
     tokenizer, processor = AutoTokenizer.from_pretrained(path), AutoProcessor.from_pretrained(path)
-    server = ScriptedServer(tokenizer, texts)
+    server = AbortingServer(tokenizer, texts, aborts) if aborts else ScriptedServer(tokenizer, texts)
 
     async def main():
         loop = GUIAgentLoop(
@@ -157,3 +157,55 @@ def test_traced_episode_is_written_in_the_eval_format(tiny_model, chromium, tmp_
     out, _server, _tok = run_loop(tiny_model, ["WAIT"], "cua.env.max_steps=1", f"cua.trace.dir={tmp_path}",
                                   "cua.trace.every=2", uid="ffff", session_id=0, global_steps=7)  # fmt: skip
     assert out.extra_fields["cua_trace_dir"] == "" and not (tmp_path / "step_000007" / "click-test-seed0").exists()
+
+
+class AbortingServer(ScriptedServer):
+    """Aborts the first `aborts` requests (an empty reply, as vLLM's server gives during a weight sync)."""
+
+    def __init__(self, tokenizer, texts, aborts):
+        super().__init__(tokenizer, texts)
+        self.aborts = aborts
+
+    async def generate(self, *, request_id, prompt_ids, sampling_params, image_data=None, **kwargs):
+        if self.aborts:
+            self.aborts -= 1
+            self.calls.append({"aborted": True})
+            return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted")
+        return await super().generate(
+            request_id=request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, image_data=image_data
+        )
+
+
+@pytest.mark.parametrize("rows", ["episode", "step"])
+def test_an_aborted_request_is_sent_again_and_never_scored_as_an_invalid_action(tiny_model, chromium, rows):
+    from verl_cua.integrations.verl import agent_loop
+
+    texts = oracle_texts("click-test", 0)
+    out, server, _ = run_loop(tiny_model, texts, f"cua.env.rows={rows}", aborts=2)
+    out = out[0] if isinstance(out, list) else out
+    assert out.extra_fields["cua_success"] and out.extra_fields["cua_invalid_actions"] == 0
+    assert out.extra_fields["cua_aborted_requests"] == 2 and len(server.calls) == 3
+
+    # a server that keeps aborting: the episode is an infra failure (masked), not an agent's invalid action
+    out, server, _ = run_loop(tiny_model, texts, f"cua.env.rows={rows}", aborts=99)
+    out = out[0] if isinstance(out, list) else out
+    extra = out.extra_fields
+    assert extra["cua_infra_failure"] and "aborted" in extra["cua_infra_error"]
+    assert extra["cua_invalid_actions"] == 0 and out.reward_score == 0.0
+    assert len(server.calls) == 1 + agent_loop.ABORT_RETRIES
+
+
+def test_the_processor_pixel_cap_is_read_from_a_transformers5_size_dict():
+    from transformers.image_utils import SizeDict
+
+    from verl_cua.integrations.verl.agent_loop import _image_grid
+
+    class Processor:
+        class image_processor:  # noqa: N801
+            patch_size, merge_size = 16, 2
+            size = SizeDict(longest_edge=50176, shortest_edge=3136)
+
+    assert _image_grid(Processor, 1_003_520) == (32, 50176)  # the processor's cap wins over a larger env cap
+    assert _image_grid(Processor, 20_000) == (32, 20_000)
+    Processor.image_processor.size = {"longest_edge": 40000}
+    assert _image_grid(Processor, 1_003_520) == (32, 40000)

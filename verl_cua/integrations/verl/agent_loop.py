@@ -26,6 +26,7 @@ from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
 logger = logging.getLogger(__name__)
 
 NO_EXTRA = object()
+ABORT_RETRIES = 3  # a request the server aborted (a weight sync, a pause) is sent again this many times
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Episode:
     trace: EpisodeTrace | None = None
     terminal: str | None = None  # "done" / "fail" when the model ended the episode
     last_generate_seconds: float = 0.0
+    aborted_requests: int = 0
 
     @property
     def steps(self) -> int:
@@ -137,6 +139,8 @@ class GUIAgentLoop(AgentLoopBase):
                 break
             ep.anchors.append(self._anchor(obs, images[-1]))
             out = await self._generate(ep, runtime, images, sampling_params, budget)
+            if out is None:
+                break
             if logprobs is None and out.log_probs:
                 logprobs = [0.0] * len(mask)
             merged, mask, logprobs = await self.ct_merge_assistant_token(
@@ -171,6 +175,8 @@ class GUIAgentLoop(AgentLoopBase):
                 break
             messages, runtime, mask, logprobs = [*previous, turn], merged2.token_ids, mask2, logprobs2
             images.append(shot)
+        if ep.infra_failure and not ep.steps:  # the first request was aborted: nothing generated to train on
+            return self._infra_output(ep, lease, obs)
         await self._score(ep, service, lease)
         return AgentLoopOutput(
             prompt_ids=list(prompt_ids),
@@ -200,6 +206,8 @@ class GUIAgentLoop(AgentLoopBase):
             prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
             ep.anchors.append(self._anchor(obs, shots[-1]))
             out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)
+            if out is None:
+                break
             rows.append((prompt_ids, out, recent))
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1])
@@ -208,6 +216,8 @@ class GUIAgentLoop(AgentLoopBase):
             ep.final_screenshot = shots[-1]
             if result.info.get("infra_failure") or result.done or parsed.terminal:
                 break
+        if not rows:  # the first request was aborted: nothing generated to train on
+            return [self._infra_output(ep, lease, obs)]
         await self._score(ep, service, lease)
         reward = self._finish_trace(ep)
         outputs = []
@@ -229,14 +239,26 @@ class GUIAgentLoop(AgentLoopBase):
 
     # -- pieces --------------------------------------------------------------------------------------------------
     async def _generate(self, ep: Episode, prompt_ids, images, sampling_params, budget: int):
+        """One model turn. A request the server aborted (empty or cut by a weight sync or pause) is sent again from
+        the same prompt; after `ABORT_RETRIES` more the episode is an infra failure, never an invalid action."""
         params = dict(sampling_params)
         params["max_tokens"] = max(1, min(self.action_cfg["max_tokens_per_step"], budget))
-        start = time.perf_counter()
-        out = await self.server_manager.generate(
-            request_id=uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=params, image_data=list(images)
-        )
-        ep.last_generate_seconds = time.perf_counter() - start
-        ep.generate_seconds += ep.last_generate_seconds
+        for _attempt in range(1 + ABORT_RETRIES):
+            start = time.perf_counter()
+            out = await self.server_manager.generate(
+                request_id=uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=params, image_data=list(images)
+            )
+            ep.last_generate_seconds = time.perf_counter() - start
+            ep.generate_seconds += ep.last_generate_seconds
+            if getattr(out, "stop_reason", None) != "aborted":
+                break
+            ep.aborted_requests += 1
+            logger.warning("generation aborted by the server (%d so far in this episode); sending it again",
+                           ep.aborted_requests)  # fmt: skip
+        else:
+            ep.infra_failure = True
+            ep.infra_error = f"the rollout server aborted the request {1 + ABORT_RETRIES} times"
+            return None
         version = (out.extra_fields or {}).get("global_steps")
         if version is not None:
             ep.weight_versions.append(int(version))
@@ -296,7 +318,7 @@ class GUIAgentLoop(AgentLoopBase):
         return float(max(0.0, min(1.0, ep.score)) - self.action_cfg["invalid_penalty"] * ep.invalid)
 
     def _infra_output(self, ep: Episode, lease, obs) -> AgentLoopOutput:
-        ep.infra_failure, ep.infra_error = True, lease.error
+        ep.infra_failure, ep.infra_error = True, ep.infra_error or lease.error
         self._finish_trace(ep)
         ids = self.tokenizer.encode("infra failure", add_special_tokens=False)[:1] or [0]
         # every row must carry the fields its siblings carry: verl reads rollout_log_probs for the whole batch
@@ -333,6 +355,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_env_seconds": ep.env_seconds,
             "cua_trace_dir": str(ep.trace.dir) if ep.trace is not None else "",
             "cua_generate_seconds": ep.generate_seconds,
+            "cua_aborted_requests": ep.aborted_requests,
             # verl's validation reports `acc` as its core metric: val-core/<data_source>/acc/mean@N is the success
             # rate (verl counts a row without it as 0, so an infra failure is 0 there, as OSWorld's scripts count it)
             "reward_extra_info": {"acc": float(ep.success)},
@@ -366,10 +389,17 @@ def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
     if ip is None:
         raise ValueError("gui_agent needs a vision-language model with an image processor (Qwen2.5-VL, Qwen3-VL)")
     factor = int(getattr(ip, "patch_size", 14)) * int(getattr(ip, "merge_size", 2))
-    size = getattr(ip, "size", None) or {}
-    cap = size.get("longest_edge") if isinstance(size, dict) else None
-    cap = cap or getattr(ip, "max_pixels", None) or max_pixels
+    cap = _size_entry(getattr(ip, "size", None), "longest_edge") or getattr(ip, "max_pixels", None) or max_pixels
     return factor, int(min(max_pixels, cap))
+
+
+def _size_entry(size: Any, key: str) -> Any:
+    """`size[key]` of an image processor: a dict (transformers 4) or a `SizeDict` (transformers 5); None if absent."""
+    if size is None:
+        return None
+    if isinstance(size, dict):
+        return size.get(key)
+    return getattr(size, key, None)
 
 
 def _row_task(kwargs: dict[str, Any]) -> Any:
