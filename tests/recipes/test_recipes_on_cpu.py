@@ -15,7 +15,8 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
+from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+from verl_cua.integrations.verl.main import prepare_config
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("run_*.sh"))
@@ -100,7 +101,7 @@ def _compose(overrides: list[str]):
     import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
 
     validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
-    validate_estimator_config(OmegaConf.to_container(cfg, resolve=True), registered=tuple(ADV_ESTIMATOR_REGISTRY))
+    prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))  # as verl_cua.main does before Ray starts
     return cfg
 
 

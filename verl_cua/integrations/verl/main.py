@@ -6,9 +6,13 @@ import os
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_cua.integrations.verl.attention import resolve_attention
+from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_len
 from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
+
+SERVED_ROLLOUTS = ("vllm", "sglang")
 
 
 def run(config: DictConfig) -> dict:
@@ -24,7 +28,7 @@ def run(config: DictConfig) -> dict:
 
     validate_cua_config(OmegaConf.to_container(config.cua, resolve=True))
     registered = tuple(ADV_ESTIMATOR_REGISTRY)
-    validate_estimator_config(OmegaConf.to_container(config, resolve=True), registered=registered)
+    prepare_config(config, registered)
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     if not ray.is_initialized():
@@ -39,6 +43,19 @@ def run(config: DictConfig) -> dict:
         )
         ray.init(**ray_init)
     return ray.get(CuaTaskRunner.remote().run.remote(config))
+
+
+def prepare_config(config: DictConfig, registered: tuple[str, ...] = ()) -> None:
+    """Checks and settings that must hold before Ray starts: estimator settings, token budgets (one-line errors),
+    the rollout server's context (`max_model_len` from the budget when unset), the attention fallback."""
+    resolved = OmegaConf.to_container(config, resolve=True)
+    validate_estimator_config(resolved, registered=registered)
+    check_budget(resolved)
+    rollout = config.actor_rollout_ref.rollout
+    if rollout.name in SERVED_ROLLOUTS and rollout.get("max_model_len") is None:
+        with open_dict(rollout):
+            rollout.max_model_len = rollout_max_model_len(resolved)
+    resolve_attention(config)
 
 
 @hydra.main(config_path="config", config_name="cua_trainer", version_base=None)

@@ -1,0 +1,184 @@
+"""Token budgets of a training config, checked before Ray starts: what a screenshot costs in tokens, what a step
+row, a whole-episode row and an SDPO teacher row need, and whether the config's lengths hold them.
+
+Estimates, not tokenizations: text is counted at 3 characters a token (Qwen's tokenizers average about 4 on
+English and code, so the estimate errs long); a screenshot's count is exact (the processor's resize arithmetic)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verl_cua.actions.geometry import smart_resize_size
+from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.integrations.verl.cua_config import CuaConfigError
+
+CHARS_PER_TOKEN = 3
+INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
+ACTION_HISTORY_CHARS = 400  # step rows show each earlier action cut to this many characters
+TURN_SCAFFOLD_TOKENS = 16  # <|im_start|>user ... <|im_end|> and the vision start/end tokens of one turn
+DEFAULT_SCREENS = {"osworld": (1920, 1080), "miniwob": (160, 210)}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A model's image geometry: pixels per merged patch side and the processor's own pixel cap."""
+
+    factor: int
+    cap: int
+
+
+@dataclass(frozen=True)
+class RowBudget:
+    """Token needs of a config's rows, next to the lengths it gives them."""
+
+    image_size: tuple[int, int]
+    image_tokens: int
+    system_tokens: int
+    step_prompt: int  # a step row's prompt: system, instruction, earlier actions, history_images screenshots
+    turn: int  # one more turn of a whole-episode row: the answer, the next screenshot and its text
+    episode_response: int  # a whole-episode row's response at max_steps turns
+    teacher_extra: int  # what SDPO's teacher context adds to a row: demo, feedback, final screenshot
+    prompt_length: int
+    response_length: int
+
+    @property
+    def teacher_row(self) -> int:
+        """The longest SDPO teacher row: the student row plus the teacher context."""
+        return self.prompt_length + self.response_length + self.teacher_extra
+
+
+def model_geometry(model_path: str) -> Geometry:
+    """The processor geometry of `model_path` (its preprocessor_config.json, local or in the HF cache); Qwen's
+    defaults by name when the file is not on this machine (patch 16 for Qwen3-VL, 14 otherwise; merge 2)."""
+    config = _preprocessor_config(model_path)
+    if config:
+        factor = int(config.get("patch_size", 14)) * int(config.get("merge_size", 2))
+        size = config.get("size") or {}
+        cap = size.get("longest_edge") or size.get("max_pixels") or config.get("max_pixels") or 16384 * factor**2
+        return Geometry(factor, int(cap))
+    factor = 32 if "qwen3" in model_path.lower() else 28
+    return Geometry(factor, 16384 * factor**2)
+
+
+def _preprocessor_config(model_path: str) -> dict[str, Any] | None:
+    path = Path(model_path).expanduser() / "preprocessor_config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model_path, "preprocessor_config.json")
+        except Exception:  # not a repo id, or no huggingface_hub: fall back to the name
+            return None
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached)
+    return json.loads(path.read_text())
+
+
+def image_tokens(screen: tuple[int, int], geometry: Geometry, max_pixels: int) -> tuple[tuple[int, int], int]:
+    """The size a `screen` screenshot is resized to under `max_pixels`, and its image tokens (merged patches)."""
+    cap = min(max_pixels, geometry.cap)
+    size = smart_resize_size(screen, geometry.factor, geometry.factor**2, cap)
+    return size, (size[0] // geometry.factor) * (size[1] // geometry.factor)
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> RowBudget:
+    """The token needs of the resolved trainer `config` (a plain dict) for its model, env and row layout."""
+    cua, data = config["cua"], config["data"]
+    env, action, sdpo = cua["env"], cua["action"], cua.get("sdpo") or {}
+    geometry = geometry or model_geometry(str(config["actor_rollout_ref"]["model"]["path"]))
+    kwargs = env.get("kwargs") or {}
+    screen = tuple(kwargs.get("screen") or kwargs.get("screen_size") or DEFAULT_SCREENS[env["name"]])
+    if env["name"] == "miniwob":
+        scale = int(kwargs.get("screenshot_scale", 1))
+        screen = (screen[0] * scale, screen[1] * scale)
+    size, per_image = image_tokens(screen, geometry, int(env["max_pixels"]))
+    image = per_image + TURN_SCAFFOLD_TOKENS
+    spec = build_prompt(action["format"], screen=screen, image=size)
+    system = _tokens(spec.system) + TURN_SCAFFOLD_TOKENS
+    history_text = (int(env["max_steps"]) - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
+    step_prompt = system + INSTRUCTION_TOKENS + history_text + int(env["history_images"]) * image
+    turn = int(action["max_tokens_per_step"]) + image + _tokens(observation_text(99, "x" * 80))
+    episode_response = int(env["max_steps"]) * turn
+    teacher_extra = 0
+    if config.get("algorithm", {}).get("adv_estimator") in ("sdpo", "sdpo_grpo"):
+        teacher_extra = TURN_SCAFFOLD_TOKENS + _tokens("x" * int(sdpo.get("max_feedback_chars", 2000)))
+        teacher_extra += int(sdpo.get("max_demo_tokens", 8192)) if sdpo.get("demo", True) else 0
+        teacher_extra += image if sdpo.get("final_screenshot", True) else 0
+    return RowBudget(
+        image_size=size,
+        image_tokens=per_image,
+        system_tokens=system,
+        step_prompt=step_prompt,
+        turn=turn,
+        episode_response=episode_response,
+        teacher_extra=teacher_extra,
+        prompt_length=int(data["max_prompt_length"]),
+        response_length=int(data["max_response_length"]),
+    )
+
+
+def check_budget(config: Mapping[str, Any], budget: RowBudget | None = None) -> RowBudget:
+    """Raise `CuaConfigError` (one line) when the config's rows cannot hold what its episodes put in them."""
+    budget = budget or row_budget(config)
+    env = config["cua"]["env"]
+    images = budget.image_tokens + TURN_SCAFFOLD_TOKENS
+    pixels = f"cua.env.max_pixels={env['max_pixels']} ({budget.image_size[0]}x{budget.image_size[1]}"
+    pixels += f", {budget.image_tokens} tokens a screenshot)"
+    if env["rows"] == "step":
+        need = budget.system_tokens + INSTRUCTION_TOKENS + int(env["history_images"]) * images
+        if budget.prompt_length < need:
+            raise CuaConfigError(
+                f"data.max_prompt_length={budget.prompt_length} cannot hold cua.env.history_images="
+                f"{env['history_images']} screenshots at {pixels}: needs >= {need}; raise it, or lower history_images "
+                "or max_pixels"
+            )
+    else:
+        need = budget.system_tokens + INSTRUCTION_TOKENS + images
+        if budget.prompt_length < need:
+            raise CuaConfigError(
+                f"data.max_prompt_length={budget.prompt_length} cannot hold the first screenshot at {pixels}: "
+                f"needs >= {need}"
+            )
+        if budget.response_length < 2 * budget.turn:
+            per_turn = config["cua"]["action"]["max_tokens_per_step"]
+            raise CuaConfigError(
+                f"cua.env.rows=episode: data.max_response_length={budget.response_length} cannot hold two turns "
+                f"({budget.turn} tokens each: cua.action.max_tokens_per_step={per_turn} and a screenshot at {pixels}); "
+                f"a {env['max_steps']}-step episode needs ~{budget.episode_response}: "
+                "raise it or use cua.env.rows=step"
+            )
+    _check_teacher(config, budget)
+    return budget
+
+
+def _check_teacher(config: Mapping[str, Any], budget: RowBudget) -> None:
+    """SDPO's teacher rows go through the actor's log-prob pass: with dynamic batching each must fit its token cap."""
+    if not budget.teacher_extra:
+        return
+    actor = config["actor_rollout_ref"]["actor"]
+    if not actor.get("use_dynamic_bsz"):
+        return
+    rollout = config["actor_rollout_ref"]["rollout"]
+    cap = rollout.get("log_prob_max_token_len_per_gpu") or actor.get("ppo_max_token_len_per_gpu")
+    if cap and int(cap) < budget.teacher_row:
+        raise CuaConfigError(
+            f"SDPO teacher rows reach {budget.teacher_row} tokens (the row plus cua.sdpo.max_demo_tokens, feedback and "
+            f"a final screenshot: {budget.teacher_extra}) but actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
+            f"={cap}; raise it or lower cua.sdpo.max_demo_tokens"
+        )
+
+
+def rollout_max_model_len(config: Mapping[str, Any]) -> int:
+    """The context vLLM/SGLang need: the longest row (prompt + response), not the model's whole context."""
+    data = config["data"]
+    return int(data["max_prompt_length"]) + int(data["max_response_length"])
