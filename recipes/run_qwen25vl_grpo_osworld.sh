@@ -13,7 +13,8 @@ NNODES=${NNODES:-1}
 N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-8}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-16}          # OSWorld tasks per step
 N_RESP=${N_RESP:-8}                               # episodes per task (the group)
-PPO_MINI_BATCH=${PPO_MINI_BATCH:-16}              # tasks per actor update (x N_RESP episodes, x steps with ROWS=step)
+PPO_MINI_BATCH=${PPO_MINI_BATCH:-16}              # verl: an actor update takes PPO_MINI_BATCH x N_RESP rows (ROWS=step:
+                                                  # ~MAX_STEPS updates a step, as each episode gives a row per step)
 MICRO_BATCH=${MICRO_BATCH:-1}                     # rows per GPU per forward/backward
 LOGPROB_MICRO_BATCH=${LOGPROB_MICRO_BATCH:-2}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-8192}      # ROWS=step: instruction, earlier actions, HISTORY_IMAGES screenshots

@@ -3,8 +3,9 @@
 # SDPO (arXiv:2601.20802): the policy, shown a successful sibling's actions, the evaluator's feedback and its own
 # final screenshot, is its own (EMA) teacher; the loss is the Jensen-Shannon divergence between student and teacher
 # over the student's top-100 tokens plus a tail bucket, at every model token (docs/algorithms.md). Defaults follow
-# the SDPO authors' reproduction settings: on-policy (one actor update per step), lr 1e-5 with 10 warm-up steps,
-# EMA rate 0.05, importance weights truncated at 2, rollout importance-sampling correction per token at 2.
+# the SDPO authors' reproduction settings: lr 1e-5 with 10 warm-up steps, EMA rate 0.05, importance weights truncated
+# at 2, rollout importance-sampling correction per token at 2. One actor update per step with ROWS=episode; with
+# ROWS=step a step holds ~MAX_STEPS rows per episode, so verl makes ~MAX_STEPS updates of PPO_MINI_BATCH x N_RESP rows.
 # LoRA: LORA_RANK=16 (0 = full fine-tune). Entropulse (ComputerRL, arXiv:2508.14040): ENTROPULSE=fixed|entropy.
 # Any Hydra override appended to the command line wins, e.g. `bash recipes/run_qwen3vl_sdpo_osworld.sh trainer.total_epochs=3`.
 # Needs: `bash envs/osworld/install.sh`, Docker, /dev/kvm. Composes in CI (tests/recipes); not yet run on GPUs.
@@ -18,18 +19,20 @@ NNODES=${NNODES:-1}
 N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-8}
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-16}          # OSWorld tasks per step
 N_RESP=${N_RESP:-8}                               # episodes per task (the group)
-PPO_MINI_BATCH=${PPO_MINI_BATCH:-16}              # tasks per actor update (x N_RESP episodes, x steps with ROWS=step)
+PPO_MINI_BATCH=${PPO_MINI_BATCH:-16}              # verl: an actor update takes PPO_MINI_BATCH x N_RESP rows (ROWS=step:
+                                                  # ~MAX_STEPS updates a step, as each episode gives a row per step)
 MICRO_BATCH=${MICRO_BATCH:-1}                     # rows per GPU per forward/backward
 LOGPROB_MICRO_BATCH=${LOGPROB_MICRO_BATCH:-2}
 MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-8192}      # ROWS=step: instruction, earlier actions, HISTORY_IMAGES screenshots
-MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-1024}  # ROWS=step: one turn; ROWS=episode needs the whole episode
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-1024}  # ROWS=step: one turn; ROWS=episode: the whole episode (~21000 at
+                                                  # 15 steps; a shorter budget fails at start, naming the need)
 MAX_TOKENS_PER_STEP=${MAX_TOKENS_PER_STEP:-512}
-LORA_RANK=${LORA_RANK:-0}                         # 0: full fine-tune; >0: LoRA on all linear layers
+LORA_RANK=${LORA_RANK:-0}                         # 0: full fine-tune; >0: LoRA on the language model's linear layers
 LORA_ALPHA=${LORA_ALPHA:-32}
 if [ "${LORA_RANK}" -gt 0 ]; then
     LR=${LR:-5e-5}                                # LoRA: no reference setting; 5x the full fine-tune's
 else
-    LR=${LR:-1e-5}                                # SDPO's reference setting (full fine-tune, on-policy updates)
+    LR=${LR:-1e-5}                                # SDPO's reference setting (full fine-tune)
 fi
 LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-10}
 TP=${TP:-2}
@@ -90,6 +93,7 @@ if [ "${LORA_RANK}" -gt 0 ]; then
         actor_rollout_ref.model.lora_rank="${LORA_RANK}"
         actor_rollout_ref.model.lora_alpha="${LORA_ALPHA}"
         actor_rollout_ref.model.target_modules=all-linear
+        actor_rollout_ref.model.exclude_modules='.*visual.*'
     )
 fi
 

@@ -203,6 +203,8 @@ def test_flagship_lora_switch(stubs, tmp_path):
     lora = _compose(_main_overrides(_run(recipe, stubs, tmp_path, LORA_RANK="16")))
     model = lora.actor_rollout_ref.model
     assert (model.lora_rank, model.target_modules) == (16, "all-linear")
+    assert model.exclude_modules == ".*visual.*"  # vLLM gets no vision-tower adapters: the tower must not train
+    assert full.actor_rollout_ref.model.exclude_modules == ".*visual.*"  # cua_trainer's default, for any LoRA run
     assert model.lora_alpha > 0
     assert lora.actor_rollout_ref.actor.optim.lr > full.actor_rollout_ref.actor.optim.lr  # LoRA's larger default lr
 
