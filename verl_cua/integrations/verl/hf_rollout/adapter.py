@@ -3,6 +3,9 @@
 For CPU runs and tests only; production rollouts use vLLM/SGLang. verl builds it from
 `_ROLLOUT_REGISTRY[("hf", "async")]` in every trainer rank. Every rank drains the weight iterator (FSDP's
 `full_tensor()` is a collective); only a replica's rank 0 sends CPU copies, in buckets, to its server actor.
+LoRA (model.lora.merge=False) arrives as vLLM gets it: base weights once (`base_sync_done=False`, targeted layers
+named `.base_layer.`) as a plain load, then each sync's adapter tensors plus `peft_config`, sent whole in one call
+that replaces the server's adapter (vLLM's remove_lora + add_lora of a `TensorLoRARequest`).
 """
 
 from __future__ import annotations
@@ -77,10 +80,29 @@ class HFServerAdapter(BaseRollout):
         """Drain `weights` on every rank; a replica's rank 0 loads them into its server. Returns tensors sent."""
         if wire_format != "named_tensors":
             raise NotImplementedError(f"hf rollout supports wire_format='named_tensors' only, got {wire_format!r}")
-        if kwargs.get("peft_config") is not None and kwargs.get("base_sync_done"):
-            raise NotImplementedError(
-                "hf rollout cannot load LoRA adapters; set actor_rollout_ref.model.lora.merge=True"
-            )
+        peft_config = kwargs.get("peft_config")
+        if peft_config and kwargs.get("base_sync_done"):
+            sent = await self._send_adapter(peft_config, weights)
+        else:
+            sent = await self._send_weights(weights)
+        if self.has_server and kwargs.get("global_steps") is not None:
+            await self._server().set_global_steps.remote(kwargs["global_steps"])
+        return sent
+
+    async def _send_adapter(
+        self, peft_config: dict[str, Any], weights: Iterable[tuple[str, torch.Tensor]] | AsyncIterator[Any]
+    ) -> int:
+        """Collect the whole adapter (a LoRA request needs every tensor at once) and replace the server's."""
+        tensors = []
+        async for name, tensor in ensure_async_iterator(weights):
+            if self.has_server:
+                tensors.append((name, tensor.detach().to("cpu", copy=True)))
+        if not self.has_server:
+            return 0
+        return await self._server().load_lora_adapter.remote(peft_config, tensors)
+
+    async def _send_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | AsyncIterator[Any]) -> int:
+        """Stream full weights to the server in buckets of `bucket_bytes`."""
         sent = 0
         bucket: list[tuple[str, torch.Tensor]] = []
         bucket_size = 0
@@ -95,8 +117,6 @@ class HFServerAdapter(BaseRollout):
                 bucket, bucket_size = [], 0
         if self.has_server:
             sent += await self._send(bucket)
-            if kwargs.get("global_steps") is not None:
-                await self._server().set_global_steps.remote(kwargs["global_steps"])
         return sent
 
     async def _send(self, bucket: list[tuple[str, torch.Tensor]]) -> int:

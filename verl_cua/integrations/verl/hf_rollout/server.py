@@ -23,13 +23,12 @@ from verl_cua.integrations.verl.hf_rollout.generation import (
     load_model,
     max_position_embeddings,
 )
+from verl_cua.integrations.verl.hf_rollout.lora import LoraSlot
+from verl_cua.integrations.verl.hf_rollout.names import normalize_param_name
+
+__all__ = ["HFServer", "normalize_param_name", "stop_token_ids"]
 
 logger = logging.getLogger(__name__)
-
-# Wrapper prefixes a trainer's parameter names may carry (FSDP1, activation checkpointing, torch.compile, DDP).
-_WRAPPER_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.", "module.")
-# transformers<5 checkpoint layout of Qwen-VL models -> the live transformers 5 layout.
-_LEGACY_PREFIXES = (("model.", "model.language_model."), ("visual.", "model.visual."))
 
 
 def stop_token_ids(model_config: HFModelConfig) -> list[int]:
@@ -38,18 +37,6 @@ def stop_token_ids(model_config: HFModelConfig) -> list[int]:
     eos = getattr(model_config.generation_config, "eos_token_id", None)
     ids += eos if isinstance(eos, list | tuple) else [eos]
     return sorted({int(i) for i in ids if i is not None})
-
-
-def normalize_param_name(name: str, known: Mapping[str, Any]) -> str | None:
-    """Map a trainer parameter name onto a key of `known` (strips wrapper prefixes, maps the legacy VL layout)."""
-    for prefix in _WRAPPER_PREFIXES:
-        name = name.replace(prefix, "")
-    if name in known:
-        return name
-    for old, new in _LEGACY_PREFIXES:
-        if name.startswith(old) and not name.startswith(new) and new + name[len(old) :] in known:
-            return new + name[len(old) :]
-    return None
 
 
 class HFServer:
@@ -82,6 +69,7 @@ class HFServer:
             pad = self.eos_token_ids[0]
         self.generator = Generator(model, self.tokenizer, self.processor, pad_token_id=pad)
         self.model = model
+        self.lora = LoraSlot(model)
         self.banned_token_ids = self.generator.banned_token_ids
         self.image_token_id = self.generator.image_token_id
         self.video_token_id = self.generator.video_token_id
@@ -196,7 +184,7 @@ class HFServer:
     # ---- weights --------------------------------------------------------------------------------------------
 
     async def load_weights(self, named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> int:
-        """Copy trainer tensors into the model in place (dtype cast); returns how many were loaded."""
+        """Copy trainer tensors into the model in place (dtype cast, LoRA `.base_layer` names too); returns a count."""
         items = list(named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors)
         async with self._get_lock():
             return await asyncio.to_thread(self._load_weights_blocking, items)
@@ -225,6 +213,16 @@ class HFServer:
                 )
             target.copy_(tensor.detach().to(device=target.device, dtype=target.dtype))
         return len(resolved)
+
+    async def load_lora_adapter(
+        self,
+        peft_config: Mapping[str, Any],
+        named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+    ) -> int:
+        """Replace the served LoRA adapter (vLLM's remove_lora + add_lora); returns how many tensors it took."""
+        items = list(named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors)
+        async with self._get_lock():
+            return await asyncio.to_thread(self.lora.load, peft_config, items)
 
     def _named_tensors(self) -> dict[str, torch.Tensor]:
         """Every name a weight may arrive under: state_dict keys plus tied aliases (e.g. lm_head.weight)."""
