@@ -9,6 +9,7 @@ from typing import Any
 
 ENV_NAMES = ("miniwob", "osworld")
 ROW_LAYOUTS = ("episode", "step")
+IMAGE_STORAGES = ("png", "pixel_values")
 TRAINABLE_FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui")
 SECTIONS: dict[str, tuple[str, ...]] = {
     "env": (
@@ -19,6 +20,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "history_images",
         "rows",
         "max_pixels",
+        "image_storage",
         "success_threshold",
         "reset_timeout",
         "step_timeout",
@@ -111,6 +113,7 @@ def validate_cua_config(cua: Mapping[str, Any]) -> None:
     env, action = cua.get("env", {}), cua.get("action", {})
     _choice("cua.env.name", env.get("name"), ENV_NAMES)
     _choice("cua.env.rows", env.get("rows"), ROW_LAYOUTS)
+    _choice("cua.env.image_storage", env.get("image_storage", "png"), IMAGE_STORAGES)
     _choice("cua.action.format", action.get("format"), TRAINABLE_FORMATS)
     for key in ("pool_size", "max_steps", "max_pixels"):
         _positive_int(f"cua.env.{key}", env.get(key))

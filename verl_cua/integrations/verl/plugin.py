@@ -36,6 +36,7 @@ def _register_cpu_platform(_module) -> None:
 
 
 def _register_cpu_engine(_module) -> None:
+    import verl_cua.integrations.verl.compact_engine  # noqa: F401  (registers fsdp/fsdp2 on cuda: nvidia, amd)
     import verl_cua.integrations.verl.cpu.engine  # noqa: F401  (registers fsdp/fsdp2 on "cpu")
 
 
@@ -95,7 +96,16 @@ def missing_registrations() -> list[str]:
         missing.append("rollout adapter 'hf'")
     if "hf" not in RolloutReplicaRegistry._registry:
         missing.append("rollout replica 'hf'")
+    if not _compact_engine_registered():
+        missing.append("engine fsdp on cuda (compact screenshots)")
     return missing
+
+
+def _compact_engine_registered() -> bool:
+    import verl.workers.engine.fsdp.transformer_impl  # noqa: F401  (its import registers ours)
+    from verl.workers.engine.base import EngineRegistry
+
+    return ("cuda", "nvidia") in EngineRegistry._engines["language_model"]["fsdp"]
 
 
 def check_registrations() -> None:

@@ -14,10 +14,10 @@ class CuaTaskRunner:
     def run(self, config: DictConfig) -> dict:
         """Train; returns the trainer's final metrics and totals (for the quickstart summary)."""
         import transfer_queue as tq
-        from verl.trainer.ppo.v1 import AgentLoopManagerTQ
         from verl.utils.import_utils import load_class_from_fqn
         from verl.utils.logging_utils import configure_verl_logging
 
+        from verl_cua.integrations.verl.agent_loop_worker import CuaAgentLoopManager
         from verl_cua.integrations.verl.trainer import CuaTrainer
 
         configure_verl_logging()
@@ -30,7 +30,7 @@ class CuaTaskRunner:
             trainer = CuaTrainer(config=config)
             trainer.init()
             manager_fqn = config.actor_rollout_ref.rollout.get("agent", {}).get("agent_loop_manager_class")
-            manager_cls = load_class_from_fqn(manager_fqn, "AgentLoopManager") if manager_fqn else AgentLoopManagerTQ
+            manager_cls = load_class_from_fqn(manager_fqn, "AgentLoopManager") if manager_fqn else CuaAgentLoopManager
             manager = manager_cls.create(
                 config=config,
                 llm_client=trainer.get_llm_client(),

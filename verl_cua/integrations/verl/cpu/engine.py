@@ -8,6 +8,8 @@ from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp import transformer_impl
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
 
+from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
+
 
 @contextlib.contextmanager
 def _unpinned_offload():
@@ -26,9 +28,9 @@ def _unpinned_offload():
 
 
 @EngineRegistry.register(model_type="language_model", backend=["fsdp", "fsdp2"], device="cpu")
-class CPUFSDPEngineWithLMHead(FSDPEngineWithLMHead):
-    """verl's FSDP2 policy engine on the CPU platform (use `actor.strategy=fsdp2`, sdpa attention); a reference
-    policy (KL loss) builds with an unpinned offload policy."""
+class CPUFSDPEngineWithLMHead(CompactImagesMixin, FSDPEngineWithLMHead):
+    """verl's FSDP2 policy engine on the CPU platform (use `actor.strategy=fsdp2`, sdpa attention), expanding compact
+    screenshots; a reference policy (KL loss) builds with an unpinned offload policy."""
 
     def _build_fsdp_module(self, *args, **kwargs):
         with _unpinned_offload():

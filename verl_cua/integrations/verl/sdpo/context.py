@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
+from verl_cua.integrations.verl.compact_images import image_grid, insert_png, is_compact
+
 BLOCK_HEADER = "Feedback on an earlier attempt at this task:"
 BLOCK_FOOTER = "Now act on the original task."
 
@@ -102,12 +104,21 @@ class TeacherContextBuilder:
         ids = self.encode(block.head)
         mm = dict(multi_modal_inputs or {})
         if block.image is not None:
-            image_inputs = self.processor.image_processor(images=[block.image], return_tensors="pt")
-            grid = image_inputs["image_grid_thw"].to(torch.long)
+            compact = is_compact(mm)  # rows carry PNG screenshots: the engine makes the patches at the forward
+            image_inputs = (
+                None if compact else self.processor.image_processor(images=[block.image], return_tensors="pt")
+            )
+            grid = (
+                image_grid(block.image, self.processor.image_processor) if compact else image_inputs["image_grid_thw"]
+            )
+            grid = grid.to(torch.long)
             n_pad = int(grid.prod()) // (self.merge * self.merge)
             ids += [self.vision_start] + [self.image_pad] * n_pad + [self.vision_end]
             before = int((prompt_ids[:at] == self.vision_start).sum())
-            mm = insert_image(mm, before, image_inputs["pixel_values"], grid)
+            if compact:
+                mm = insert_png(mm, before, block.image, grid)
+            else:
+                mm = insert_image(mm, before, image_inputs["pixel_values"], grid)
         ids += self.encode(block.tail)
         block_ids = torch.tensor(ids, dtype=prompt_ids.dtype)
         prompts = torch.cat([prompt_ids[:at], block_ids, prompt_ids[at:]])

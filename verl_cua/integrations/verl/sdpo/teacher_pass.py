@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 TEACHER_SUFFIX = "::sdpo_teacher"
 # Fields the teacher rows do not inherit from their student rows (derived ones, recomputed or unused).
+PLAN_FIELDS = ("extra_fields", "uid", "session_id")
 _NOT_COPIED = ("log_probs", "entropy", "old_log_probs", "ref_log_prob", "advantages", "returns", "values")
 
 
@@ -50,7 +51,7 @@ def run_teacher_pass(
 
     The teacher batch is padded with copies of its last row to a multiple of `multiple` (data-parallel ranks x
     log-prob micro-batch), as verl's engine requires; the copies' results are dropped."""
-    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id)
+    data = _plan_fields(batch)
     extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
     uids = [str(u) for u in as_list(data["uid"])]
     sessions = as_list(data["session_id"]) if "session_id" in data.keys() else list(range(len(uids)))
@@ -60,7 +61,8 @@ def run_teacher_pass(
     if not rows:
         return result
 
-    columns = {k: row_values(data[k]) for k in data.keys() if k not in _NOT_COPIED}
+    student = fetch_rows(batch, rows)  # only the reprompted rows come to the driver, and pad rows when needed
+    lengths = [int(tag.get("seq_len", 0)) for tag in batch.tags]
     teacher_fields, teacher_tags, added, with_image = [], [], [], 0
     for i in rows:
         demo = plan.demo_actions[i]
@@ -73,7 +75,7 @@ def run_teacher_pass(
             extra[i].get("cua_final_screenshot") if plan.use_image[i] else None,
             int(sdpo.get("max_feedback_chars", 2000)),
         )
-        row = {k: v[i] for k, v in columns.items()}
+        row = dict(student[i])
         built = builder.build(row["prompts"], row["responses"], row.get("multi_modal_inputs") or {}, block)
         added.append(built["prompts"].shape[0] - row["prompts"].shape[0])
         with_image += int(_has_block_and_image(builder, built["prompts"]))
@@ -85,14 +87,15 @@ def run_teacher_pass(
 
     topk = int(sdpo.get("topk", 100)) if sdpo.get("loss", "token") == "logit" else 0
     if topk:
-        student = [{k: v[i] for k, v in columns.items()} for i in rows]
-        ids = _topk_pass(actor_wg, batch, rows, student, columns, "student_topk", topk, temperature, multiple)
+        ids = _topk_pass(actor_wg, batch, rows, student, lengths, "student_topk", topk, temperature, multiple)
         for row, row_ids in zip(teacher_fields, ids, strict=True):
             row[logit.IDS] = row_ids
     keys = [batch.keys[i] + TEACHER_SUFFIX for i in rows]
-    for j in _pad_rows(len(rows), multiple, columns["input_ids"], [f["input_ids"].shape[0] for f in teacher_fields]):
+    pads = _pad_rows(len(rows), multiple, lengths, [f["input_ids"].shape[0] for f in teacher_fields])
+    student.update(fetch_rows(batch, [j for j in pads if j not in student]))
+    for j in pads:
         keys.append(f"{batch.keys[j]}{TEACHER_SUFFIX}::pad{len(keys)}")
-        teacher_fields.append(_pad_row(columns, j, topk))
+        teacher_fields.append(_pad_row(student[j], topk))
         teacher_tags.append(dict(batch.tags[j]))
     meta = put_rows(keys, batch.partition_id, teacher_fields, teacher_tags)
     try:
@@ -129,22 +132,41 @@ def _pass_info(mode: str, distillation_only: bool) -> dict:
     }
 
 
-def _pad_row(columns: dict, j: int, topk: int) -> dict:
+def _plan_fields(batch: KVBatchMeta):
+    """What planning reads of every row (extra_fields, uid, session_id): no tokens, no images."""
+    try:
+        return tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(PLAN_FIELDS))
+    except Exception:  # a batch without session_id (older verl rows)
+        return tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(PLAN_FIELDS[:2]))
+
+
+def fetch_rows(batch: KVBatchMeta, indices: list[int]) -> dict[int, dict]:
+    """Rows `indices` of the batch, every field but the derived ones, as {index: {field: value}}."""
+    if not indices:
+        return {}
+    data = tq.kv_batch_get(keys=[batch.keys[i] for i in indices], partition_id=batch.partition_id)
+    columns = {k: row_values(data[k]) for k in data.keys() if k not in _NOT_COPIED}
+    return {i: {k: v[n] for k, v in columns.items()} for n, i in enumerate(indices)}
+
+
+def _pad_row(student_row: dict, topk: int) -> dict:
     """A student row that pads a pass batch (its results are dropped), with zero top-k ids when a pass needs them."""
-    row = {k: v[j] for k, v in columns.items()}
+    row = dict(student_row)
     if topk:
         row[logit.IDS] = torch.zeros(row["responses"].shape[0], topk)
     return row
 
 
-def _topk_pass(actor_wg, batch, rows, fields, columns, mode, topk, temperature, multiple) -> list[torch.Tensor]:
-    """Run one logits-processor pass over copies of `fields` (rows `rows` of the batch); [response_len, k] per row."""
+def _topk_pass(actor_wg, batch, rows, student, lengths, mode, topk, temperature, multiple) -> list[torch.Tensor]:
+    """Run one logits-processor pass over copies of the student rows `rows`; [response_len, k] per row."""
     keys = [f"{batch.keys[i]}::sdpo_{mode}" for i in rows]
     tags = [dict(batch.tags[i]) for i in rows]
-    fields = list(fields)
-    for j in _pad_rows(len(rows), multiple, columns["input_ids"], [f["input_ids"].shape[0] for f in fields]):
+    fields = [student[i] for i in rows]
+    pads = _pad_rows(len(rows), multiple, lengths, [f["input_ids"].shape[0] for f in fields])
+    student.update(fetch_rows(batch, [j for j in pads if j not in student]))
+    for j in pads:
         keys.append(f"{batch.keys[j]}::sdpo_{mode}::pad{len(keys)}")
-        fields.append(_pad_row(columns, j, 0))
+        fields.append(_pad_row(student[j], 0))
         tags.append(dict(batch.tags[j]))
     meta = put_rows(keys, batch.partition_id, fields, tags)
     try:
@@ -156,7 +178,7 @@ def _topk_pass(actor_wg, batch, rows, fields, columns, mode, topk, temperature, 
         tq.kv_clear(keys=keys, partition_id=batch.partition_id)
 
 
-def _pad_rows(n: int, multiple: int, student_ids: list, teacher_lengths: list[int]) -> list[int]:
+def _pad_rows(n: int, multiple: int, student_lengths: list[int], teacher_lengths: list[int]) -> list[int]:
     """Student rows that pad the teacher batch to a multiple (their results are dropped), preferring lengths no
     teacher row has: verl mis-handles a fetched batch whose rows all have the same length."""
     need = (-n) % max(1, multiple)
@@ -165,7 +187,7 @@ def _pad_rows(n: int, multiple: int, student_ids: list, teacher_lengths: list[in
     if need == 0:
         return []
     taken = set(teacher_lengths)
-    order = sorted(range(len(student_ids)), key=lambda j: student_ids[j].shape[0] in taken)
+    order = sorted(range(len(student_lengths)), key=lambda j: student_lengths[j] in taken)
     return [order[k % len(order)] for k in range(need)]
 
 

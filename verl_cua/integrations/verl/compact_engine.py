@@ -1,0 +1,41 @@
+"""verl's FSDP policy engine on CUDA, expanding compact screenshots (`compact_images`) into `pixel_values` one
+micro-batch at a time, just before the forward: the actor update, old/ref log-probs and SDPO's passes alike.
+Imported once `verl.workers.engine.fsdp.transformer_impl` is (plugin.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl.utils import tensordict_utils as tu
+from verl.workers.engine.base import EngineRegistry
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+from verl_cua.integrations.verl.compact_images import expand_rows
+
+
+class CompactImagesMixin:
+    """`prepare_model_inputs` that first turns PNG screenshots into the processor's `pixel_values`."""
+
+    def prepare_model_inputs(self, micro_batch: Any):
+        """Expand the micro-batch's compact rows, then verl's own preparation."""
+        if "multi_modal_inputs" in micro_batch.keys():
+            expanded = expand_rows(tu.get(micro_batch, "multi_modal_inputs"), self._cua_image_processor())
+            if expanded is not None:
+                tu.assign_non_tensor_stack(micro_batch, "multi_modal_inputs", expanded)
+        return super().prepare_model_inputs(micro_batch)
+
+    def _cua_image_processor(self) -> Any:
+        processor = getattr(self, "_cua_processor", None)
+        if processor is None:
+            processor = getattr(self.model_config, "processor", None) or self.model_config.get_processor()
+            if processor is None or getattr(processor, "image_processor", None) is None:
+                raise ValueError("rows carry compact screenshots but the model has no image processor")
+            self._cua_processor = processor
+        return processor.image_processor
+
+
+@EngineRegistry.register(
+    model_type="language_model", backend=["fsdp", "fsdp2"], device="cuda", vendor=["nvidia", "amd"]
+)
+class CompactImagesFSDPEngine(CompactImagesMixin, FSDPEngineWithLMHead):
+    """verl's FSDP/FSDP2 policy engine on NVIDIA/AMD GPUs, for rows with compact screenshots."""

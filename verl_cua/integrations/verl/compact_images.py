@@ -1,0 +1,104 @@
+"""Screenshots in training rows as PNG bytes, not fp32 `pixel_values`.
+
+verl stores each row's processor output in TransferQueue: a 1M-pixel screenshot is ~22 MiB of fp32 patches, ~85 GB
+a step at the flagship's scale. Rows keep the processor's small fields (`image_grid_thw`, `images_seqlens`, which
+M-RoPE positions need) and the screenshots as lossless PNG under `cua_images`; the engine turns them back into
+`pixel_values` one micro-batch at a time, just before the forward (`CompactImagesEngine`), and checks that the grid
+it gets is the stored one."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from PIL import Image
+
+KEY = "cua_images"
+PNG_LEVEL = 1  # zlib level: screenshots compress ~8x at level 1, barely better at 6, at a third of the time
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """An RGB screenshot as PNG bytes (lossless: the decoded pixels are the rollout's)."""
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="PNG", compress_level=PNG_LEVEL)
+    return buf.getvalue()
+
+
+def decode_png(data: bytes) -> Image.Image:
+    """PNG bytes back to an RGB image."""
+    image = Image.open(io.BytesIO(bytes(data)))
+    image.load()
+    return image.convert("RGB")
+
+
+def compact(multi_modal_inputs: dict[str, Any], images: Iterable[Image.Image]) -> dict[str, Any]:
+    """`multi_modal_inputs` with its `pixel_values` replaced by the images as PNG bytes (in prompt order)."""
+    out = {k: v for k, v in multi_modal_inputs.items() if k != "pixel_values"}
+    out[KEY] = [png_bytes(image) for image in images]
+    return out
+
+
+def is_compact(multi_modal_inputs: Any) -> bool:
+    """Whether a row's `multi_modal_inputs` holds PNG screenshots still to be expanded."""
+    return isinstance(multi_modal_inputs, dict) and KEY in multi_modal_inputs
+
+
+def expand(multi_modal_inputs: dict[str, Any], image_processor: Any) -> dict[str, Any]:
+    """A compact row's `multi_modal_inputs` with `pixel_values` computed from its PNGs (the grid must match)."""
+    if not is_compact(multi_modal_inputs):
+        return multi_modal_inputs
+    out = {k: v for k, v in multi_modal_inputs.items() if k != KEY}
+    images = [decode_png(data) for data in multi_modal_inputs[KEY]]
+    if not images:
+        return out
+    processed = image_processor(images=images, return_tensors="pt")
+    grid = processed["image_grid_thw"].to(torch.long)
+    stored = out.get("image_grid_thw")
+    if stored is not None and not torch.equal(grid, torch.as_tensor(stored).to(torch.long)):
+        raise ValueError(
+            f"compact screenshots expand to image_grid_thw {grid.tolist()}, the row was built with "
+            f"{torch.as_tensor(stored).tolist()}: the processor differs between rollout and training"
+        )
+    out["pixel_values"] = processed["pixel_values"]
+    out.setdefault("image_grid_thw", grid)
+    return out
+
+
+def expand_rows(rows: Iterable[Any], image_processor: Any) -> list[Any] | None:
+    """Every row's `multi_modal_inputs` expanded; None when no row is compact (nothing to do)."""
+    values = [getattr(row, "data", row) for row in rows]
+    if not any(is_compact(v) for v in values):
+        return None
+    return [expand(v, image_processor) for v in values]
+
+
+def image_grid(image: Image.Image, image_processor: Any) -> torch.Tensor:
+    """The `image_grid_thw` row the Qwen-VL `image_processor` gives `image`, without making its patches."""
+    from verl_cua.actions.geometry import smart_resize_size
+    from verl_cua.integrations.verl.agent_loop import _size_entry
+
+    patch, merge = int(image_processor.patch_size), int(image_processor.merge_size)
+    size = getattr(image_processor, "size", None)
+    low = _size_entry(size, "shortest_edge") or getattr(image_processor, "min_pixels", None) or (patch * merge) ** 2
+    high = (
+        _size_entry(size, "longest_edge")
+        or getattr(image_processor, "max_pixels", None)
+        or 16384 * (patch * merge) ** 2
+    )
+    width, height = smart_resize_size(image.size, patch * merge, int(low), int(high))
+    return torch.tensor([[1, height // patch, width // patch]], dtype=torch.long)
+
+
+def insert_png(mm: dict[str, Any], index: int, image: Image.Image, grid: torch.Tensor) -> dict[str, Any]:
+    """A compact row's `multi_modal_inputs` with one more screenshot at position `index` (PNG, grid, lengths)."""
+    out = dict(mm)
+    pngs = list(mm.get(KEY) or [])
+    pngs.insert(index, png_bytes(image))
+    old_grid = mm.get("image_grid_thw")
+    new_grid = grid if old_grid is None else torch.cat([old_grid[:index], grid.to(old_grid.dtype), old_grid[index:]])
+    out[KEY] = pngs
+    out["image_grid_thw"] = new_grid
+    out["images_seqlens"] = torch.repeat_interleave(new_grid[:, 1] * new_grid[:, 2], new_grid[:, 0])
+    return out
