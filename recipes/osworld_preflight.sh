@@ -10,8 +10,12 @@ die() {
 }
 
 
-"${PYTHON}" -c "import desktop_env" || die "OSWorld's client is missing; run: bash envs/osworld/install.sh"
 VM_ARGS=()
+if [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then  # `verl-cua doctor RECIPE` reads the overrides; it checks the rest itself
+    if [ "${PROVIDER}" = docker ]; then VM_ARGS=("${KWARGS_PREFIX:-+cua.env.kwargs}.path_to_vm=${VM_PATH}"); fi
+    return 0
+fi
+"${PYTHON}" -c "import desktop_env" || die "OSWorld's client is missing; run: bash envs/osworld/install.sh"
 if [ "${PROVIDER}" = docker ]; then
     docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
     [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2

@@ -1,5 +1,5 @@
 """The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs, `serve` a
-checkpoint on CPU."""
+checkpoint on CPU, `doctor` a machine and a recipe before training."""
 
 from __future__ import annotations
 
@@ -186,6 +186,24 @@ def _add_eval(sub) -> None:
     p.set_defaults(func=_eval_cmd)
 
 
+def _doctor_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.doctor import run_doctor
+
+    return run_doctor(args.recipe, args.overrides)
+
+
+def _add_doctor(sub) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check this machine and a recipe before training: driver, versions, Docker/KVM, disk, RAM, budgets",
+        description="One line per finding (ok, info, warn, FAIL); exit 1 on a blocker. With RECIPE, the recipe's "
+        "config is composed (nothing runs) and its token budget and host memory per step are printed.",
+    )
+    p.add_argument("recipe", nargs="?", default=None, help="a recipes/run_*.sh")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, as you would append them to the recipe")
+    p.set_defaults(func=_doctor_cmd)
+
+
 def _add_view_compare(sub) -> None:
     p = sub.add_parser("view", help="a static HTML page comparing runs (eval or training traces) step by step")
     p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
@@ -217,12 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_view_compare(sub)
     _add_serve(sub)
+    _add_doctor(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `verl-cua` console script; exit 0 ok, 1 invalid output (parse), 2 bad arguments,
-    3 eval stopped by the endpoint (bad key, URL or model; failing every request), 4 infra failures left."""
+    3 eval stopped by the endpoint (bad key, URL or model; failing every request), 4 infra failures left;
+    doctor: 1 when a finding blocks training."""
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -13,7 +13,7 @@ logger = logging.getLogger(__name__)
 
 FLASH = "flash_attention_2"
 FALLBACK = "sdpa"
-INSTALL = "pip install 'verl-cua[flash-attn]' (a flash-attn build for your torch and CUDA)"
+INSTALL = "install a flash-attn wheel built for this torch and CUDA (PyPI has none; docs/gpu.md)"
 
 
 def flash_attn_error() -> str | None:

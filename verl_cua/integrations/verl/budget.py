@@ -182,3 +182,46 @@ def rollout_max_model_len(config: Mapping[str, Any]) -> int:
     """The context vLLM/SGLang need: the longest row (prompt + response), not the model's whole context."""
     data = config["data"]
     return int(data["max_prompt_length"]) + int(data["max_response_length"])
+
+
+PNG_BYTES_PER_PIXEL = 0.35  # screenshots of desktops as PNG (level 1): bench.memory measured 0.2-0.5 on OSWorld apps
+FP32_PATCH_BYTES_PER_PIXEL = 3 * 2 * 4
+TOKEN_TENSOR_BYTES = 8 * 8  # int64 per token: prompts/responses, input_ids, M-RoPE positions (4), masks, log-probs
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """Host memory one training step holds in TransferQueue, by what it is made of."""
+
+    rows: int
+    images: int
+    image_bytes: int
+    token_bytes: int
+
+    @property
+    def total(self) -> int:
+        """Bytes in TransferQueue a step."""
+        return self.image_bytes + self.token_bytes
+
+
+def step_memory(config: Mapping[str, Any], budget: RowBudget) -> StepMemory:
+    """What a training step puts in TransferQueue at the config's batch, rows and image storage (an estimate: PNG
+    sizes vary with the screen; fp32 patches are exact)."""
+    cua, data = config["cua"], config["data"]
+    env = cua["env"]
+    episodes = int(data["train_batch_size"]) * int(config["actor_rollout_ref"]["rollout"]["n"])
+    steps, history = int(env["max_steps"]), int(env["history_images"])
+    if env["rows"] == "step":
+        rows = episodes * steps
+        images = episodes * sum(min(history, t + 1) for t in range(steps))
+        tokens = rows * (budget.step_prompt + int(cua["action"]["max_tokens_per_step"]))
+    else:
+        rows = episodes
+        images = episodes * steps
+        tokens = rows * (budget.prompt_length + budget.response_length)
+    pixels = budget.image_size[0] * budget.image_size[1]
+    if env.get("image_storage", "png") == "png":
+        per_image = int(pixels * PNG_BYTES_PER_PIXEL)
+    else:  # pixels / patch^2 patches of 3 channels x 2 frames x patch^2 values, fp32: 24 bytes a pixel
+        per_image = pixels * FP32_PATCH_BYTES_PER_PIXEL
+    return StepMemory(rows=rows, images=images, image_bytes=images * per_image, token_bytes=tokens * TOKEN_TENSOR_BYTES)

@@ -1,0 +1,119 @@
+"""The recipe's side: its Hydra overrides (the recipe run with a recording `python`, nothing installed, downloaded
+or trained), composed and checked as `verl_cua.main` checks them before Ray starts, then its budgets."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from verl_cua.doctor.report import Finding
+
+MAIN = ["-m", "verl_cua.main"]
+RECORDER = """import json, os, sys
+with open(os.environ["VERL_CUA_RECORD"], "a") as f:
+    f.write(json.dumps([os.path.basename(sys.argv[1]), *sys.argv[2:]]) + "\\n")
+"""
+
+
+def recorded_commands(recipe: str | Path, *args: str, env: dict[str, str] | None = None) -> list[list[str]]:
+    """Run `recipe` with `python3`/`python`/`docker` that only record their argv; every recorded command line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        bin_dir = Path(tmp) / "bin"
+        bin_dir.mkdir()
+        script, log = Path(tmp) / "record.py", Path(tmp) / "argv.jsonl"
+        script.write_text(RECORDER)
+        for name in ("python3", "python", "docker"):
+            exe = bin_dir / name
+            exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$0" "$@"\n')
+            exe.chmod(0o755)
+        run_env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+            "VERL_CUA_RECORD": str(log),
+            "PYTHON": str(bin_dir / "python3"),
+            "VENV": tmp,
+            "VERL_CUA_COMPOSE_ONLY": "1",
+            **(env or {}),
+        }
+        proc = subprocess.run(["bash", str(recipe), *args], env=run_env, capture_output=True, text=True, timeout=120)
+        if proc.returncode:
+            raise RuntimeError(f"{recipe} failed before training: {proc.stderr.strip().splitlines()[-1:]}")
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def main_overrides(commands: list[list[str]]) -> list[str]:
+    """The Hydra overrides the recipe hands to `python -m verl_cua.main`."""
+    mains = [c[3:] for c in commands if c[0].startswith("python") and c[1:3] == MAIN]
+    if len(mains) != 1:
+        raise RuntimeError(f"expected one `python -m verl_cua.main` in the recipe, found {len(mains)}")
+    return mains[0]
+
+
+def compose(overrides: list[str]) -> Any:
+    """`cua_trainer` composed with `overrides` (hydra.* ones dropped), as `python -m verl_cua.main` composes it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    kept = [o for o in overrides if not o.lstrip("+~").startswith("hydra.")]
+    with initialize_config_module("verl_cua.integrations.verl.config", version_base=None):
+        return hydra_compose("cua_trainer", overrides=kept)
+
+
+def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[str, Any] | None]:
+    """Compose and check the recipe's config; findings and the resolved config (None when it does not compose)."""
+    from omegaconf import OmegaConf
+
+    from verl_cua.integrations.verl.budget import row_budget, step_memory
+    from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+    from verl_cua.integrations.verl.main import prepare_config
+
+    name = Path(recipe).name
+    try:
+        cfg = compose([*main_overrides(recorded_commands(recipe)), *extra])
+        validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+        import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
+
+        attention = logging.getLogger("verl_cua.integrations.verl.attention")
+        level, attention.level = attention.level, logging.ERROR  # the flash-attn finding has its own line
+        try:
+            prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))
+        finally:
+            attention.setLevel(level)
+    except CuaConfigError as exc:
+        return [Finding("FAIL", "config", str(exc))], None
+    except Exception as exc:  # a recipe that does not run or compose
+        return [
+            Finding("FAIL", "recipe", f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        ], None
+    config = OmegaConf.to_container(cfg, resolve=True)
+    budget = row_budget(config)
+    memory = step_memory(config, budget)
+    env = config["cua"]["env"]
+    rollout = config["actor_rollout_ref"]["rollout"]
+    findings = [
+        Finding("ok", "recipe", f"{name}: composes; {config['algorithm']['adv_estimator']} on {env['name']}, "
+                                f"{rollout['name']} rollout, {config['actor_rollout_ref']['model']['path']}"),
+        Finding("info", "tokens", f"a screenshot {budget.image_size[0]}x{budget.image_size[1]} = {budget.image_tokens} "
+                                  f"tokens; rows={env['rows']}: " + _row_line(env, budget)),
+        Finding("info", "host memory", f"~{memory.total / 1e9:.1f} GB a step in TransferQueue ({memory.rows} rows, "
+                                       f"{memory.images} screenshots as {env.get('image_storage', 'png')})"),
+    ]  # fmt: skip
+    if rollout["name"] in ("vllm", "sglang"):
+        findings.append(Finding("info", "max_model_len", f"{rollout.get('max_model_len')} (prompt + response)"))
+    return findings, config
+
+
+def _row_line(env: dict[str, Any], budget: Any) -> str:
+    if env["rows"] == "step":
+        return (f"a step prompt needs ~{budget.step_prompt} of {budget.prompt_length} tokens "
+                f"({env['history_images']} screenshots, {env['max_steps'] - 1} earlier actions)")  # fmt: skip
+    return (f"an episode needs ~{budget.episode_response} of {budget.response_length} response tokens "
+            f"({env['max_steps']} turns of ~{budget.turn})")  # fmt: skip

@@ -1,0 +1,169 @@
+"""The machine's side: driver and CUDA, the Python stack's versions, Docker, /dev/kvm, disk, RAM and cores."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from verl_cua.doctor.report import Finding
+
+VERL = "0.9.1"
+PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
+MIN_DRIVER_CUDA13 = 580  # CUDA 13 (torch 2.11's PyPI wheels) needs an R580+ driver
+VM_IMAGE_NEED_GB = 40  # OSWorld's Ubuntu.qcow2.zip and the unzipped image, downloaded once
+DESKTOP_NEEDS = {"docker": (4.0, 4), "local": (0.6, 0.5), "miniwob": (0.4, 0.5)}  # GB and cores per desktop
+
+
+def _version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _gpu_run(config: dict[str, Any] | None) -> bool:
+    return config is None or config["trainer"].get("device", "cuda") != "cpu"
+
+
+def system_findings(config: dict[str, Any] | None) -> list[Finding]:
+    """Every system check; `config` (the recipe's resolved config, or None) says which ones matter."""
+    findings = [*_driver(config), *_stack(config)]
+    if config is not None:
+        findings += _desktops(config)
+    return findings
+
+
+def _driver(config: dict[str, Any] | None) -> list[Finding]:
+    gpu = _gpu_run(config)
+    smi = shutil.which("nvidia-smi")
+    query = [smi or "nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+    try:
+        lines = subprocess.run(query, capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        level = "FAIL" if gpu and config is not None else "info"
+        return [Finding(level, "gpu", "no NVIDIA driver answers (nvidia-smi missing or failing)")]
+    gpus = [line.split(", ") for line in lines if line.strip()]
+    driver = gpus[0][1] if gpus and len(gpus[0]) > 1 else "?"
+    out = [Finding("ok", "gpu", f"{len(gpus)} x {gpus[0][0]} ({gpus[0][2]}), driver {driver}")] if gpus else []
+    cuda = _torch_cuda()
+    major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else 0
+    if cuda and cuda.startswith("13") and major < MIN_DRIVER_CUDA13:
+        out.append(Finding("FAIL", "driver", f"torch is built for CUDA {cuda}, which needs driver >= "
+                                             f"{MIN_DRIVER_CUDA13}; this one is {driver}"))  # fmt: skip
+    return out
+
+
+def _torch_cuda() -> str | None:
+    try:
+        import torch
+    except Exception:
+        return None
+    return torch.version.cuda
+
+
+def _stack(config: dict[str, Any] | None) -> list[Finding]:
+    out = []
+    verl = _version("verl")
+    out.append(Finding("ok" if verl == VERL else "FAIL", "verl", f"{verl or 'not installed'} (needs =={VERL}: "
+                                                                 "pip install -e '.[verl]')"))  # fmt: skip
+    torch_v, transformers_v = _version("torch"), _version("transformers")
+    cuda = _torch_cuda()
+    out.append(Finding("ok" if torch_v else "FAIL", "torch", f"{torch_v or 'not installed'}, CUDA {cuda or 'none'}"))
+    rollout = (config or {}).get("actor_rollout_ref", {}).get("rollout", {}).get("name", "vllm")
+    engine = rollout if rollout in ("vllm", "sglang") else None
+    if engine:
+        installed = _version(engine)
+        if installed is None:
+            out.append(Finding("FAIL" if config else "warn", engine,
+                               f"not installed: pip install -e '.[{engine}]'"))  # fmt: skip
+        else:
+            wanted = _pinned_torch(engine)
+            ok = wanted is None or torch_v == wanted
+            detail = f"{installed} (wants torch {wanted}, have {torch_v})" if not ok else installed
+            out.append(Finding("ok" if ok else "FAIL", engine, detail))
+            if installed != PINS[engine]:
+                out.append(Finding("warn", engine, f"{installed} is not the tested {PINS[engine]}"))
+    out.append(Finding("ok" if transformers_v else "FAIL", "transformers", transformers_v or "not installed"))
+    out.append(_flash_attn(config))
+    return out
+
+
+def _pinned_torch(package: str) -> str | None:
+    """The torch version `package` pins (`torch==X` in its metadata), if any."""
+    for req in md.requires(package) or []:
+        head = req.split(";")[0].replace(" ", "")
+        if head.startswith("torch=="):
+            return head.split("==", 1)[1]
+    return None
+
+
+def _flash_attn(config: dict[str, Any] | None) -> Finding:
+    from verl_cua.integrations.verl.attention import flash_attn_error
+
+    error = flash_attn_error()
+    if error is None:
+        return Finding("ok", "flash-attn", _version("flash-attn") or _version("flash_attn") or "importable")
+    if not _gpu_run(config):
+        return Finding("info", "flash-attn", "not needed on the CPU (sdpa)")
+    return Finding("warn", "flash-attn", f"not usable ({error}): the actor falls back to sdpa with remove-padding off "
+                                         "(slower, more memory); docs/gpu.md says how to install it")  # fmt: skip
+
+
+def _desktops(config: dict[str, Any]) -> list[Finding]:
+    env = config["cua"]["env"]
+    provider = (env.get("kwargs") or {}).get("provider", "docker") if env["name"] == "osworld" else env["name"]
+    count = int(config["actor_rollout_ref"]["rollout"]["agent"]["num_workers"]) * int(env["pool_size"])
+    out = []
+    if provider == "docker":
+        out += _docker(env)
+    gb, cores = DESKTOP_NEEDS.get(provider, DESKTOP_NEEDS["local"])
+    ram = _ram_gb()
+    from verl_cua.integrations.verl.budget import row_budget, step_memory
+
+    step_gb = step_memory(config, row_budget(config)).total / 1e9
+    need = count * gb + step_gb
+    level = "FAIL" if ram and need > ram else "warn" if ram and need > 0.8 * ram else "ok"
+    out.append(Finding(level, "memory", f"{count} {provider} desktops x {gb:g} GB + ~{step_gb:.1f} GB of rows a step "
+                                        f"= {need:.0f} GB of {ram:.0f} GB RAM"))  # fmt: skip
+    cpus = os.cpu_count() or 1
+    want = count * cores
+    out.append(Finding("warn" if want > cpus else "ok", "cores", f"{count} desktops want ~{want:g} cores; "
+                                                                 f"this machine has {cpus}"))  # fmt: skip
+    return out
+
+
+def _docker(env: dict[str, Any]) -> list[Finding]:
+    out = []
+    try:
+        subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=True)
+        out.append(Finding("ok", "docker", "the daemon answers"))
+    except (OSError, subprocess.SubprocessError):
+        out.append(Finding("FAIL", "docker", "OSWorld's docker provider needs a Docker daemon this user can reach"))
+    kvm = Path("/dev/kvm")
+    usable = kvm.exists() and os.access(kvm, os.R_OK | os.W_OK)
+    out.append(Finding("ok" if usable else "warn", "kvm", "/dev/kvm usable" if usable else
+                       "no usable /dev/kvm: the VMs run in software emulation, too slowly to train"))  # fmt: skip
+    vm = Path(str((env.get("kwargs") or {}).get("path_to_vm") or "docker_vm_data/Ubuntu.qcow2"))
+    if vm.is_file():
+        out.append(Finding("ok", "vm image", f"{vm} ({vm.stat().st_size / 1e9:.1f} GB)"))
+    else:
+        parent = next((p for p in [vm.parent, *vm.parent.parents] if p.exists()), Path("."))
+        free = shutil.disk_usage(parent).free / 1e9
+        level = "ok" if free >= VM_IMAGE_NEED_GB else "FAIL"
+        out.append(Finding(level, "vm image", f"{vm} absent: its download needs ~{VM_IMAGE_NEED_GB} GB, "
+                                              f"{free:.0f} GB free at {parent}"))  # fmt: skip
+    return out
+
+
+def _ram_gb() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return 0.0
