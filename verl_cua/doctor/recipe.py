@@ -47,12 +47,12 @@ def recorded_commands(recipe: str | Path, *args: str, env: dict[str, str] | None
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def main_overrides(commands: list[list[str]]) -> list[str]:
-    """The Hydra overrides the recipe hands to `python -m verl_cua.main`."""
+def main_overrides(commands: list[list[str]]) -> list[list[str]]:
+    """The Hydra overrides of each `python -m verl_cua.main` the recipe runs (most run one)."""
     mains = [c[3:] for c in commands if c[0].startswith("python") and c[1:3] == MAIN]
-    if len(mains) != 1:
-        raise RuntimeError(f"expected one `python -m verl_cua.main` in the recipe, found {len(mains)}")
-    return mains[0]
+    if not mains:
+        raise RuntimeError("the recipe runs no `python -m verl_cua.main`")
+    return mains
 
 
 def compose(overrides: list[str]) -> Any:
@@ -75,32 +75,34 @@ def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[
 
     name = Path(recipe).name
     try:
-        cfg = compose([*main_overrides(recorded_commands(recipe)), *extra])
-        validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
         import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
 
+        runs = main_overrides(recorded_commands(recipe))
         attention = logging.getLogger("verl_cua.integrations.verl.attention")
         level, attention.level = attention.level, logging.ERROR  # the flash-attn finding has its own line
         try:
-            prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))
+            for overrides in reversed(runs):  # every run must compose; the first is described
+                cfg = compose([*overrides, *extra])
+                validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
+                prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))
         finally:
             attention.setLevel(level)
     except CuaConfigError as exc:
         return [Finding("FAIL", "config", str(exc))], None
     except Exception as exc:  # a recipe that does not run or compose
-        return [
-            Finding("FAIL", "recipe", f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-        ], None
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return [Finding("FAIL", "recipe", f"{name}: {reason}")], None
     config = OmegaConf.to_container(cfg, resolve=True)
     budget = row_budget(config)
     memory = step_memory(config, budget)
     env = config["cua"]["env"]
     rollout = config["actor_rollout_ref"]["rollout"]
+    model = config["actor_rollout_ref"]["model"]["path"]
     findings = [
-        Finding("ok", "recipe", f"{name}: composes; {config['algorithm']['adv_estimator']} on {env['name']}, "
-                                f"{rollout['name']} rollout, {config['actor_rollout_ref']['model']['path']}"),
+        Finding("ok", "recipe", f"{name}: {len(runs)} run(s) compose; {config['algorithm']['adv_estimator']} on "
+                                f"{env['name']}, {rollout['name']} rollout, {model}"),
         Finding("info", "tokens", f"a screenshot {budget.image_size[0]}x{budget.image_size[1]} = {budget.image_tokens} "
                                   f"tokens; rows={env['rows']}: " + _row_line(env, budget)),
         Finding("info", "host memory", f"~{memory.total / 1e9:.1f} GB a step in TransferQueue ({memory.rows} rows, "
