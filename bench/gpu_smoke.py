@@ -4,7 +4,10 @@ Each check runs on its own and prints one JSON line (ok, figures, or the error),
 - `sdpo_logit`: the top-k log-probs and the logit-level SDPO loss on a Qwen-sized vocabulary (151,936) in bf16
   logits, against the same computation in float64 on the CPU, and its backward;
 - `tiny_<family>`: a tiny random Qwen2.5-VL / Qwen3-VL built here, one forward with a screenshot-sized image
-  in bf16 on the device against float32 on the CPU (max |logit difference|), and a backward.
+  in bf16 on the device against float32 on the CPU (max |logit difference|), and a backward;
+- `lora_compact_<family>`: a screenshot stored as PNG (`cua.env.image_storage=png`) expands to the processor's
+  patches bit for bit and gives the same bf16 logits on the device; peft LoRA on all linear layers with the vision
+  tower excluded (`exclude_modules='.*visual.*'`) has no tower adapter, equal logits at init, adapter-only grads.
 """
 
 from __future__ import annotations
@@ -88,6 +91,70 @@ def tiny(family: str, device: str) -> dict:
     }  # fmt: skip
 
 
+def lora_compact(family: str, device: str) -> dict:
+    """Compact screenshots and LoRA on `device`: PNG-stored screenshots expand to the processor's patches bit for bit
+    and give the same bf16 logits; LoRA with the vision tower excluded adds no tower adapter, leaves the logits
+    unchanged at init (B = 0) and trains only adapter weights."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from PIL import Image, ImageDraw
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from verl_cua.integrations.verl.compact_images import compact, expand, image_grid
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    path = build_tiny_model(family, f"{tempfile.mkdtemp()}/{family}")
+    processor = AutoProcessor.from_pretrained(path)
+    image = Image.new("RGB", (1312, 736), (230, 230, 230))
+    ImageDraw.Draw(image).rectangle((100, 100, 400, 160), fill=(20, 90, 200))
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Click the button."}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(text=[text], images=[image], return_tensors="pt")
+    stored = compact({"image_grid_thw": inputs["image_grid_thw"]}, [image])
+    expanded = expand(stored, processor.image_processor)
+    same_patches = bool(torch.equal(expanded["pixel_values"], inputs["pixel_values"]))
+    grid_ok = bool(torch.equal(image_grid(image, processor.image_processor), inputs["image_grid_thw"]))
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.bfloat16, attn_implementation="sdpa")
+    model = model.to(device)
+    moved = {k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()}
+    with torch.no_grad():
+        base = model(**moved).logits.float()
+        from_png = model(**{**moved, "pixel_values": expanded["pixel_values"].to(device)}).logits.float()
+    config = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", exclude_modules=".*visual.*")
+    peft_model = get_peft_model(model, config)
+    names = [n for n, _ in peft_model.named_modules() if n.endswith("lora_A")]
+    t0 = time.perf_counter()
+    logits = peft_model(**moved).logits
+    logits.float().logsumexp(-1).mean().backward()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    trained = [n for n, p in peft_model.named_parameters() if p.grad is not None]
+    out = {
+        "png_bytes": len(stored["cua_images"][0]), "fp32_patch_bytes": inputs["pixel_values"].numel() * 4,
+        "same_patches": same_patches, "grid_without_patches_ok": grid_ok,
+        "png_logits_equal": bool(torch.equal(base, from_png)),
+        "lora_modules": len(names), "lora_modules_in_vision_tower": sum("visual" in n for n in names),
+        "lora_init_logits_equal": bool(torch.equal(base, logits.detach().float())),
+        "only_adapters_trained": bool(trained) and all("lora_" in n for n in trained),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }  # fmt: skip
+    out["ok"] = (
+        all(
+            out[k]
+            for k in (
+                "same_patches",
+                "grid_without_patches_ok",
+                "png_logits_equal",
+                "lora_init_logits_equal",
+                "only_adapters_trained",
+            )
+        )
+        and out["lora_modules"] > 0
+    )
+    out["ok"] = out["ok"] and out["lora_modules_in_vision_tower"] == 0
+    return out
+
+
 def main() -> None:
     """Run every check; one JSON line each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,6 +170,7 @@ def main() -> None:
     checks = {"sdpo_logit": lambda: sdpo_logit(args.device)}
     for family in ("qwen25vl", "qwen3vl"):
         checks[f"tiny_{family}"] = lambda family=family: tiny(family, args.device)
+        checks[f"lora_compact_{family}"] = lambda family=family: lora_compact(family, args.device)
     for name, check in checks.items():
         try:
             result = check()

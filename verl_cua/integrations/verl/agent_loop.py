@@ -19,6 +19,7 @@ from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
+from verl_cua.integrations.verl.compact_images import size_entry
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
@@ -389,17 +390,8 @@ def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
     if ip is None:
         raise ValueError("gui_agent needs a vision-language model with an image processor (Qwen2.5-VL, Qwen3-VL)")
     factor = int(getattr(ip, "patch_size", 14)) * int(getattr(ip, "merge_size", 2))
-    cap = _size_entry(getattr(ip, "size", None), "longest_edge") or getattr(ip, "max_pixels", None) or max_pixels
+    cap = size_entry(getattr(ip, "size", None), "longest_edge") or getattr(ip, "max_pixels", None) or max_pixels
     return factor, int(min(max_pixels, cap))
-
-
-def _size_entry(size: Any, key: str) -> Any:
-    """`size[key]` of an image processor: a dict (transformers 4) or a `SizeDict` (transformers 5); None if absent."""
-    if size is None:
-        return None
-    if isinstance(size, dict):
-        return size.get(key)
-    return getattr(size, key, None)
 
 
 def _row_task(kwargs: dict[str, Any]) -> Any:

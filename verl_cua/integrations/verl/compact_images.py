@@ -74,18 +74,24 @@ def expand_rows(rows: Iterable[Any], image_processor: Any) -> list[Any] | None:
     return [expand(v, image_processor) for v in values]
 
 
+def size_entry(size: Any, key: str) -> Any:
+    """`size[key]` of an image processor: a dict (transformers 4) or a `SizeDict` (transformers 5); None if absent."""
+    if size is None:
+        return None
+    if isinstance(size, dict):
+        return size.get(key)
+    return getattr(size, key, None)
+
+
 def image_grid(image: Image.Image, image_processor: Any) -> torch.Tensor:
     """The `image_grid_thw` row the Qwen-VL `image_processor` gives `image`, without making its patches."""
     from verl_cua.actions.geometry import smart_resize_size
-    from verl_cua.integrations.verl.agent_loop import _size_entry
 
     patch, merge = int(image_processor.patch_size), int(image_processor.merge_size)
     size = getattr(image_processor, "size", None)
-    low = _size_entry(size, "shortest_edge") or getattr(image_processor, "min_pixels", None) or (patch * merge) ** 2
+    low = size_entry(size, "shortest_edge") or getattr(image_processor, "min_pixels", None) or (patch * merge) ** 2
     high = (
-        _size_entry(size, "longest_edge")
-        or getattr(image_processor, "max_pixels", None)
-        or 16384 * (patch * merge) ** 2
+        size_entry(size, "longest_edge") or getattr(image_processor, "max_pixels", None) or 16384 * (patch * merge) ** 2
     )
     width, height = smart_resize_size(image.size, patch * merge, int(low), int(high))
     return torch.tensor([[1, height // patch, width // patch]], dtype=torch.long)
