@@ -176,6 +176,7 @@ class AbortingServer(ScriptedServer):
         )
 
 
+@pytest.mark.parametrize("tiny_model", ["qwen25vl"], indirect=True)  # the retry is the loop's, not the model's
 @pytest.mark.parametrize("rows", ["episode", "step"])
 def test_an_aborted_request_is_sent_again_and_never_scored_as_an_invalid_action(tiny_model, chromium, rows):
     from verl_cua.integrations.verl import agent_loop

@@ -71,6 +71,7 @@ INSTRUCTIONS = ("Click the button.", "Focus into the textbox.")  # click-test's 
 N = 8  # rollouts per prompt
 
 
+@pytest.mark.parametrize("tiny_model", ["qwen25vl"], indirect=True)  # Qwen3-VL trains GRPO in test_lora_on_cpu
 def test_two_grpo_steps_on_miniwob(tiny_model, tmp_path, chromium):
     family, random_path = tiny_model
     # random weights + a short SFT into click syntax: hits, misses, malformed calls, and a misspelt call half the

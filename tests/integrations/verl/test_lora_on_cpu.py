@@ -176,15 +176,16 @@ def test_an_incomplete_or_foreign_adapter_is_rejected_whole(tiny_model, monkeypa
 
 
 def test_two_lora_steps_through_verl_serve_the_trained_adapter(tmp_path, chromium):
-    """A cold tiny Qwen2.5-VL on one click-test seed; the entropy bonus gives the adapter a gradient whatever the
-    rewards, and a high learning rate makes step 1's adapter move the policy well clear of the base. Step 2's
-    rollouts must come from that adapter: the hf server's log-probs match the actor's (base + adapter) while the
-    reference (the actor with its adapter disabled: verl's ref_in_actor under LoRA) sits far apart."""
+    """A cold tiny Qwen3-VL (CI's GRPO run of that family) on one click-test seed; the entropy bonus gives the
+    adapter a gradient whatever the rewards, and a high learning rate makes step 1's adapter move the policy well
+    clear of the base. Step 2's rollouts must come from that adapter: the hf server's log-probs match the actor's
+    (base + adapter) while the reference (the actor with its adapter disabled: verl's ref_in_actor under LoRA) sits
+    far apart."""
     from verl_cua.integrations.verl import dataset
     from verl_cua.testing.cpu_train import train_on_cpu
     from verl_cua.testing.tiny_models import build_tiny_model
 
-    model = str(build_tiny_model("qwen25vl"))
+    model = str(build_tiny_model("qwen3vl"))
     train = tmp_path / "train.parquet"
     assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84", "--out", str(train)]) == 0
     run = train_on_cpu(
