@@ -21,8 +21,9 @@ from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 logger = logging.getLogger(__name__)
 
 TEACHER_SUFFIX = "::sdpo_teacher"
-# Fields the teacher rows do not inherit from their student rows (derived ones, recomputed or unused).
+# What planning reads of every row; whole rows are fetched only for the rows the pass uses.
 PLAN_FIELDS = ("extra_fields", "uid", "session_id")
+# Fields the teacher rows do not inherit from their student rows (derived ones, recomputed or unused).
 _NOT_COPIED = ("log_probs", "entropy", "old_log_probs", "ref_log_prob", "advantages", "returns", "values")
 
 
