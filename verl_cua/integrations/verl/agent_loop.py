@@ -3,7 +3,6 @@ shows the model screenshots, parses its output with `verl_cua.actions`, steps th
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
+from verl_cua.integrations.verl.compact_images import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.compact_images import size_entry
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
@@ -75,11 +75,7 @@ class Episode:
 
 def png_bytes(image: Image.Image | None) -> bytes | None:
     """A screenshot as PNG bytes (what crosses Ray and TransferQueue)."""
-    if image is None:
-        return None
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
+    return None if image is None else compact_png_bytes(image)
 
 
 @register("gui_agent")

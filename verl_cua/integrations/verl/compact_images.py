@@ -3,7 +3,7 @@
 verl stores each row's processor output in TransferQueue: a 1M-pixel screenshot is ~22 MiB of fp32 patches, ~85 GB
 a step at the flagship's scale. Rows keep the processor's small fields (`image_grid_thw`, `images_seqlens`, which
 M-RoPE positions need) and the screenshots as lossless PNG under `cua_images`; the engine turns them back into
-`pixel_values` one micro-batch at a time, just before the forward (`CompactImagesEngine`), and checks that the grid
+`pixel_values` one micro-batch at a time, just before the forward (`CompactImagesFSDPEngine`), and checks that the grid
 it gets is the stored one."""
 
 from __future__ import annotations

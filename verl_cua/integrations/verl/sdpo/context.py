@@ -4,13 +4,12 @@ followed by the same response tokens; Qwen-VL M-RoPE position ids recomputed for
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import torch
 from PIL import Image
 
-from verl_cua.integrations.verl.compact_images import image_grid, insert_png, is_compact
+from verl_cua.integrations.verl.compact_images import decode_png, image_grid, insert_png, is_compact
 
 BLOCK_HEADER = "Feedback on an earlier attempt at this task:"
 BLOCK_FOOTER = "Now act on the original task."
@@ -65,9 +64,7 @@ def fit_demo(actions: list[str], max_tokens: int, encode, decode) -> list[str]:
 def _as_image(value: bytes | Image.Image | None) -> Image.Image | None:
     if value is None or isinstance(value, Image.Image):
         return value
-    image = Image.open(io.BytesIO(bytes(value)))
-    image.load()
-    return image.convert("RGB")
+    return decode_png(value)
 
 
 class TeacherContextBuilder:
