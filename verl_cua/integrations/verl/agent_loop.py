@@ -14,12 +14,12 @@ from PIL import Image
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from verl_cua.actions import parse_action
+from verl_cua.actions.conversation import first_turn, image_grid_factor, observation_turn, step_prompt
 from verl_cua.actions.geometry import smart_resize_size
-from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.actions.prompts import build_prompt
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.compact_images import png_bytes as compact_png_bytes
-from verl_cua.integrations.verl.compact_images import size_entry
 from verl_cua.integrations.verl.cua_config import validate_cua_config
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
@@ -119,13 +119,7 @@ class GUIAgentLoop(AgentLoopBase):
         image_size = self._image_size(screen)
         spec = build_prompt(self.format, screen=screen, image=image_size)
         shot = obs.screenshot.convert("RGB").resize(image_size)
-        messages = [
-            {"role": "system", "content": spec.system},
-            {
-                "role": "user",
-                "content": [{"type": "image", "image": shot}, {"type": "text", "text": spec.user_text(ep.instruction)}],
-            },
-        ]
+        messages = first_turn(spec, ep.instruction, shot)
         images = [shot]
         prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
         runtime, mask, logprobs = list(prompt_ids), [], None
@@ -157,13 +151,7 @@ class GUIAgentLoop(AgentLoopBase):
             ):
                 break
             previous = [*messages, {"role": "assistant", "content": text}]
-            turn = {
-                "role": "user",
-                "content": [
-                    {"type": "image", "image": shot},
-                    {"type": "text", "text": observation_text(step + 1, None if parsed.valid else parsed.error)},
-                ],
-            }
+            turn = observation_turn(step + 1, None if parsed.valid else parsed.error, shot)
             merged2, mask2, logprobs2 = await self.ct_merge_context_msg(
                 previous, [*previous, turn], runtime, mask, logprobs
             )
@@ -199,7 +187,7 @@ class GUIAgentLoop(AgentLoopBase):
         rows: list[tuple[list[int], Any, list[Image.Image]]] = []
         for _step in range(self.env_cfg["max_steps"]):
             recent = shots[-self.env_cfg["history_images"] :]
-            messages = _step_messages(spec, ep, recent)
+            messages = step_prompt(spec, ep.instruction, ep.actions, [e is not None for e in ep.errors], recent)
             prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
             ep.anchors.append(self._anchor(obs, shots[-1]))
             out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)
@@ -382,12 +370,7 @@ class GUIAgentLoop(AgentLoopBase):
 
 def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
     """The processor's pixel factor (patch x merge) and the pixel cap we resize screenshots to."""
-    ip = getattr(processor, "image_processor", None)
-    if ip is None:
-        raise ValueError("gui_agent needs a vision-language model with an image processor (Qwen2.5-VL, Qwen3-VL)")
-    factor = int(getattr(ip, "patch_size", 14)) * int(getattr(ip, "merge_size", 2))
-    cap = size_entry(getattr(ip, "size", None), "longest_edge") or getattr(ip, "max_pixels", None) or max_pixels
-    return factor, int(min(max_pixels, cap))
+    return image_grid_factor(getattr(processor, "image_processor", None), max_pixels)
 
 
 def _row_task(kwargs: dict[str, Any]) -> Any:
@@ -402,15 +385,3 @@ def _row_task(kwargs: dict[str, Any]) -> Any:
     if seed is not None and int(seed) >= 0 and isinstance(task, str) and not task.endswith(".json"):
         return {"task": task, "seed": int(seed)}
     return task
-
-
-def _step_messages(spec, ep: Episode, recent: list[Image.Image]) -> list[dict[str, Any]]:
-    """Step-row prompt: the instruction, earlier actions as text, the last K screenshots."""
-    history = "".join(
-        f"\nStep {i + 1}: {a.strip()[:400]}" + ("" if e is None else " (invalid)")
-        for i, (a, e) in enumerate(zip(ep.actions, ep.errors, strict=False))
-    )
-    text = spec.user_text(ep.instruction) + (f"\nPrevious actions:{history}" if history else "")
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    content += [{"type": "image", "image": img} for img in recent]
-    return [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]

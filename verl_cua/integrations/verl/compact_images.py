@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from PIL import Image
 
+from verl_cua.actions.conversation import size_entry
+
 KEY = "cua_images"
 PNG_LEVEL = 1  # zlib level: screenshots compress ~8x at level 1, barely better at 6, at a third of the time
 
@@ -72,15 +74,6 @@ def expand_rows(rows: Iterable[Any], image_processor: Any) -> list[Any] | None:
     if not any(is_compact(v) for v in values):
         return None
     return [expand(v, image_processor) for v in values]
-
-
-def size_entry(size: Any, key: str) -> Any:
-    """`size[key]` of an image processor: a dict (transformers 4) or a `SizeDict` (transformers 5); None if absent."""
-    if size is None:
-        return None
-    if isinstance(size, dict):
-        return size.get(key)
-    return getattr(size, key, None)
 
 
 def image_grid(image: Image.Image, image_processor: Any) -> torch.Tensor:
