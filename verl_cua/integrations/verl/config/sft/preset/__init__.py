@@ -1,0 +1,1 @@
+"""SFT presets selected with preset=<name> (preset=cpu)."""

@@ -1,0 +1,2 @@
+"""The SFT rung of the ladder: `verl-cua sft-data` (trajectories -> verl SFT rows) and `python -m verl_cua.sft`
+(verl's own SFT trainer with verl-cua's config)."""
