@@ -19,9 +19,13 @@ from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_c
 from verl_cua.integrations.verl.main import prepare_config
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = sorted((ROOT / "recipes").glob("run_*.sh"))
+ALL_RECIPES = sorted((ROOT / "recipes").glob("run_*.sh"))
+SFT_ONLY = {"run_qwen3vl_sft_osworld.sh"}  # SFT alone: no RL stage (test_sft_recipe_* below)
+RECIPES = [r for r in ALL_RECIPES if r.name not in SFT_ONLY]
 CONFIG_MODULE = "verl_cua.integrations.verl.config"
+SFT_CONFIG_MODULE = "verl_cua.integrations.verl.config.sft"
 MAIN = ["-m", "verl_cua.main"]
+SFT = ["-m", "verl_cua.sft"]
 EXTRA = "trainer.total_epochs=3"
 
 # What each recipe claims: estimator, env, action format, rollout engine.
@@ -31,7 +35,14 @@ EXPECTED = {
     "run_qwen3vl_gigpo_osworld.sh": {"estimator": "gigpo", "env": "osworld", "format": "qwen3vl", "rollout": "vllm"},
     "run_tiny_sdpo_miniwob_cpu.sh": {"estimator": "sdpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
     "run_tiny_grpo_miniwob_cpu.sh": {"estimator": "grpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
+    "run_qwen3vl_sft_then_sdpo_osworld.sh": {
+        "estimator": "sdpo",
+        "env": "osworld",
+        "format": "qwen3vl",
+        "rollout": "vllm",
+    },
 }
+LADDER = "run_qwen3vl_sft_then_sdpo_osworld.sh"
 MODELS = {
     "run_qwen3vl_sdpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
     "run_qwen25vl_grpo_osworld.sh": "Qwen/Qwen2.5-VL-7B-Instruct",
@@ -41,6 +52,10 @@ MODELS = {
 STUB = """import json, os, sys
 with open(os.environ["RECIPE_STUB_LOG"], "a") as f:
     f.write(json.dumps([os.path.basename(sys.argv[1]), *sys.argv[2:]]) + "\\n")
+if os.path.basename(sys.argv[1]) == "torchrun":  # as verl's SFT trainer does at its last step
+    ckpt = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.default_local_dir="))
+    os.makedirs(ckpt, exist_ok=True)
+    open(os.path.join(ckpt, "latest_checkpointed_iteration.txt"), "w").write("7")
 """
 
 
@@ -50,12 +65,12 @@ def _ids(paths):
 
 @pytest.fixture
 def stubs(tmp_path):
-    """A bin/ with `python3`, `python` and `docker` that log their argv as one JSON line each and exit 0."""
+    """A bin/ with `python3`, `python`, `docker` and `torchrun` that log their argv as one JSON line each and exit 0."""
     bin_dir = tmp_path / "stub" / "bin"
     bin_dir.mkdir(parents=True)
     script = tmp_path / "stub" / "record.py"
     script.write_text(STUB)
-    for name in ("python3", "python", "docker"):
+    for name in ("python3", "python", "docker", "torchrun"):
         exe = bin_dir / name
         exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$0" "$@"\n')
         exe.chmod(0o755)
@@ -77,6 +92,8 @@ def _run(recipe: Path, stubs: Path, tmp_path: Path, *args: str, **env_vars: str)
         "DATA_DIR": str(tmp_path / "data"),
         "OUT": str(tmp_path / "out"),
         "VM_PATH": str(vm),
+        "SFT_CKPT_DIR": str(tmp_path / "sft_ckpt"),  # the ladder's SFT stage
+        "CKPT_DIR": str(tmp_path / "sft_ckpt"),  # the SFT recipe's
         **env_vars,
     }
     proc = subprocess.run(
@@ -117,21 +134,24 @@ def _verl_validate(cfg) -> None:
 
 def test_every_recipe_is_listed_here():
     assert _ids(RECIPES) == sorted(EXPECTED), "add the new recipe to EXPECTED"
+    assert SFT_ONLY <= {r.name for r in ALL_RECIPES}
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
+@pytest.mark.parametrize("recipe", ALL_RECIPES, ids=_ids(ALL_RECIPES))
 def test_bash_n(recipe):
     proc = subprocess.run(["bash", "-n", str(recipe)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
+@pytest.mark.parametrize("recipe", ALL_RECIPES, ids=_ids(ALL_RECIPES))
 def test_style(recipe):
-    """verl's recipe style: shebang, `set -xeuo pipefail`, one Hydra override per line, `"$@"` last."""
+    """verl's recipe style: shebang, `set -xeuo pipefail`, one Hydra override per line, `"$@"` last (in the trainer
+    call, or in the call of the recipe it hands the trainer to)."""
     lines = recipe.read_text().splitlines()
     assert lines[0] == "#!/usr/bin/env bash"
     assert "set -xeuo pipefail" in lines
-    (start,) = [i for i, line in enumerate(lines) if "-m verl_cua.main \\" in line]
+    heads = ("-m verl_cua.main \\", "-m verl_cua.sft \\", "bash recipes/run_")
+    (start,) = [i for i, line in enumerate(lines) if any(h in line for h in heads) and line.endswith("\\")]
     body = []
     for line in lines[start + 1 :]:
         body.append(line)
@@ -169,11 +189,13 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
     if want["env"] == "osworld":
         assert cfg.cua.env.kwargs.provider == "docker"
         assert cfg.cua.env.kwargs.path_to_vm == str(tmp_path / "Ubuntu.qcow2")
-        assert cfg.actor_rollout_ref.model.path == MODELS[recipe.name]
+        ladder = recipe.name == LADDER
+        want_model = str(tmp_path / "sft_ckpt" / "global_step_7" / "huggingface") if ladder else MODELS[recipe.name]
+        assert cfg.actor_rollout_ref.model.path == want_model
         assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, 8)
         assert cfg.trainer.device == "cuda" and cfg.actor_rollout_ref.actor.strategy == "fsdp2"
         assert list(cfg.trainer.logger) == ["console", "wandb"]
-        assert cfg.cua.entropulse.schedule == "none"  # off by default
+        assert cfg.cua.entropulse.schedule == ("fixed" if ladder else "none")  # off by default, on in the ladder
     elif recipe.name == "run_tiny_grpo_miniwob_cpu.sh":  # the learnable setting (docs/learning.md)
         assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.actor.optim.lr == 2e-3
         actor = cfg.actor_rollout_ref.actor
@@ -286,3 +308,46 @@ def test_gpu_smoke_runs_each_estimator_with_lora_off_and_on(stubs, tmp_path):
             _verl_validate(cfg)
     assert seen == {(e, r) for e in ("grpo", "sdpo", "gigpo") for r in (0, 16)}
     assert calls[-1][1:3] == ["-m", "verl_cua.testing.smoke_runs"]
+
+
+def _sft_compose(overrides: list[str]):
+    """The SFT trainer's config as `python -m verl_cua.sft` composes it."""
+    with initialize_config_module(SFT_CONFIG_MODULE, version_base=None):
+        return compose("cua_sft", overrides=[o for o in overrides if not o.lstrip("+~").startswith("hydra.")])
+
+
+def test_sft_recipe_builds_rows_in_the_rl_layout_and_composes(stubs, tmp_path):
+    recipe = ROOT / "recipes" / "run_qwen3vl_sft_osworld.sh"
+    calls = _run(recipe, stubs, tmp_path, EXTRA.replace("trainer.total_epochs=3", "trainer.total_epochs=5"),
+                 SFT_RUNS="runs/claude,runs/trace")  # fmt: skip
+    (data,) = [c for c in calls if c[1:4] == ["-m", "verl_cua.cli", "sft-data"]]
+    assert data[4:6] == ["runs/claude", "runs/trace"]
+    flags = dict(zip(data[6::2], data[7::2], strict=True))
+    # the RL flagship's layout: step rows, 3 screenshots, its pixel cap; actions re-rendered for Qwen3-VL
+    assert (flags["--format"], flags["--rows"], flags["--history-images"]) == ("qwen3vl", "step", "3")
+    assert flags["--max-pixels"] == "1003520" and flags["--model"] == "Qwen/Qwen3-VL-8B-Instruct"
+    (run,) = [c for c in calls if c[0] == "torchrun"]
+    assert "--nproc_per_node=8" in run and run[run.index("-m") : run.index("-m") + 2] == SFT
+    overrides = run[run.index("-m") + 2 :]
+    assert overrides[-1] == "trainer.total_epochs=5"  # "$@" last
+    cfg = _sft_compose(overrides)
+    assert cfg.data.train_files == flags["--out"] and cfg.model.path == "Qwen/Qwen3-VL-8B-Instruct"
+    assert (cfg.data.messages_key, cfg.data.image_key, cfg.data.pad_mode) == ("messages", "images", "no_padding")
+    assert cfg.engine.strategy == "fsdp2" and cfg.trainer.total_epochs == 5 and cfg.trainer.n_gpus_per_node == 8
+    assert "hf_model" in cfg.checkpoint.save_contents  # the folder RL starts from
+    assert cfg.model.exclude_modules == ".*visual.*" and cfg.model.lora_rank == 0
+
+
+def test_the_ladder_trains_sft_then_sdpo_with_entropulse_from_its_checkpoint(stubs, tmp_path):
+    recipe = ROOT / "recipes" / LADDER
+    calls = _run(recipe, stubs, tmp_path, EXTRA, SFT_RUNS="runs/claude", SFT_ARGS="optim.lr=2e-5")
+    sft = [c for c in calls if c[0] == "torchrun"]
+    assert len(sft) == 1 and sft[0][-1] == "optim.lr=2e-5"  # SFT_ARGS reach the SFT stage, "$@" does not
+    assert _sft_compose(sft[0][sft[0].index("-m") + 2 :]).optim.lr == 2e-5
+    cfg = _compose(_main_overrides(calls))
+    assert cfg.actor_rollout_ref.model.path == str(tmp_path / "sft_ckpt" / "global_step_7" / "huggingface")
+    assert cfg.algorithm.adv_estimator == "sdpo" and cfg.cua.entropulse.schedule == "fixed"
+    assert cfg.trainer.total_epochs == 3
+    # a rerun finds the SFT checkpoint and goes straight to RL
+    calls = _run(recipe, stubs, tmp_path, EXTRA)
+    assert not [c for c in calls if c[0] == "torchrun"] and len([c for c in calls if c[1:3] == MAIN]) == 1
