@@ -88,9 +88,19 @@ class CoordinateSpace:
             notes.append(
                 f"coordinate ({_fmt(fx)}, {_fmt(fy)}) outside 0..{_fmt(self.width)} x 0..{_fmt(self.height)}; clamped"
             )
-        px = int(math.floor(fx * self.screen_w / self.width + 0.5))
-        py = int(math.floor(fy * self.screen_h / self.height + 0.5))
-        return min(max(px, 0), self.screen_w - 1), min(max(py, 0), self.screen_h - 1)
+        return _land(fx, self.width, self.screen_w), _land(fy, self.height, self.screen_h)
+
+    def from_screen(self, px: int, py: int) -> tuple[int, int]:
+        """The integer format coordinate whose `to_screen` lands nearest the screen pixel `(px, py)`.
+
+        Exact whenever the format's range is at least as fine as the screen, else within one format unit.
+        """
+        return _nearest(px, self.width, self.screen_w), _nearest(py, self.height, self.screen_h)
+
+    @property
+    def pixel_tolerance(self) -> tuple[int, int]:
+        """How far (screen pixels, per axis) a `from_screen` -> `to_screen` round trip may move a point."""
+        return _step(self.width, self.screen_w), _step(self.height, self.screen_h)
 
     def point(self, value: object, notes: list[str]) -> tuple[int, int]:
         """A point given as `[x, y]`, `{"x": .., "y": ..}` or the string `"(x, y)"` (a 4-number box: its centre)."""
@@ -105,6 +115,25 @@ class CoordinateSpace:
                 x1, y1, x2, y2 = (_number(v) for v in value)
                 return self.to_screen((x1 + x2) / 2, (y1 + y2) / 2, notes)
         raise ActionError(f"coordinate must be [x, y], got {value!r:.60}")
+
+
+def _land(value: float, extent: float, screen: int) -> int:
+    """One format coordinate -> the screen pixel it scales to, clamped onto the screen."""
+    pixel = int(math.floor(value * screen / extent + 0.5))
+    return min(max(pixel, 0), screen - 1)
+
+
+def _nearest(pixel: int, extent: float, screen: int) -> int:
+    """The format coordinate in 0..extent landing nearest `pixel` (landing is monotone: search round(exact) +-1)."""
+    exact = pixel * extent / screen
+    guess = int(math.floor(exact + 0.5))
+    top = int(math.floor(extent))
+    candidates = [c for c in (guess - 1, guess, guess + 1) if 0 <= c <= top] or [min(max(guess, 0), top)]
+    return min(candidates, key=lambda c: (abs(_land(float(c), extent, screen) - pixel), abs(c - exact)))
+
+
+def _step(extent: float, screen: int) -> int:
+    return 0 if extent >= screen else math.ceil(screen / extent)
 
 
 def _number(value: object) -> float:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from verl_cua.actions.geometry import CoordinateSpace
-from verl_cua.actions.types import GUIAction
+from verl_cua.actions.types import ActionError, GUIAction
 
 
 @dataclass(slots=True)
@@ -29,7 +29,7 @@ class FormatResult:
 
 
 class OutputFormat(Protocol):
-    """One model output format: how to detect it, its coordinate space, and how to parse it."""
+    """One model output format: how to detect it, its coordinate space, how to parse it and write it."""
 
     name: str
 
@@ -42,8 +42,22 @@ class OutputFormat(Protocol):
     def parse(self, text: str, ctx: ParseContext) -> FormatResult:
         """Parse `text` into actions; raise `ActionError` with a one-line reason when it cannot."""
 
+    def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+        """Write `actions` (screen pixels) as this model's text; raise `ActionError` for what it cannot say."""
+
 
 FORMAT_REGISTRY: dict[str, OutputFormat] = {}
+
+
+def cannot(fmt: str, action: GUIAction, reason: str) -> ActionError:
+    """The error a writer raises for an action its format cannot express: names the format and the action."""
+    return ActionError(f"{fmt} cannot express {describe(action)}: {reason}")
+
+
+def describe(action: GUIAction) -> str:
+    """A short form of an action for error messages, e.g. `scroll(dx=3, dy=-2)`."""
+    fields = {k: v for k, v in action.to_dict().items() if k != "kind" and v is not None}
+    return f"{action.kind}({', '.join(f'{k}={v!r:.30}' for k, v in fields.items())})"
 
 
 def register_format(name: str):

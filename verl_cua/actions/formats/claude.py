@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.formats.computer_use import POINTER_ACTIONS, pointer_action
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
@@ -70,6 +70,25 @@ class ClaudeFormat:
         for tool_input in inputs:
             actions.extend(claude_action(tool_input, ctx.space, ctx.notes))
         return FormatResult(actions=actions, thought="\n".join(thoughts) or None)
+
+    def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+        """A JSON content list: the thought as a text block, then one `computer` tool_use block per action."""
+        texts = [{"type": "text", "text": thought}] if thought else []
+        if actions and actions[-1].kind == "done":
+            done = actions[-1]
+            if len(actions) > 1:
+                raise cannot(self.name, done, "a turn ends the task only when it has text and no tool call")
+            if not done.text or done.text != done.text.strip():
+                raise cannot(self.name, done, "the answer is a text block, so it needs non-blank, stripped text")
+            return json.dumps(texts + [{"type": "text", "text": done.text}], ensure_ascii=False)
+        uses = [{"type": "tool_use", "name": TOOL_NAMES[0], "input": _tool_input(self.name, a, space)} for a in actions]
+        return json.dumps(texts + uses, ensure_ascii=False)
+
+    def expected_thought(self, actions: list[GUIAction], thought: str | None) -> str | None:
+        """What `parse` reports as the thought of `render`'s text: a text-only turn keeps its answer in it too."""
+        if len(actions) == 1 and actions[0].kind == "done" and actions[0].text:
+            return "\n".join(t for t in (thought, actions[0].text) if t)
+        return thought
 
 
 def _collect(data: object, inputs: list[dict], thoughts: list[str], depth: int) -> None:
@@ -151,3 +170,78 @@ def _scroll(tool_input: dict, space: CoordinateSpace, notes: list[str]) -> GUIAc
         x, y = space.point(tool_input["coordinate"], notes)
     sx, sy = _DIRECTIONS[direction]
     return GUIAction("scroll", x=x, y=y, dx=sx * amount or None, dy=sy * amount or None)
+
+
+_POINTER_NAMES = {kind: action for action, kind in POINTER_ACTIONS.items()}
+_DIRECTION_OF = {step: direction for direction, step in _DIRECTIONS.items()}
+# pyautogui key names -> the xdotool keysyms Anthropic's computer tool uses (others are spelled the same)
+_XDOTOOL = {
+    "enter": "Return",
+    "esc": "Escape",
+    "backspace": "BackSpace",
+    "tab": "Tab",
+    "delete": "Delete",
+    "insert": "Insert",
+    "home": "Home",
+    "end": "End",
+    "pageup": "Page_Up",
+    "pagedown": "Page_Down",
+    "up": "Up",
+    "down": "Down",
+    "left": "Left",
+    "right": "Right",
+    "win": "super",
+    "capslock": "Caps_Lock",
+    "numlock": "Num_Lock",
+    "scrolllock": "Scroll_Lock",
+    "printscreen": "Print",
+    "apps": "Menu",
+    "+": "plus",
+    "-": "minus",
+    "=": "equal",
+    ",": "comma",
+    ".": "period",
+    "/": "slash",
+    "\\": "backslash",
+    ";": "semicolon",
+    "'": "apostrophe",
+    "`": "grave",
+    "[": "bracketleft",
+    "]": "bracketright",
+    **{f"f{i}": f"F{i}" for i in range(1, 25)},
+    **{f"num{i}": f"KP_{i}" for i in range(10)},
+}
+
+
+def xdotool_chord(keys: list[str]) -> str:
+    """pyautogui key names -> one xdotool chord like `ctrl+shift+t` or `Return`."""
+    return "+".join(_XDOTOOL.get(k, k) for k in keys)
+
+
+def _tool_input(fmt: str, a: GUIAction, space: CoordinateSpace) -> dict:
+    at = {} if a.x is None else {"coordinate": list(space.from_screen(a.x, a.y))}
+    if a.kind in _POINTER_NAMES:
+        if a.x is None and a.kind == "move":
+            raise cannot(fmt, a, "mouse_move needs a coordinate")
+        return {"action": _POINTER_NAMES[a.kind], **at}
+    if a.kind == "drag":
+        start = {} if a.x is None else {"start_coordinate": at["coordinate"]}
+        return {"action": "left_click_drag", **start, "coordinate": list(space.from_screen(a.x2, a.y2))}
+    if a.kind == "scroll":
+        dx, dy = a.dx or 0, a.dy or 0
+        if bool(dx) == bool(dy):
+            raise cannot(fmt, a, "one scroll has exactly one scroll_direction")
+        amount = abs(dx or dy)
+        if amount > MAX_SCROLL_AMOUNT:
+            raise cannot(fmt, a, f"scroll_amount is at most {MAX_SCROLL_AMOUNT}")
+        direction = _DIRECTION_OF[((dx > 0) - (dx < 0), (dy > 0) - (dy < 0))]
+        return {"action": "scroll", **at, "scroll_direction": direction, "scroll_amount": amount}
+    if a.kind == "type":
+        return {"action": "type", "text": a.text}
+    if a.kind == "key":
+        return {"action": "key", "text": xdotool_chord(a.keys)}
+    if a.kind == "wait":
+        return {"action": "wait", "duration": 1}
+    if a.kind == "fail":
+        raise cannot(fmt, a, "the computer tool has no way to give up")
+    raise cannot(fmt, a, "only as a text-only turn on its own" if a.kind == "done" else "unknown action kind")

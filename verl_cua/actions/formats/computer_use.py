@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from verl_cua.actions.formats import FormatResult, ParseContext
+from verl_cua.actions.formats import FormatResult, ParseContext, cannot
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction
@@ -149,3 +149,48 @@ def _scroll_amount(value: object, notes: list[str]) -> int:
         notes.append(f"scroll amount {amount} beyond +-{MAX_SCROLL}; clamped")
         amount = MAX_SCROLL if amount > 0 else -MAX_SCROLL
     return amount
+
+
+_POINTER_NAMES = {kind: action for action, kind in POINTER_ACTIONS.items()}
+
+
+def render_tool_calls(fmt: str, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+    """Actions -> optional thought prose, then one `<tool_call>` block per action (both Qwen formats)."""
+    blocks = [_tool_call({"name": TOOL_NAME, "arguments": _arguments(fmt, a, space)}) for a in actions]
+    return "\n".join(([thought] if thought else []) + blocks)
+
+
+def _tool_call(call: dict) -> str:
+    body = json.dumps(call, ensure_ascii=False)
+    if "tool_call>" in body:  # typed text quoting the tag would end the block early; "<" only occurs in strings
+        body = body.replace("<", "\\u003c")
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+def _arguments(fmt: str, a: GUIAction, space: CoordinateSpace) -> dict:
+    if a.kind in _POINTER_NAMES:
+        if a.x is None and a.kind == "move":
+            raise cannot(fmt, a, "mouse_move needs a coordinate")
+        at = {} if a.x is None else {"coordinate": list(space.from_screen(a.x, a.y))}
+        return {"action": _POINTER_NAMES[a.kind], **at}
+    if a.kind == "drag":
+        start = {} if a.x is None else {"start_coordinate": list(space.from_screen(a.x, a.y))}
+        return {"action": "left_click_drag", **start, "coordinate": list(space.from_screen(a.x2, a.y2))}
+    if a.kind == "scroll":
+        at = {} if a.x is None else {"coordinate": list(space.from_screen(a.x, a.y))}
+        if a.dy:
+            return {"action": "scroll", "pixels": a.dy, **at}
+        return {"action": "hscroll", "pixels": a.dx, **at}
+    if a.kind == "type":
+        return {"action": "type", "text": a.text}
+    if a.kind == "key":
+        return {"action": "key", "keys": list(a.keys)}
+    if a.kind == "wait":
+        return {"action": "wait", "time": 1}
+    if a.kind == "done":
+        return {"action": "terminate", "status": "success"} if a.text is None else {"action": "answer", "text": a.text}
+    if a.kind == "fail":
+        if a.text is not None:
+            raise cannot(fmt, a, "terminate(status='failure') carries no reason text")
+        return {"action": "terminate", "status": "failure"}
+    raise cannot(fmt, a, "unknown action kind")

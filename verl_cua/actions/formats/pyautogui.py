@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
-from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord, normalize_key
+from verl_cua.actions.render import WAIT_SECONDS, render_pyautogui
 from verl_cua.actions.safety import SafeCall, check_code, log_raw_code
-from verl_cua.actions.types import ActionError, GUIAction
+from verl_cua.actions.types import TERMINAL_KINDS, ActionError, GUIAction
 
 SPECIAL_WORDS = {"WAIT": "wait", "DONE": "done", "FAIL": "fail"}
 MAX_PRESSES = 50
@@ -86,6 +87,10 @@ class PyAutoGUIFormat:
                 log_raw_code(code)
                 return FormatResult(actions=[], thought=thought, code=code)
         return FormatResult(actions=actions, thought=thought)
+
+    def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+        """Thought prose, one ```python block, then DONE/FAIL for a terminal action; or a bare WAIT/DONE/FAIL."""
+        return render_code(self.name, actions, space, thought)
 
 
 def _split_blocks(text: str) -> tuple[list[tuple[str, str]], str | None]:
@@ -318,3 +323,32 @@ def _take_move(out: list[GUIAction]) -> tuple[int | None, int | None]:
         move = out.pop()
         return move.x, move.y
     return None, None
+
+
+def render_code(fmt: str, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+    """The writer behind `PyAutoGUIFormat.render`: allow-listed calls with literal (repr) arguments only."""
+    body = [a for a in actions if a.kind not in TERMINAL_KINDS]
+    terminal = [a for a in actions if a.kind in TERMINAL_KINDS]
+    for a in terminal:
+        if a.text is not None:
+            raise cannot(fmt, a, f"the word {a.kind.upper()} carries no text")
+    for a in body:
+        if a.kind == "move" and a.x is None:
+            raise cannot(fmt, a, "moveTo() needs x and y")
+    if space.width != space.screen_w or space.height != space.screen_h:
+        raise ActionError(f"{fmt} writes screen pixels; got a {space.width}x{space.height} coordinate space")
+    prose = [thought] if thought else []
+    word = [terminal[-1].kind.upper()] if terminal else []
+    if not body:
+        return "\n".join(prose + word)
+    try:
+        code = render_pyautogui(body)
+    except ValueError as exc:
+        raise ActionError(f"{fmt}: {exc}") from None
+    if code == "WAIT":  # a lone wait: the bare word, or its line of code when DONE/FAIL follows
+        if not word:
+            return "\n".join(prose + ["WAIT"])
+        code = f"time.sleep({WAIT_SECONDS})"
+    # backticks only occur inside repr() string literals here; escaped, a typed "```" cannot close the fence
+    code = code.replace("`", "\\x60")
+    return "\n".join(prose + [f"```python\n{code}\n```"] + word)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from verl_cua.actions.formats import FormatResult, ParseContext, register_format
-from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls
+from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls, render_tool_calls
 from verl_cua.actions.geometry import QWEN25VL_RESIZE, CoordinateSpace, smart_resize_size
+from verl_cua.actions.types import GUIAction
 
 
 @register_format("qwen25vl")
@@ -25,3 +26,7 @@ class Qwen25VLFormat:
     def parse(self, text: str, ctx: ParseContext) -> FormatResult:
         """Every tool call in the output, in order."""
         return parse_tool_calls(text, ctx)
+
+    def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+        """Thought prose, then one `computer_use` tool call per action."""
+        return render_tool_calls(self.name, actions, space, thought)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import UITARS_RESIZE, CoordinateSpace, smart_resize_size
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction
@@ -101,6 +101,11 @@ class UITarsFormat:
             while pos < len(section) and section[pos] in " \t\r\n":
                 pos += 1
         return FormatResult(actions=actions, thought=thought)
+
+    def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
+        """`Thought: ...` then `Action:` with one call per action, calls separated by a blank line."""
+        calls = "\n\n".join(_render_call(self.name, a, space) for a in actions)
+        return (f"Thought: {thought}\n" if thought else "") + f"Action: {calls}"
 
 
 def parse_call(segment: str, pos: int = 0) -> tuple[str, dict[str, str], int]:
@@ -212,3 +217,51 @@ def _need(args: dict[str, str], key: str, name: str) -> str:
     if not value:
         raise ActionError(f"{name} needs {key}='(x,y)'")
     return value
+
+
+_POINTER_NAMES = {"click": "click", "double_click": "left_double", "right_click": "right_single", "move": "hover"}
+_DIRECTION_OF = {amounts: direction for direction, amounts in _SCROLL.items()}
+_ESCAPED = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_KEY_SPELLING = {"+": "plus"}  # a lone "+" between keys reads as a separator
+
+
+def _render_call(fmt: str, a: GUIAction, space: CoordinateSpace) -> str:
+    if a.kind in _POINTER_NAMES:
+        if a.x is None:
+            raise cannot(fmt, a, "every UI-TARS pointer action needs start_box")
+        return f"{_POINTER_NAMES[a.kind]}(start_box={_box(a.x, a.y, space)})"
+    if a.kind in ("middle_click", "triple_click"):
+        raise cannot(fmt, a, f"UI-TARS has no {a.kind} action")
+    if a.kind == "drag":
+        if a.x is None:
+            raise cannot(fmt, a, "drag needs a start_box")
+        return f"drag(start_box={_box(a.x, a.y, space)}, end_box={_box(a.x2, a.y2, space)})"
+    if a.kind == "scroll":
+        direction = _DIRECTION_OF.get((a.dx or 0, a.dy or 0))
+        if direction is None:
+            raise cannot(fmt, a, f"UI-TARS scrolls exactly {SCROLL_CLICKS} clicks along one axis")
+        at = "" if a.x is None else f"start_box={_box(a.x, a.y, space)}, "
+        return f"scroll({at}direction='{direction}')"
+    if a.kind == "type":
+        return f"type(content={_quote(a.text)})"
+    if a.kind == "key":
+        return f"hotkey(key={_quote(' '.join(_KEY_SPELLING.get(k, k) for k in a.keys))})"
+    if a.kind == "wait":
+        return "wait()"
+    if a.kind == "done":
+        return "finished()" if a.text is None else f"finished(content={_quote(a.text)})"
+    if a.kind == "fail":
+        if a.text != "call_user":
+            raise cannot(fmt, a, "UI-TARS has no fail action; only call_user() (read as fail with text 'call_user')")
+        return "call_user()"
+    raise cannot(fmt, a, "unknown action kind")
+
+
+def _box(x: int, y: int, space: CoordinateSpace) -> str:
+    bx, by = space.from_screen(x, y)
+    return f"'({bx},{by})'"
+
+
+def _quote(text: str) -> str:
+    """A single-quoted value the parser unescapes back to `text` (no raw newline, so no early end)."""
+    return "'" + "".join(_ESCAPED.get(ch, ch) for ch in text) + "'"
