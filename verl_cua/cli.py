@@ -1,5 +1,5 @@
 """The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs, `serve` a
-checkpoint on CPU, `doctor` a machine and a recipe before training."""
+checkpoint on CPU, `doctor` a machine and a recipe before training, `sft-data`: trajectories -> SFT rows."""
 
 from __future__ import annotations
 
@@ -204,6 +204,47 @@ def _add_doctor(sub) -> None:
     p.set_defaults(func=_doctor_cmd)
 
 
+def _sft_data_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.sft.card import card_path, card_text
+
+    try:
+        from verl_cua.sft.data import SFTDataConfig, build
+
+        config = SFTDataConfig(**{k: v for k, v in vars(args).items() if k not in ("command", "func")})
+        card = build(config)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"verl-cua sft-data: {exc}", file=sys.stderr)
+        return 2
+    print(card_text(card))
+    print(f"rows: {config.out}; card: {card_path(config.out)}")
+    print(f"train: python -m verl_cua.sft data.train_files={config.out} model.path={config.model}")
+    return 0
+
+
+def _add_sft_data(sub, formats: list[str]) -> None:
+    p = sub.add_parser(
+        "sft-data",
+        help="eval runs and training traces -> multi-turn, multi-image SFT rows for a target model (verl's format)",
+        description="Each kept step's parsed actions are re-rendered in --format; prompts and screenshots are laid out "
+        "as the RL agent loop lays them out (--rows, --history-images, --max-pixels), so SFT and RL prompts match.",
+    )
+    p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
+    p.add_argument("--format", required=True, choices=formats, help="the target model's action format")
+    p.add_argument("--model", required=True, help="the target model folder (its processor sizes screenshots)")
+    p.add_argument("--out", default="data/sft.parquet", help="the parquet file (a .card.json is written beside it)")
+    p.add_argument("--rows", default="episode", choices=["episode", "step"], help="as cua.env.rows")
+    p.add_argument("--history-images", type=int, default=3, help="screenshots per step prompt (rows=step)")
+    p.add_argument("--max-pixels", type=int, default=50176, help="screenshot pixel cap, as cua.env.max_pixels")
+    p.add_argument("--select", default="success", help="success | all | reward>=X")
+    p.add_argument("--invalid", default="drop", choices=["drop", "negatives"],
+                   help="invalid steps: dropped, or kept apart in <out>.negatives.parquet")  # fmt: skip
+    p.add_argument("--max-per-task", type=int, default=None, help="at most N episodes per task (the shortest)")
+    p.add_argument("--no-dedup", dest="dedup", action="store_false", help="keep repeated episodes")
+    p.add_argument("--no-thoughts", dest="thoughts", action="store_false", help="drop the models' thought text")
+    p.add_argument("--seed", type=int, default=0, help="the row order's shuffle")
+    p.set_defaults(func=_sft_data_cmd)
+
+
 def _add_view_compare(sub) -> None:
     p = sub.add_parser("view", help="a static HTML page comparing runs (eval or training traces) step by step")
     p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
@@ -236,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_view_compare(sub)
     _add_serve(sub)
     _add_doctor(sub)
+    _add_sft_data(sub, [f for f in available_formats() if f != "auto"])
     return parser
 
 

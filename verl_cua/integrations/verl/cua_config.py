@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-ENV_NAMES = ("miniwob", "osworld")
+ENV_NAMES = ("miniwob", "osworld")  # built in; `verl_cua.envs.register_env` adds more
 ROW_LAYOUTS = ("episode", "step")
 IMAGE_STORAGES = ("png", "pixel_values")
 TRAINABLE_FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui")
@@ -111,7 +111,7 @@ def validate_cua_config(cua: Mapping[str, Any]) -> None:
             if key not in SECTIONS[section]:
                 raise CuaConfigError(f"unknown key cua.{section}.{key}; valid: {', '.join(SECTIONS[section])}")
     env, action = cua.get("env", {}), cua.get("action", {})
-    _choice("cua.env.name", env.get("name"), ENV_NAMES)
+    _choice("cua.env.name", env.get("name"), env_names())
     _choice("cua.env.rows", env.get("rows"), ROW_LAYOUTS)
     _choice("cua.env.image_storage", env.get("image_storage", "png"), IMAGE_STORAGES)
     _choice("cua.action.format", action.get("format"), TRAINABLE_FORMATS)
@@ -178,3 +178,11 @@ def _number(key: str, value: Any, low: float | None = None, high: float | None =
 def _positive_int(key: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise CuaConfigError(f"{key} must be a positive integer, got {value!r}")
+
+
+def env_names() -> tuple[str, ...]:
+    """The env names `cua.env.name` accepts: the built-in ones and any registered with `register_env`."""
+    from verl_cua.envs import ENV_REGISTRY
+
+    return tuple(dict.fromkeys([*ENV_NAMES, *sorted(ENV_REGISTRY)]))
+

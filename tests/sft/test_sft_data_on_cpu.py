@@ -1,0 +1,132 @@
+"""`verl-cua sft-data` selection and bookkeeping on run directories written with the trajectory writer: which episodes
+become rows (success, reward threshold, infra failures never), deduplication, per-task caps, invalid steps dropped or
+kept apart, actions a target format cannot express, the dataset card, and one-line errors for bad options."""
+
+import json
+
+import pandas as pd
+import pytest
+from PIL import Image
+from transformers import AutoProcessor
+
+from verl_cua.actions import parse_action
+from verl_cua.cli import main as cli
+from verl_cua.envs.trajectory import EpisodeWriter, step_record, write_json
+from verl_cua.sft.card import read_card
+from verl_cua.sft.data import SFTDataConfig, build, negatives_path
+
+SCREEN = (160, 210)
+CLICK = "```python\npyautogui.click({}, {})\n```"
+
+
+@pytest.fixture(scope="module")
+def model():
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    path = str(build_tiny_model("qwen25vl"))
+    return path, AutoProcessor.from_pretrained(path)
+
+
+def episode(run, key, texts, *, status="success", score=1.0, task="click-test", colour=0, model="oracle", seed=0):
+    """An eval-format episode of `task` layout `seed`: one screenshot and one trajectory line per reply (parsed as the
+    harness parses it)."""
+    writer = EpisodeWriter(run / key)
+    for i, text in enumerate(texts):
+        parsed = parse_action(text, format="pyautogui", screen=SCREEN)
+        name = writer.screenshot(i, Image.new("RGB", SCREEN, (colour, 10 * i, 0)))
+        writer.step(step_record(step=i + 1, screenshot=name, screen=SCREEN, model_text=text, action=parsed.to_dict(),
+                                valid=parsed.valid, error=parsed.error, reward=0.0))  # fmt: skip
+    score = None if status == "infra_failure" else score
+    writer.finish({"task": f"{task}/seed-{seed}", "env": "miniwob", "domain": task, "task_id": f"seed-{seed}",
+                   "instruction": "Click the button.", "status": status, "score": score, "steps": len(texts),
+                   "model": model})  # fmt: skip
+    write_json(run / "run.json", {"model": model, "format": "pyautogui"})
+
+
+def make(model, tmp_path, runs, **kwargs):
+    path, processor = model
+    out = tmp_path / "sft.parquet"
+    card = build(SFTDataConfig(runs=[str(r) for r in runs], format="pyautogui", model=path, out=str(out), **kwargs),
+                 processor)  # fmt: skip
+    return card, pd.read_parquet(out)
+
+
+def test_selection_by_success_reward_and_never_infra_failures(model, tmp_path):
+    run = tmp_path / "run"
+    episode(run, "a", [CLICK.format(10, 60)], colour=1, seed=1)
+    episode(run, "b", [CLICK.format(20, 60)], status="failure", score=0.5, colour=2, seed=2)
+    episode(run, "c", [CLICK.format(30, 60)], status="failure", score=0.0, colour=3, seed=3)
+    episode(run, "d", [CLICK.format(40, 60)], status="infra_failure", colour=4, seed=4)
+    card, rows = make(model, tmp_path, [run])
+    assert card["episodes"] == 1 and set(rows["source"]) == {f"{run}::a"}
+    assert card["skipped"] == {"infra_failure": 1, "not a success": 2}
+    card, rows = make(model, tmp_path, [run], select="reward>=0.5")
+    assert sorted(rows["source"]) == [f"{run}::a", f"{run}::b"]
+    card, rows = make(model, tmp_path, [run], select="all")
+    assert len(rows) == 3 and card["skipped"] == {"infra_failure": 1}
+
+
+def test_duplicates_and_per_task_caps(model, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    episode(one, "a", [CLICK.format(10, 60)])
+    episode(two, "a", [CLICK.format(10, 60)])  # the same screen and actions in another run: a duplicate
+    episode(two, "long", [CLICK.format(10, 60), CLICK.format(11, 61), CLICK.format(12, 62)], colour=9)
+    episode(two, "short", [CLICK.format(50, 90)], colour=7)
+    card, rows = make(model, tmp_path, [one, two])
+    assert card["episodes"] == 3 and card["skipped"] == {"duplicate": 1}
+    card, rows = make(model, tmp_path, [one, two], dedup=False, max_per_task=2)
+    assert card["skipped"] == {"over --max-per-task": 2}  # the 3-step episode and one 1-step copy
+    assert sorted(rows["turns"]) == [1, 1] and f"{two}::long" not in set(rows["source"])
+    assert card["per_task"] == {"click-test": {"episodes": 2, "steps": 2}}  # MiniWoB: a task over its layouts
+    episode(two, "other", [CLICK.format(60, 90)], colour=8, seed=5)  # another layout: its own cap
+    card, rows = make(model, tmp_path, [one, two], dedup=False, max_per_task=2)
+    assert set(rows["task"]) == {"click-test/seed-0", "click-test/seed-5"} and len(rows) == 3
+
+
+def test_invalid_steps_are_dropped_or_kept_apart_never_trained(model, tmp_path):
+    run = tmp_path / "run"
+    episode(run, "a", [CLICK.format(10, 60), "pyautogui.clack(1, 2)", CLICK.format(30, 90)])
+    card, rows = make(model, tmp_path, [run], rows="episode")
+    messages = rows.iloc[0]["messages"].tolist()
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
+    assert "clack" not in json.dumps(messages) and "Screenshot after step 1." in messages[3]["content"]
+    assert "not a valid action" not in messages[3]["content"] and card["steps"] == 2
+    assert not negatives_path(tmp_path / "sft.parquet").exists()
+    card, rows = make(model, tmp_path, [run], rows="step", invalid="negatives")
+    negatives = pd.read_parquet(negatives_path(tmp_path / "sft.parquet"))
+    assert list(negatives["text"]) == ["pyautogui.clack(1, 2)"] and card["negatives"] == 1
+    assert "clack" not in json.dumps([r.tolist() for r in rows["messages"]])
+    last = rows[rows["step_index"] == 1].iloc[0]["messages"].tolist()
+    prompt = last[1]["content"]
+    assert "Step 1: ```python\npyautogui.click(10, 60)\n```" in prompt and "(invalid)" not in prompt
+
+
+def test_an_action_the_target_cannot_express_drops_its_episode_with_the_reason(model, tmp_path):
+    run = tmp_path / "run"
+    episode(run, "a", ["```python\npyautogui.middleClick(10, 60)\n```"])
+    episode(run, "b", [CLICK.format(10, 60)], colour=5, seed=1)
+    path, processor = model
+    out = tmp_path / "sft.parquet"
+    card = build(SFTDataConfig(runs=[str(run)], format="uitars", model=path, out=str(out)), processor)
+    assert card["episodes"] == 1 and list(card["skipped"]) == [next(k for k in card["skipped"] if "uitars" in k)]
+    text = pd.read_parquet(out).iloc[0]["messages"].tolist()[-1]["content"]
+    assert text.startswith("Action: click(start_box=") or "\nAction: click(start_box=" in text
+
+
+def test_the_cli_prints_and_saves_the_card_and_names_valid_values(model, tmp_path, capsys):
+    run = tmp_path / "run"
+    episode(run, "a", [CLICK.format(10, 60)], model="oracle-x")
+    episode(run, "b", [CLICK.format(20, 70)], task="focus-text", colour=3, model="oracle-x", seed=1)
+    out = tmp_path / "data" / "sft.parquet"
+    assert cli(["sft-data", str(run), "--format", "qwen3vl", "--model", model[0], "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    card = read_card(out)
+    assert card["per_task"] == {"click-test": {"episodes": 1, "steps": 1}, "focus-text": {"episodes": 1, "steps": 1}}
+    assert card["per_source_model"] == {"oracle-x": {"episodes": 2, "steps": 2}} and card["images"] == 2
+    assert f"2 rows (episode) from 2 episodes, 2 steps, 2 images, {card['tokens']['total']} tokens" in printed
+    assert cli(["sft-data", str(run), "--format", "qwen3vl", "--model", model[0], "--select", "best"]) == 2
+    assert "valid: success, all, reward>=X" in capsys.readouterr().err
+    assert cli(["sft-data", str(tmp_path / "nope"), "--format", "qwen3vl", "--model", model[0]]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert cli(["sft-data", str(run), "--format", "qwen3vl", "--model", model[0], "--select", "reward>=2"]) == 2
+    assert "no episode was selected" in capsys.readouterr().err.strip().splitlines()[-1]
