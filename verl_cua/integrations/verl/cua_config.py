@@ -185,4 +185,3 @@ def env_names() -> tuple[str, ...]:
     from verl_cua.envs import ENV_REGISTRY
 
     return tuple(dict.fromkeys([*ENV_NAMES, *sorted(ENV_REGISTRY)]))
-
