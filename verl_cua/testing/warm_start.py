@@ -7,13 +7,12 @@ model learns to take it about that often whatever else its random weights do."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
+
+from verl_cua.testing.model_cache import derived_model
 
 RECIPE_VERSION = "4"
 
@@ -51,21 +50,9 @@ def warm_start(
     src = Path(model_dir)
     recipe = f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}|{typo_rate}|{list(instructions)}"
     recipe += "" if region is None else f"|{tuple(region)}"
-    key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
-    out = src.parent / f"{src.name}-warm-{key}"
-    if (out / "config.json").exists():
-        return out
-    with open(src.parent / f".{src.name}-warm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (out / "config.json").exists():
-            return out
-        tmp = Path(tempfile.mkdtemp(dir=src.parent, prefix=f".{src.name}-warm-"))
-        try:
-            _train(src, tmp, screen, steps, lr, seed, typo_rate, instructions, region)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return derived_model(
+        src, "warm", recipe, lambda work: _train(src, work, screen, steps, lr, seed, typo_rate, instructions, region)
+    )
 
 
 def _page(screen: tuple[int, int], rng: random.Random):
