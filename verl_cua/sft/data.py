@@ -274,6 +274,7 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
             candidates.append(converted)
     kept = _cap(candidates, config.max_per_task, skipped)
     rows, negatives = [], []
+    cells: dict[int, dict[str, bytes]] = {}  # one PNG per screenshot, however many step rows show it
     for c in kept:
         size = c.steps[0].image.size
         if config.rows == "episode":
@@ -282,7 +283,10 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
             chats = step_rows(c, config.format, size, config.history_images)
         for index, chat in enumerate(chats):
             messages, images = verl_messages(chat)
-            rows.append(_row(c, messages, images, index if config.rows == "step" else None))
+            cells.update((id(image), png(image)) for image in images if id(image) not in cells)
+            rows.append(
+                _row(c, messages, [cells[id(image)] for image in images], index if config.rows == "step" else None)
+            )
         negatives += _negative_rows(c, config) if config.invalid == "negatives" else []
     if not rows:
         raise ValueError(f"no episode was selected (--select {config.select}); skipped: {dict(skipped) or 'none'}")
@@ -324,10 +328,10 @@ def _cap(candidates: list[Candidate], cap: int | None, skipped: Counter) -> list
     return sorted(kept, key=lambda c: order[id(c)])
 
 
-def _row(c: Candidate, messages: list[dict[str, str]], images: list[Any], step: int | None) -> dict[str, Any]:
+def _row(c: Candidate, messages: list[dict[str, str]], images: list[dict], step: int | None) -> dict[str, Any]:
     return {
         "messages": messages,
-        "images": [png(image) for image in images],
+        "images": images,
         "task": c.task,
         "source_model": c.source_model,
         "source_format": c.source_format,
