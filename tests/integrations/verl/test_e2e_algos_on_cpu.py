@@ -1,16 +1,15 @@
 """The algorithms on real verl 0.9.1 training steps on the CPU (`python -m verl_cua.main preset=cpu`, hf rollout,
 real Chromium MiniWoB++, FSDP2 on CPU), two steps each of `sdpo` (the defaults: logit-level loss, EMA teacher; with
 an Entropulse `fixed` schedule), `sdpo_grpo` (ARPO-style replay) and `gigpo`, and one `sdpo` step on
-Qwen3-VL. The tiny model is warm-started longer than the GRPO
-e2e's (800 steps) on clicks drawn from the box where both seeds' large click-test buttons overlap, so its clicks
-are mostly valid and a fair share hit: the success buffer fills, and failures remain."""
+Qwen3-VL. The Qwen2.5-VL runs start from the ladder's SFT checkpoint (the `sft_model` fixture: the oracle's runs ->
+sft-data -> verl SFT), whose clicks are mostly valid and a fair share hit: the success buffer fills, and failures
+remain."""
 
 import pytest
 
 from verl_cua.integrations.verl import dataset
 from verl_cua.testing.cpu_train import train_on_cpu as _train
 from verl_cua.testing.tiny_models import build_tiny_model
-from verl_cua.testing.warm_start import warm_start
 
 COMMON = (
     "data.train_batch_size=2",
@@ -24,15 +23,14 @@ COMMON = (
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory, chromium):
-    # click-test seeds 84 and 116 draw 99 px and 98 px buttons at (18, 52) and (22, 59). Warm-started on clicks over
-    # the whole screen, the model hit them 0 times in 20 single-turn samples each, and 0-12% of the episodes in
-    # training succeeded (no success in 32 episodes failed a CI run). Drawn from their overlap, its clicks hit 30%
-    # and 20% of single-turn samples (measured, 20 each), so a run (32 episodes) without one has odds of about 1e-4
-    model = str(warm_start(build_tiny_model("qwen25vl"), steps=800, region=(24, 62, 114, 148)))
+def setup(tmp_path_factory, sft_model):
+    # click-test seeds 84 and 116 draw 99 px and 98 px buttons at (18, 52) and (22, 59). The SFT checkpoint hit them
+    # in 0.54 and 0.67 of 24 sampled first turns each (valid 0.96; measured), so a run of 32 episodes without a
+    # success, or without a failure, has odds below 1e-8
+    _base, model, _work = sft_model
     train = tmp_path_factory.mktemp("algos") / "train.parquet"
     assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84,116", "--out", str(train)]) == 0
-    return model, train
+    return str(model), train
 
 
 def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):

@@ -1,0 +1,48 @@
+"""`python -m verl_cua.sft`: a missing SFT file stops it in one line naming `verl-cua sft-data`, before any process
+group or model load; the composed config carries the sft-data columns (the full run is test_sft_ladder_on_cpu's)."""
+
+import subprocess
+import sys
+
+from hydra import compose, initialize_config_module
+
+
+def test_a_missing_data_file_is_one_line_naming_sft_data(tmp_path):
+    missing = tmp_path / "none.parquet"
+    proc = subprocess.run([sys.executable, "-m", "verl_cua.sft", "preset=cpu", f"data.train_files={missing}",
+                           "model.path=unused"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    want = f"verl-cua sft: data.train_files: {missing} does not exist; build it with `verl-cua sft-data RUN ...`"
+    assert last == want
+
+
+def test_the_cpu_preset_composes_on_verls_sft_config():
+    with initialize_config_module("verl_cua.integrations.verl.config.sft", version_base=None):
+        cfg = compose("cua_sft", overrides=["preset=cpu"])
+    assert (cfg.data.messages_key, cfg.data.image_key, cfg.data.pad_mode) == ("messages", "images", "no_padding")
+    assert cfg.trainer.device == "cpu" and cfg.engine.strategy == "fsdp2" and cfg.engine.dtype == "float32"
+    assert cfg.model.override_config.attn_implementation == "sdpa" and not cfg.model.use_remove_padding
+    assert "hf_model" in cfg.checkpoint.save_contents and cfg.data.truncation == "error"
+
+
+def test_saved_hf_configs_keep_the_base_models_dtype(tmp_path):
+    """verl writes bfloat16 into every saved config; a float32 base (the CPU models) must come back float32, or the
+    RL run started from it computes in bfloat16 (its KL to the reference rounds to 0)."""
+    import json
+
+    from verl_cua.integrations.verl.sft_main import keep_base_dtype
+
+    def config(path, dtype):
+        path.mkdir(parents=True)
+        (path / "config.json").write_text(json.dumps({"dtype": dtype, "text_config": {"dtype": dtype}, "x": 1}))
+
+    config(tmp_path / "fp32", "float32")
+    config(tmp_path / "bf16", "bfloat16")
+    for step in (1, 2):
+        config(tmp_path / "ckpt" / f"global_step_{step}" / "huggingface", "bfloat16")
+    assert keep_base_dtype(str(tmp_path / "bf16"), str(tmp_path / "ckpt")) == 0
+    assert keep_base_dtype("Qwen/Qwen3-VL-8B-Instruct", str(tmp_path / "ckpt")) == 0  # a hub name: left as verl wrote
+    assert keep_base_dtype(str(tmp_path / "fp32"), str(tmp_path / "ckpt")) == 2
+    saved = json.loads((tmp_path / "ckpt" / "global_step_2" / "huggingface" / "config.json").read_text())
+    assert saved == {"dtype": "float32", "text_config": {"dtype": "float32"}, "x": 1}
