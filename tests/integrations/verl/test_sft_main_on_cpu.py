@@ -46,3 +46,22 @@ def test_saved_hf_configs_keep_the_base_models_dtype(tmp_path):
     assert keep_base_dtype(str(tmp_path / "fp32"), str(tmp_path / "ckpt")) == 2
     saved = json.loads((tmp_path / "ckpt" / "global_step_2" / "huggingface" / "config.json").read_text())
     assert saved == {"dtype": "float32", "text_config": {"dtype": "float32"}, "x": 1}
+
+
+def test_a_lora_checkpoint_is_merged_into_plain_weights():
+    """verl saves a LoRA run's HF folder under peft's names; the merge gives W + (alpha / r) B A under the plain ones
+    (checked on a real LoRA SFT run too: logits equal peft's own merge_and_unload exactly)."""
+    import torch
+
+    from verl_cua.integrations.verl.lora_merge import merge_lora_state
+
+    torch.manual_seed(0)
+    w, a, b, bias = torch.randn(6, 4), torch.randn(2, 4), torch.randn(6, 2), torch.randn(6)
+    stem = "base_model.model.model.language_model.layers.0.self_attn.q_proj"
+    state = {f"{stem}.base_layer.weight": w, f"{stem}.base_layer.bias": bias, f"{stem}.lora_A.default.weight": a,
+             f"{stem}.lora_B.default.weight": b, "base_model.model.model.visual.patch.weight": w}  # fmt: skip
+    merged = merge_lora_state(state, alpha=16, rank=2)
+    name = "model.language_model.layers.0.self_attn.q_proj"
+    assert set(merged) == {f"{name}.weight", f"{name}.bias", "model.visual.patch.weight"}
+    assert torch.allclose(merged[f"{name}.weight"], w + 8 * (b @ a)) and torch.equal(merged[f"{name}.bias"], bias)
+    assert torch.equal(merged["model.visual.patch.weight"], w)  # the tower had no adapter: unchanged
