@@ -246,7 +246,10 @@ def step_rows(
 
 def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
     """Read the runs, select and convert episodes, write the parquet file(s) and the card; returns the card."""
-    import pandas as pd
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("verl-cua sft-data writes parquet with pandas: pip install -e '.[verl]'") from None
 
     validate(config)
     if processor is None:
