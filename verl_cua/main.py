@@ -20,12 +20,17 @@ def missing_packages() -> list[str]:
     return missing
 
 
-def main() -> None:
-    """Check the ML stack is installed (one line naming the pip command if not), then run the trainer."""
+def require_ml_stack(what: str) -> None:
+    """Exit 2 with one line naming the pip command when the ML stack `what` needs is not installed."""
     missing = missing_packages()
     if missing:
-        print(f"verl-cua: the trainer needs {', '.join(missing)}; install with: {INSTALL}", file=sys.stderr)
+        print(f"verl-cua: {what} needs {', '.join(missing)}; install with: {INSTALL}", file=sys.stderr)
         sys.exit(2)
+
+
+def main() -> None:
+    """Check the ML stack is installed (one line naming the pip command if not), then run the trainer."""
+    require_ml_stack("the trainer")
     from verl_cua.integrations.verl.main import main as train
 
     train()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import random
 import re
 import time
 from collections import Counter
@@ -293,8 +294,6 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
         negatives += _negative_rows(c, config) if config.invalid == "negatives" else []
     if not rows:
         raise ValueError(f"no episode was selected (--select {config.select}); skipped: {dict(skipped) or 'none'}")
-    import random
-
     random.Random(config.seed).shuffle(rows)
     out = Path(config.out)
     out.parent.mkdir(parents=True, exist_ok=True)
