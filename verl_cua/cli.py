@@ -1,5 +1,6 @@
 """The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs, `serve` a
-checkpoint on CPU, `doctor` a machine and a recipe before training, `sft-data`: trajectories -> SFT rows."""
+checkpoint on CPU, `doctor` a machine and a recipe before training, `sft-data`: trajectories -> SFT rows,
+`osworld-check`: how much of OSWorld's own benchmark runs on the local desktop."""
 
 from __future__ import annotations
 
@@ -245,6 +246,40 @@ def _add_sft_data(sub, formats: list[str]) -> None:
     p.set_defaults(func=_sft_data_cmd)
 
 
+def _osworld_check_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.envs.osworld.coverage import format_table, run_check
+
+    domains = [d for d in (args.domains or "").split(",") if d] or None
+    tasks = [t for t in (args.tasks or "").split(",") if t] or None
+    try:
+        meta = None if args.all_files else args.meta
+        report = run_check(args.examples, args.out, domains=domains, tasks=tasks, meta=meta, progress=args.progress)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"verl-cua osworld-check: {exc}", file=sys.stderr)
+        return 2
+    print(format_table(report["table"]))
+    print(f"report: {args.out}")
+    return 0
+
+
+def _add_osworld_check(sub) -> None:
+    p = sub.add_parser(
+        "osworld-check",
+        help="classify OSWorld's tasks (internet / vm-only / offline) and run the offline ones on the local desktop",
+        description="For each offline task: reset (timed), evaluate before acting (must be 0.0 from a real read of the "
+        "desktop's state), and for infeasible tasks FAIL then evaluate (must be 1.0). Task files are read from your "
+        "OSWorld clone, never copied. Prints a coverage table by domain; the report JSON has one entry per task.",
+    )
+    p.add_argument("examples", help="PATH_TO_OSWORLD/evaluation_examples (or its examples/ folder)")
+    p.add_argument("--domains", default=None, help="comma-separated domains (default: all)")
+    p.add_argument("--tasks", default=None, help="comma-separated task ids (default: all)")
+    p.add_argument("--meta", default="test_all.json", help="the file listing the benchmark's tasks ({domain: [id]})")
+    p.add_argument("--all-files", action="store_true", help="every task file, listed in --meta or not")
+    p.add_argument("--out", default="osworld_check.json", help="the report (rewritten after each task)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no line per task")
+    p.set_defaults(func=_osworld_check_cmd)
+
+
 def _add_view_compare(sub) -> None:
     p = sub.add_parser("view", help="a static HTML page comparing runs (eval or training traces) step by step")
     p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
@@ -278,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_doctor(sub)
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])
+    _add_osworld_check(sub)
     return parser
 
 

@@ -3,13 +3,19 @@
 # Idempotent. As root it installs; otherwise it prints the commands to run. Knobs:
 #   VERL_CUA_DESKTOP_VENV  where the desktop's own Python lives (default /opt/verl-cua/desktop-venv);
 #                          it is outside the project tree on purpose: the desktop user must not see the project.
+#   VERL_CUA_DESKTOP_APP_HOME  the apps' first-run files (VLC's vlcrc, GIMP's config), made here once and copied
+#                          into every desktop's HOME, as on OSWorld's image where each app has run once
+#                          (default /opt/verl-cua/desktop-home)
 set -euo pipefail
 
 DESKTOP_VENV=${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}
+APP_HOME=${VERL_CUA_DESKTOP_APP_HOME:-/opt/verl-cua/desktop-home}
 APT_PACKAGES=(
     xvfb xauth openbox dbus dbus-x11 at-spi2-core x11-utils x11-xserver-utils xdotool wmctrl xterm
     python3-venv python3-xlib python3-tk python3-pyatspi gnome-screenshot util-linux bubblewrap
-    libreoffice-calc libreoffice-writer libreoffice-gtk3 chromium fonts-liberation
+    libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3 chromium fonts-liberation
+    vlc gimp totem socat sysstat pulseaudio gnome-terminal gsettings-desktop-schemas gnome-shell-common
+    dconf-cli dconf-service
 )
 DESKTOP_PIP=("pyautogui==0.9.54" "pillow>=10")
 
@@ -37,6 +43,31 @@ if ! "$DESKTOP_VENV/bin/python" -c "import pyautogui, PIL.ImageGrab" 2>/dev/null
     /usr/bin/python3 -m venv --system-site-packages "$DESKTOP_VENV"
     "$DESKTOP_VENV/bin/python" -m pip --disable-pip-version-check -q install "${DESKTOP_PIP[@]}"
     chmod -R a+rX "$(dirname "$DESKTOP_VENV")"
+fi
+# The apps' first-run files, made by the apps themselves as an unprivileged user with a scratch HOME: VLC's vlcrc
+# (every option at its default), GIMP's config dir (one GUI start and quit on a scratch X display, which writes its
+# sessionrc; gimprc as GIMP leaves it when nothing was changed)
+if [ ! -f "$APP_HOME/.config/vlc/vlcrc" ] || [ ! -f "$APP_HOME/.config/GIMP/2.10/sessionrc" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "envs/local_desktop/setup.sh: cannot create $APP_HOME as $(id -un); run as root" >&2
+        exit 1
+    fi
+    scratch=$(mktemp -d)
+    chown nobody "$scratch"
+    as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME="$scratch" PATH=/usr/bin:/bin)
+    (cd "$scratch" && timeout 120 "${as_nobody[@]}" vlc -I dummy --reset-config --save-config vlc://quit) >/dev/null 2>&1
+    (cd "$scratch" && timeout 300 "${as_nobody[@]}" xvfb-run -a gimp -b '(gimp-quit 0)') >/dev/null 2>&1
+    printf '# GIMP gimprc\n#\n# Your personal preferences; GIMP writes here what you change.\n' \
+        > "$scratch/.config/GIMP/2.10/gimprc"
+    for f in .config/vlc/vlcrc .config/GIMP/2.10/gimprc .config/GIMP/2.10/sessionrc; do
+        [ -f "$scratch/$f" ] || { echo "envs/local_desktop/setup.sh: the first run made no $f" >&2; exit 1; }
+    done
+    rm -rf "$APP_HOME.new" && mkdir -p "$APP_HOME.new/.config"
+    cp -r "$scratch/.config/vlc" "$scratch/.config/GIMP" "$APP_HOME.new/.config/"
+    chmod -R a+rX,go-w "$APP_HOME.new"
+    chown -R root:root "$APP_HOME.new"
+    rm -rf "$APP_HOME" && mv "$APP_HOME.new" "$APP_HOME"
+    rm -rf "$scratch"
 fi
 # earlier verl-cua versions filtered the desktops' traffic with an iptables chain; each desktop now has its own
 # network namespace, so a chain left by an older version is removed

@@ -22,6 +22,18 @@ MAX_CHILDREN = 500
 DEFAULT_SECONDS = 20.0
 
 
+BROWSER_NAMES = ("Chromium", "chromium", "Chromium-browser")
+
+
+def state_name(state) -> str:
+    """An AT-SPI state as OSWorld's trees name it: `ATSPI_STATE_MULTI_LINE` -> `multi_line` (a valid XML name)."""
+    nick = getattr(state, "value_nick", None)  # PyGObject enums; str() of them is "<enum ATSPI_STATE_... of type ...>"
+    if not nick:
+        text = str(state)
+        nick = text.split("STATE_", 1)[-1].split()[0].rstrip(">") if "STATE_" in text else text
+    return nick.replace("-", "_").lower()
+
+
 def _pyatspi():
     try:
         import pyatspi
@@ -42,9 +54,13 @@ def _node(acc, depth: int, budget: list[int], deadline: float) -> ET.Element | N
         return None
     budget[0] -= 1
     try:
-        el = ET.Element(_tag(acc.getRoleName()), {"name": acc.name or ""})
+        role = acc.getRoleName()
+        name = acc.name or ""
+        if role == "application" and name in BROWSER_NAMES:
+            name = "Google Chrome"  # our Chromium stands in for Chrome: OSWorld's getters select it by this name
+        el = ET.Element(_tag(role), {"name": name})
         for state in acc.getState().getStates():
-            el.set(f"{{{NS['st']}}}{str(state).split('_', 2)[-1].lower()}", "true")
+            el.set(f"{{{NS['st']}}}{state_name(state)}", "true")
         try:
             for pair in acc.getAttributes():
                 key, _, value = pair.partition(":")
@@ -135,3 +151,19 @@ def terminal_text(deadline: float | None = None) -> str | None:
         except Exception:
             continue
     return None
+
+
+def main() -> None:
+    """`python desktop_a11y.py tree|terminal SECONDS`: the result as JSON on stdout (the server runs each walk in a
+    fresh process: AT-SPI's connection in a long-lived process outlives the session bus a revert replaces)."""
+    import json
+    import sys
+
+    mode, seconds = sys.argv[1], float(sys.argv[2])
+    deadline = time.monotonic() + seconds
+    result = accessibility_tree(deadline) if mode == "tree" else terminal_text(deadline)
+    sys.stdout.write(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -44,10 +44,13 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
+from desktop_setup import SetupTracker
+
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 EXEC_TIMEOUT = 120.0
 OPEN_FILE_TIMEOUT = 60.0
+WINDOW_WAIT = 15.0  # activate_window: how long to wait for the window to appear
 MAX_TIMEOUT = 600.0  # cap on any client-given timeout or wait
 DRAIN_TIMEOUT = 5.0  # after killing a timed-out command: how long to wait for its pipes
 A11Y_TIMEOUT = 20.0  # whole AT-SPI walk (accessibility tree, terminal text)
@@ -68,10 +71,14 @@ class Desktop:
         self.infra_dir = args.infra
         self.max_output = args.max_output_bytes
         self.dbus_config = args.dbus_config
+        self.openbox = [os.path.join(args.infra, "openbox")]
+        if args.openbox_config:
+            self.openbox += ["--config-file", args.openbox_config]
         self.infra: dict[str, subprocess.Popen] = {}
         self.waiting: set[int] = set()  # pids a handler waits on (the reaper must not steal their status)
         self.spawn_lock = threading.Lock()  # spawn+register is atomic with respect to the reaper
         self.lock = threading.Lock()
+        self.setup = SetupTracker()  # failed setup calls and launched apps since the last revert
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -95,7 +102,7 @@ class Desktop:
                 if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"Xvfb {self.display} did not start") from None
                 time.sleep(0.005)
-        self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
+        self.infra["openbox"] = self.spawn(self.openbox, quiet=True)
         try:
             _fix_keymap(conn)  # -noreset: the map holds after its last client leaves
         finally:
@@ -103,6 +110,9 @@ class Desktop:
 
     def start_dbus(self) -> None:
         """A fresh session bus (no service, name or activation environment of an earlier episode), for the apps."""
+        xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+        if xdg:  # the bus listens at $XDG_RUNTIME_DIR/bus, where OSWorld's tasks look for it (/run/user/1000/bus)
+            os.makedirs(xdg, mode=0o700, exist_ok=True)
         read, write = os.pipe()
         daemon = [os.path.join(self.infra_dir, "dbus-daemon"), "--nofork", f"--print-address={write}"]
         self.infra["dbus"] = self.spawn([*daemon, f"--config-file={self.dbus_config}"], quiet=True, pass_fds=(write,))
@@ -173,6 +183,8 @@ class Desktop:
             phases[name] = round(1000 * (now - clock), 1)
             clock = now
 
+        for proc in self.setup.clear():  # the reaper collects the episode's apps again
+            self.waiting.discard(proc.pid)
         victims = self.apps()
         for pid in victims:
             _signal(pid, signal.SIGTERM)
@@ -196,7 +208,7 @@ class Desktop:
             time.sleep(0.02)
         phase("kill")
         if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
-            self.infra["openbox"] = self.spawn([os.path.join(self.infra_dir, "openbox")], quiet=True)
+            self.infra["openbox"] = self.spawn(self.openbox, quiet=True)
         old_bus = self.stop_dbus()
         _restore_tree(self.template, self.home)
         phase("home")
@@ -267,15 +279,65 @@ class Desktop:
         return {"status": "success", "output": output, "error": error, "returncode": proc.returncode}
 
     def launch(self, command, *, shell: bool) -> int:
-        """Start an app in the background; it stays our descendant (and is killed on revert)."""
+        """Start a setup step's app in the background; it stays our descendant (and is killed on revert). Its exit
+        status is kept for `settle` until the next revert (registered, so the reaper leaves it alone)."""
         if isinstance(command, str) and not shell:
             command = shlex.split(command)
-        with self.spawn_lock:  # not registered: nobody waits on an app, the reaper collects it
+        with self.spawn_lock:
             proc = subprocess.Popen(
                 command, shell=shell, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )  # fmt: skip
+            self.waiting.add(proc.pid)
+        self.setup.launch(proc, command)
         return proc.pid
+
+    def a11y(self, mode: str):
+        """The accessibility tree (`tree`) or a terminal's text (`terminal`), read by a fresh process: AT-SPI's
+        connection, made once per process, would outlive the session bus that each revert replaces."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "desktop_a11y.py")
+        proc = self.spawn(
+            [sys.executable, script, mode, str(A11Y_TIMEOUT - 2)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        try:
+            out, _ = proc.communicate(timeout=A11Y_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise TimeoutError(f"the accessibility walk took over {A11Y_TIMEOUT:g} s") from None
+        finally:
+            self.waiting.discard(proc.pid)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the accessibility walk failed (exit {proc.returncode})")
+        return json.loads(out)
+
+    def window_pids(self) -> set[int]:
+        """PIDs owning a managed window that is not a splash screen (_NET_CLIENT_LIST, _NET_WM_PID)."""
+        from Xlib import X
+        from Xlib import display as xdisplay
+
+        pids: set[int] = set()
+        try:
+            conn = xdisplay.Display(self.display)
+        except Exception:
+            return pids
+        try:
+            atom = conn.intern_atom
+            root = conn.screen().root
+            clients = root.get_full_property(atom("_NET_CLIENT_LIST"), X.AnyPropertyType)
+            splash = atom("_NET_WM_WINDOW_TYPE_SPLASH")
+            for wid in clients.value if clients else []:
+                try:
+                    window = conn.create_resource_object("window", wid)
+                    kind = window.get_full_property(atom("_NET_WM_WINDOW_TYPE"), X.AnyPropertyType)
+                    pid = window.get_full_property(atom("_NET_WM_PID"), X.AnyPropertyType)
+                except Exception:  # a window closing meanwhile
+                    continue
+                if pid and pid.value and not (kind and splash in kind.value):
+                    pids.add(int(pid.value[0]))
+        finally:
+            conn.close()
+        return pids
 
     # -- X queries ----------------------------------------------------------------------------------------------
     def screenshot(self) -> bytes:
@@ -587,6 +649,9 @@ class Handler(BaseHTTPRequestHandler):
             status, payload, *ctype = route(self, params)
         except Exception as exc:  # a bad request or a failed call: reported to the client, the server lives on
             status, payload, ctype = 500, {"status": "error", "error": f"{type(exc).__name__}: {exc}"}, []
+        if path.startswith("/setup/") and status >= 400:  # OSWorld's setup only logs it: the reset must fail
+            error = payload.get("error", "") if isinstance(payload, dict) else ""
+            self.desktop.setup.failed(f"{path.removeprefix('/setup/')}: {error or f'HTTP {status}'}")
         self._send(status, payload, *ctype)
 
     def do_GET(self):  # noqa: N802 - http.server naming
@@ -600,9 +665,10 @@ class Handler(BaseHTTPRequestHandler):
         return 200, self.desktop.screenshot(), "image/png"
 
     def execute(self, p):
-        return 200, self.desktop.run(
-            p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home
-        )
+        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home)
+        if self.path.startswith("/setup/"):
+            self.desktop.setup.executed(p["command"], result)
+        return 200, result
 
     def execute_with_verification(self, p):
         result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home)
@@ -638,14 +704,10 @@ class Handler(BaseHTTPRequestHandler):
         return 200, self.desktop.run(["bash", "-c", p["script"]], shell=False, timeout=timeout, cwd=cwd)
 
     def terminal(self, _):
-        from desktop_a11y import terminal_text
-
-        return 200, {"output": _within(A11Y_TIMEOUT, terminal_text, time.monotonic() + A11Y_TIMEOUT - 1)}
+        return 200, {"output": self.desktop.a11y("terminal")}
 
     def accessibility(self, _):
-        from desktop_a11y import accessibility_tree
-
-        return 200, {"AT": _within(A11Y_TIMEOUT, accessibility_tree, time.monotonic() + A11Y_TIMEOUT - 1)}
+        return 200, {"AT": self.desktop.a11y("tree")}
 
     def screen_size(self, _):
         return 200, {"width": self.desktop.width, "height": self.desktop.height}
@@ -722,7 +784,14 @@ class Handler(BaseHTTPRequestHandler):
         return 200, {"status": "success", "pid": pid}
 
     def activate_window(self, p):
-        wid = self.desktop.find_window(p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class")))
+        deadline = time.monotonic() + WINDOW_WAIT  # the window of an app a step before just launched may be on its way
+        while True:
+            wid = self.desktop.find_window(
+                p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class"))
+            )
+            if wid is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         if wid is None:
             return 404, {"status": "error", "error": f"no window {p['window_name']!r}"}
         self.desktop.output(["wmctrl", "-i", "-a", wid])
@@ -742,28 +811,12 @@ class Handler(BaseHTTPRequestHandler):
         with self.desktop.lock:
             return 200, self.desktop.revert()
 
+    def settle(self, p):
+        timeout = min(max(float(p.get("timeout", 30)), 0.0), MAX_TIMEOUT)
+        return 200, self.desktop.setup.settle(self.desktop.window_pids, _descendants, timeout)
+
     def health(self, _):
         return 200, {"status": "success", "pid": os.getpid(), "infra": self.desktop.infra_status()}
-
-
-def _within(seconds: float, func, *args):
-    """`func(*args)` in a worker thread; TimeoutError when it has not returned after `seconds` (it is abandoned)."""
-    result: dict = {}
-
-    def work():
-        try:
-            result["value"] = func(*args)
-        except BaseException as exc:  # handed to the caller
-            result["error"] = exc
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise TimeoutError(f"{getattr(func, '__name__', 'call')} took over {seconds:g} s")
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
 
 ROUTES = {
@@ -794,6 +847,7 @@ ROUTES = {
     ("POST", "/end_recording"): Handler.unsupported,
     ("POST", "/_verl_cua/revert"): Handler.revert,
     ("GET", "/_verl_cua/health"): Handler.health,
+    ("POST", "/_verl_cua/settle"): Handler.settle,
 }
 
 
@@ -880,6 +934,7 @@ def main() -> None:
     parser.add_argument("--template", required=True)
     parser.add_argument("--infra", required=True, help="dir of the execute-only Xvfb, openbox and dbus-daemon")
     parser.add_argument("--dbus-config", required=True, help="the session bus configuration")
+    parser.add_argument("--openbox-config", default="", help="openbox's rc.xml (read-only for the apps)")
     parser.add_argument("--proxy-socket", default="", help="the host's web proxy (egress on): served at --proxy-port")
     parser.add_argument("--proxy-port", type=int, default=3128)
     parser.add_argument("--max-file-bytes", type=int, default=64 << 20)

@@ -46,6 +46,7 @@ class OSWorldEnv:
         require_terminal: bool = False,
         cache_dir: str | None = None,
         start_timeout: float = 60.0,
+        settle_timeout: float = 30.0,
         **provider_kwargs: Any,
     ):
         if provider not in PROVIDERS:
@@ -57,6 +58,7 @@ class OSWorldEnv:
         self.action_space = action_space
         self.action_format = action_format
         self.pause = DEFAULT_PAUSE.get(provider, 2.0) if pause is None else float(pause)
+        self.settle_timeout = float(settle_timeout)
         self._own_cache = cache_dir is None
         self.cache_dir = Path(cache_dir or tempfile.mkdtemp(prefix="verl-cua-osworld-cache-"))
         self.local = None
@@ -102,6 +104,8 @@ class OSWorldEnv:
         try:
             obs = self._desktop.reset(task_config=config)
             self._tighten_retries()
+            if self.local is not None:
+                obs = self._settle(config["id"])
             self._last = self._observation(obs)
         except InfraFailure:
             self._task = None
@@ -223,6 +227,18 @@ class OSWorldEnv:
             from verl_cua.envs.osworld.local_desktop import NETRC
 
             NETRC.ensure()
+
+    def _settle(self, task_id: str) -> dict:
+        """Local desktop: a failed setup step fails the reset; wait for the launched apps' windows, then look again."""
+        report = self.local.settle(self.settle_timeout)
+        if report["failures"]:
+            raise InfraFailure(f"OSWorld setup of {task_id} failed: {'; '.join(report['failures'])}")
+        if report["pending"]:
+            logger.warning(
+                "%s: no window from %s after %.0f s (cua settle_timeout)",
+                task_id, ", ".join(report["pending"]), self.settle_timeout,
+            )  # fmt: skip
+        return self._desktop._get_obs()  # what the agent sees once the apps are up
 
     def _tighten_retries(self) -> None:
         """OSWorld's client retries 3x with 5 s sleeps; a local desktop answers in ms or is dead."""

@@ -153,6 +153,11 @@ def index(package: str) -> dict[str, str]:
 
 
 def _load(package: str, attr: str):
+    if package == "getters":
+        from verl_cua.envs.osworld.getter_fixes import GETTER_FIXES
+
+        if attr in GETTER_FIXES:
+            return GETTER_FIXES[attr]
     submodule = index(package).get(attr)
     if submodule is None:
         raise AttributeError(attr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 SETUP_HINT = "bash envs/local_desktop/setup.sh"
 DESKTOP_VENV = os.environ.get("VERL_CUA_DESKTOP_VENV", "/opt/verl-cua/desktop-venv")
+# the apps' first-run files (VLC's vlcrc, GIMP's config), made by setup.sh and laid over the HOME template
+APP_HOME = Path(os.environ.get("VERL_CUA_DESKTOP_APP_HOME", "/opt/verl-cua/desktop-home"))
 # runtime dirs (root-owned, 0700): the sandbox sees only what is bound from them
 RUNTIME_ROOT = Path(
     os.environ.get("VERL_CUA_DESKTOP_RUNTIME")
@@ -45,7 +48,7 @@ RUNTIME_ROOT = Path(
 )
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HOME_TEMPLATE = REPO_ROOT / "envs" / "local_desktop" / "home"
-SERVER_FILES = ("desktop_server.py", "desktop_a11y.py")
+SERVER_FILES = ("desktop_server.py", "desktop_a11y.py", "desktop_setup.py")
 REQUIRED_BINARIES = {  # binary -> Debian package
     "bwrap": "bubblewrap",
     "Xvfb": "xvfb",
@@ -63,13 +66,14 @@ NETWORKS = ("none", "egress")  # none: loopback only; egress: the web through th
 PROXY_EXEMPT = "127.77.0.0/16"  # every desktop's loopback address: never through the user's HTTP proxy
 CDP_PORT = 9222  # Chromium's CDP inside the desktop's own network namespace (so the same for every desktop)
 # D-Bus session config: the standard one minus the user's service dirs ($XDG_DATA_HOME/dbus-1/services), so the
-# agent cannot register a bus-activated service of its own; the socket is a file in the private /tmp
+# agent cannot register a bus-activated service of its own; the socket is where OSWorld's tasks expect it, in the
+# private XDG runtime dir
 DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>session</type>
   <keep_umask/>
-  <listen>unix:dir=/tmp</listen>
+  <listen>unix:path=/run/user/1000/bus</listen>
   <auth>EXTERNAL</auth>
   <servicedir>/usr/share/dbus-1/services</servicedir>
   <policy context="default">
@@ -79,18 +83,65 @@ DBUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
   </policy>
 </busconfig>
 """
-BROWSERS = ("chromium", "google-chrome", "chromium-browser")
+BROWSERS = ("chromium", "google-chrome", "chromium-browser", "google-chrome-stable")
+CHROMIUM_BINARY = "/usr/lib/chromium/chromium"
 BROWSER_WRAPPER = f"""#!/bin/sh
-# Debian chromium with this desktop's CDP port (OSWorld's Chrome getters connect to it over CDP).
+# Debian's Chromium as OSWorld's tasks expect Google Chrome: the profile in ~/.config/google-chrome (where OSWorld's
+# getters read it), CDP on the port the task asks for (default {CDP_PORT}, which the host relays), and its
+# accessibility tree on AT-SPI.
+port={CDP_PORT}
 args=""
-for a in "$@"; do case "$a" in --remote-debugging-port=*|--remote-debugging-address=*) ;; *) args="$args
+for a in "$@"; do case "$a" in --remote-debugging-port=*) port="${{a#*=}}" ;; --remote-debugging-address=*) ;;
+    *) args="$args
 $a" ;; esac; done
 IFS='
 '
-exec /usr/bin/chromium --remote-debugging-port={CDP_PORT} --remote-debugging-address=127.0.0.1 \\
+export ACCESSIBILITY_ENABLED=1
+exec {CHROMIUM_BINARY} --remote-debugging-port="$port" --remote-debugging-address=127.0.0.1 \\
     --no-first-run --no-default-browser-check --disable-gpu --no-sandbox --password-store=basic \\
-    --disable-dev-shm-usage --user-data-dir="$HOME/.config/chromium" \\
+    --disable-dev-shm-usage --force-renderer-accessibility --user-data-dir="$HOME/.config/google-chrome" \\
     ${{VERL_CUA_PROXY:+--proxy-server=$VERL_CUA_PROXY}} $args
+"""
+# `sudo` inside the desktop: the command runs as the desktop's own user, so a task's `echo password | sudo -S cmd`
+# works as far as no privilege is needed; it grants nothing (no setuid binary works under no_new_privs anyway)
+SUDO_SHIM = """#!/bin/sh
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -S|--stdin) read -r _ || true; shift ;;
+        -u|-g|-p|-C|-h|-U|-r|-t|-T|-D|--user|--group|--prompt) shift 2 ;;
+        --) shift; break ;;
+        -*) shift ;;
+        *) break ;;
+    esac
+done
+[ $# -gt 0 ] || { echo "usage: sudo command [args]" >&2; exit 1; }
+exec "$@"
+"""
+# `pkill`/`pgrep` inside the desktop: a pattern naming Chrome also matches Chromium (OSWorld's tasks `pkill chrome`
+# to restart the browser; Chromium's processes are named `chromium`)
+PROCESS_MATCH_SHIM = """#!/bin/sh
+tool=$(basename "$0")
+last=""
+for a in "$@"; do last=$a; done
+case "$last" in
+    -*|"") exec /usr/bin/$tool "$@" ;;
+esac
+pattern=$(printf '%s' "$last" | sed 's/chrome/chrom(e|ium)/g')
+n=$#
+i=1
+for a in "$@"; do
+    if [ "$i" -lt "$n" ]; then set -- "$@" "$a"; fi
+    i=$((i + 1))
+done
+shift "$n"
+exec /usr/bin/$tool "$@" "$pattern"
+"""
+# keys OSWorld's Ubuntu desktop binds (openbox's own rc.xml plus these)
+OPENBOX_KEYS = """<keybind key="C-A-t"><action name="Execute"><command>gnome-terminal</command></action></keybind>
+"""
+# GSettings defaults that OSWorld's Ubuntu image has and its tasks depend on (compiled with `dconf compile`)
+DCONF_DEFAULTS = """[org/gnome/desktop/screensaver]
+lock-enabled=false
 """
 
 
@@ -251,7 +302,7 @@ class LocalDesktop:
             inner += ["--cdp-port", str(CDP_PORT), "--display", f":{self.display}"]
             inner += ["--screen", f"{self.screen[0]}x{self.screen[1]}", "--home", sandbox.HOME]
             inner += ["--template", f"{sandbox.PUB}/home_template", "--infra", sandbox.INFRA_DIR]
-            inner += ["--dbus-config", f"{sandbox.PUB}/dbus.conf"]
+            inner += ["--dbus-config", f"{sandbox.PUB}/dbus.conf", "--openbox-config", f"{sandbox.PUB}/openbox.xml"]
             inner += ["--max-file-bytes", str(self.limits.max_file), "--max-output-bytes", str(self.limits.max_output)]
             if self.network == "egress":
                 from verl_cua.envs.osworld.egress import EgressProxy
@@ -322,6 +373,13 @@ class LocalDesktop:
             if self._display_lock is not None:
                 self._display_lock.close()
                 self._display_lock = None
+
+    def settle(self, timeout: float) -> dict:
+        """Wait (at most `timeout` s) until the apps the task's setup launched show a window; `{failures, pending,
+        waited_s}`: failed setup calls and apps that exited with an error, apps still without a window."""
+        response = self.request("POST", "/_verl_cua/settle", json={"timeout": timeout}, timeout=timeout + 30)
+        response.raise_for_status()
+        return response.json()
 
     # -- queries ------------------------------------------------------------------------------------------------
     @property
@@ -414,6 +472,12 @@ class LocalDesktop:
             shutil.copyfile(Path(__file__).with_name(name), pub / "server" / name)
             (pub / "server" / name).chmod(0o644)
         shutil.copytree(HOME_TEMPLATE, pub / "home_template", symlinks=True)
+        if APP_HOME.is_dir():
+            shutil.copytree(APP_HOME, pub / "home_template", symlinks=True, dirs_exist_ok=True)
+        else:
+            _warn_once(
+                f"local desktop: no apps' first-run files at {APP_HOME} (VLC, GIMP start unconfigured): {SETUP_HINT}"
+            )
         for path in [pub / "home_template", *(pub / "home_template").rglob("*")]:
             if not path.is_symlink():
                 path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
@@ -421,6 +485,11 @@ class LocalDesktop:
         for name in BROWSERS:
             (pub / "bin" / name).write_text(BROWSER_WRAPPER)
             (pub / "bin" / name).chmod(0o755)
+        for name, text in (("sudo", SUDO_SHIM), ("pkill", PROCESS_MATCH_SHIM), ("pgrep", PROCESS_MATCH_SHIM)):
+            (pub / "bin" / name).write_text(text)
+            (pub / "bin" / name).chmod(0o755)
+        _openbox_config(pub / "openbox.xml")
+        _dconf_defaults(pub / "home_template")
         passwd, group = sandbox.passwd_files(ident)
         for name, text in (("dbus.conf", DBUS_CONFIG), ("passwd", passwd), ("group", group)):
             (pub / name).write_text(text)
@@ -442,7 +511,7 @@ class LocalDesktop:
             "PATH": f"{sandbox.PUB}/bin:{DESKTOP_VENV}/bin:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "XDG_SESSION_TYPE": "x11",
-            "XDG_RUNTIME_DIR": f"/run/user/{self.identity.uid}",
+            "XDG_RUNTIME_DIR": sandbox.XDG_RUNTIME,
             "TMPDIR": "/tmp",
             "GTK_MODULES": "gail:atk-bridge",
             "SAL_USE_VCLPLUGIN": "gtk3",
@@ -507,6 +576,33 @@ class LocalDesktop:
             self.stop()
         except Exception:
             pass
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logger.warning(message)
+
+
+def _openbox_config(path: Path) -> None:
+    """openbox's system rc.xml with OSWorld's Ubuntu key bindings added (read-only inside the desktop)."""
+    system = Path("/etc/xdg/openbox/rc.xml")
+    text = system.read_text() if system.is_file() else "<openbox_config><keyboard></keyboard></openbox_config>"
+    path.write_text(text.replace("<keyboard>", "<keyboard>\n" + OPENBOX_KEYS, 1))
+    path.chmod(0o644)
+
+
+def _dconf_defaults(home: Path) -> None:
+    """HOME's dconf database with DCONF_DEFAULTS (skipped, with a warning, without `dconf`)."""
+    if shutil.which("dconf") is None:
+        logger.warning("local desktop: no dconf (apt-get install dconf-cli); GSettings keep their schema defaults")
+        return
+    with tempfile.TemporaryDirectory() as keyfiles:
+        (Path(keyfiles) / "00-osworld").write_text(DCONF_DEFAULTS)
+        target = home / ".config" / "dconf"
+        target.mkdir(parents=True, exist_ok=True)
+        target.chmod(0o755)
+        subprocess.run(["dconf", "compile", str(target / "user"), keyfiles], check=True, capture_output=True)
+        (target / "user").chmod(0o644)
 
 
 def _prune_stale_runtimes(mine: int) -> None:

@@ -33,6 +33,7 @@ UID_BASE = int(os.environ.get("VERL_CUA_DESKTOP_UID_BASE", "1900000000"))  # roo
 ROOTLESS_UID = 1000  # the desktop user's uid inside a rootless sandbox (the caller's uid outside)
 HOSTNAME = "verl-cua-desktop"  # the sandbox's own (UTS namespace): the host's name is not shown
 HOME = "/home/user"  # OSWorld's VM user is `user` with this HOME
+XDG_RUNTIME = "/run/user/1000"  # as on OSWorld's VM (tasks name /run/user/1000/bus), whatever the desktop's uid
 PUB = "/run/verl-cua"  # the runtime files, read-only inside
 SOCK = "/run/verl-cua-sock"  # server and CDP sockets, shared with the host
 INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries

@@ -213,12 +213,18 @@ def _resolve_local_paths(task: dict, base: Path) -> None:
 
 
 def cache_files(task: dict) -> list[str]:
-    """Relative paths the task's `cache_file` getters read."""
+    """Relative paths the task's `cache_file` getters read that no step of the task writes itself (a `command` or
+    `execute` step's `stdout`/`stderr` file lands in the cache directory)."""
+    written = {
+        step.get("parameters", {}).get(stream)
+        for step in [*task.get("config", []), *task["evaluator"].get("postconfig", [])]
+        for stream in ("stdout", "stderr")
+    }
     out = []
     for key in ("result", "expected"):
         specs = task["evaluator"].get(key, [])
         for spec in specs if isinstance(specs, list) else [specs]:
-            if isinstance(spec, dict) and spec.get("type") == "cache_file":
+            if isinstance(spec, dict) and spec.get("type") == "cache_file" and spec["path"] not in written:
                 out.append(spec["path"])
     return out
 

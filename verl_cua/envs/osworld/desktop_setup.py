@@ -1,0 +1,92 @@
+"""What a task's setup did on the local desktop: failed steps, and whether the apps it launched are up.
+
+Runs inside the desktop next to desktop_server.py (imports nothing from verl-cua). OSWorld's SetupController only
+logs a failed step, so a task whose app is missing would start on an empty screen. The server notes every setup
+call that failed (an error answer, a command the shell could not find) and every app it launched since the last
+revert; `settle()` then waits, bounded, until each launched app that is still running shows a window, and reports
+the failures, apps that exited with an error, and apps still without a window when time ran out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+
+NOT_FOUND = (126, 127)  # the shell's "not executable" and "command not found"
+QUIET_EXIT = frozenset({"pkill", "killall", "pgrep", "kill", "true", "false", "sleep", "xdotool", "wmctrl"})
+X_LIBRARIES = ("/libxcb.so", "/libX11.so")  # a process that maps one of them is an X client (will show a window)
+GUI_GRACE = 3.0  # seconds a launched process may take to load an X library before it counts as windowless
+
+
+class SetupTracker:
+    """Failed setup calls and launched apps since the last revert (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.failures: list[str] = []
+        self.launched: list[tuple[subprocess.Popen, str, float]] = []
+
+    def clear(self) -> list[subprocess.Popen]:
+        """Forget the episode; the launched processes (for the caller to stop waiting on)."""
+        with self._lock:
+            procs = [p for p, _, _ in self.launched]
+            self.failures, self.launched = [], []
+        return procs
+
+    def failed(self, message: str) -> None:
+        """Note one failed setup call."""
+        with self._lock:
+            self.failures.append(message[:300])
+
+    def executed(self, command, result: dict) -> None:
+        """Note a setup command the shell could not run (missing program)."""
+        if result.get("returncode") in NOT_FOUND:
+            error = (result.get("error") or "").strip().splitlines()
+            self.failed(f"execute {_name(command)}: {error[-1] if error else 'command not found'}")
+
+    def launch(self, proc: subprocess.Popen, command) -> None:
+        """Note an app the setup launched."""
+        with self._lock:
+            self.launched.append((proc, _name(command), time.monotonic()))
+
+    def settle(self, windows_of, descendants, timeout: float) -> dict:
+        """Wait until every running launched app shows a window (at most `timeout` s); what went wrong."""
+        start = time.monotonic()
+        while True:
+            with self._lock:
+                launched = list(self.launched)
+                failures = list(self.failures)
+            window_pids = windows_of()
+            pending = []
+            for proc, name, since in launched:
+                code = proc.poll()
+                if code is not None:
+                    if code != 0 and name not in QUIET_EXIT:
+                        failures.append(f"launch {name}: exited with status {code}")
+                    continue
+                tree = {proc.pid, *descendants(proc.pid)}
+                if tree & window_pids:
+                    continue
+                if any(_maps_x(pid) for pid in tree) or time.monotonic() - since < GUI_GRACE:
+                    pending.append(name)
+            if not pending or time.monotonic() - start >= timeout:
+                break
+            time.sleep(0.1)
+        return {"failures": failures, "pending": pending, "waited_s": round(time.monotonic() - start, 2)}
+
+
+def _name(command) -> str:
+    """The program a command runs (its first word), for messages."""
+    words = command.split() if isinstance(command, str) else [str(c) for c in command or []]
+    return os.path.basename(words[0]) if words else "?"
+
+
+def _maps_x(pid: int) -> bool:
+    """Whether process `pid` has an X client library mapped (it is, or is about to be, a GUI app)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any(lib in line for line in f for lib in X_LIBRARIES)
+    except OSError:
+        return False
