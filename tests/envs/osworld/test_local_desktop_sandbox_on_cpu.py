@@ -156,7 +156,7 @@ def test_a_desktop_that_dies_during_evaluate_is_an_infra_failure_not_a_zero(loca
 def test_a_broken_screenshot_at_reset_is_an_infra_failure(local_desktop, monkeypatch):
     env = make_env("osworld", provider="local", action_format="pyautogui", pause=0.1, screen=(800, 600))
     try:
-        monkeypatch.setattr(env.desktop_env, "reset", lambda task_config: {"screenshot": b"not a png"})
+        monkeypatch.setattr(env.desktop_env, "_get_obs", lambda: {"screenshot": b"not a png"})
         with pytest.raises(InfraFailure, match="reset of sandbox-xterm failed: UnidentifiedImageError"):
             env.reset(XTERM)
     finally:

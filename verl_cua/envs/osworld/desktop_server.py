@@ -44,12 +44,16 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-from desktop_setup import SetupTracker
+try:
+    from desktop_setup import SetupTracker  # inside the desktop: the file next to this one
+except ImportError:  # imported as part of verl_cua (tests)
+    from verl_cua.envs.osworld.desktop_setup import SetupTracker
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 EXEC_TIMEOUT = 120.0
 OPEN_FILE_TIMEOUT = 60.0
+TERMINAL_APPS = ("gnome-terminal", "xfce4-terminal", "mate-terminal", "tilix", "konsole", "terminator")
 WINDOW_WAIT = 15.0  # activate_window: how long to wait for the window to appear
 MAX_TIMEOUT = 600.0  # cap on any client-given timeout or wait
 DRAIN_TIMEOUT = 5.0  # after killing a timed-out command: how long to wait for its pipes
@@ -183,8 +187,7 @@ class Desktop:
             phases[name] = round(1000 * (now - clock), 1)
             clock = now
 
-        for proc in self.setup.clear():  # the reaper collects the episode's apps again
-            self.waiting.discard(proc.pid)
+        self.setup.clear()
         victims = self.apps()
         for pid in victims:
             _signal(pid, signal.SIGTERM)
@@ -242,9 +245,11 @@ class Desktop:
                 if ppid != me or pid in self.waiting or state != "Z":
                     continue
                 try:
-                    os.waitpid(pid, os.WNOHANG)
+                    reaped, status = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
-                    pass
+                    continue
+                if reaped:
+                    self.setup.exited(reaped, os.waitstatus_to_exitcode(status))
 
     def run(self, command, *, shell: bool, timeout: float, cwd: str | None = None) -> dict:
         """Run a command to completion with a timeout; OSWorld's `{status, output, error, returncode}` reply."""
@@ -280,7 +285,7 @@ class Desktop:
 
     def launch(self, command, *, shell: bool) -> int:
         """Start a setup step's app in the background; it stays our descendant (and is killed on revert). Its exit
-        status is kept for `settle` until the next revert (registered, so the reaper leaves it alone)."""
+        status is kept for `settle` until the next revert."""
         if isinstance(command, str) and not shell:
             command = shlex.split(command)
         with self.spawn_lock:
@@ -288,8 +293,7 @@ class Desktop:
                 command, shell=shell, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )  # fmt: skip
-            self.waiting.add(proc.pid)
-        self.setup.launch(proc, command)
+            self.setup.launch(proc, command)  # the reaper collects it and tells the tracker its exit status
         return proc.pid
 
     def a11y(self, mode: str):
@@ -387,6 +391,20 @@ class Desktop:
 
 
 # -- process helpers ----------------------------------------------------------------------------------------------
+def _terminal_running() -> bool:
+    """Whether a terminal app that speaks AT-SPI runs (gnome-terminal-server, xfce4-terminal, tilix, konsole...)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/comm") as f:
+                    comm = f.read().strip().lower()
+            except OSError:
+                continue
+            if any(t in comm for t in TERMINAL_APPS):
+                return True
+    return False
+
+
 def _process_table() -> dict[int, tuple[int, str]]:
     """pid -> (ppid, state) of every process, from /proc/*/stat (children of any thread have the process as ppid)."""
     table = {}
@@ -704,6 +722,8 @@ class Handler(BaseHTTPRequestHandler):
         return 200, self.desktop.run(["bash", "-c", p["script"]], shell=False, timeout=timeout, cwd=cwd)
 
     def terminal(self, _):
+        if not _terminal_running():  # OSWorld's setup pings this at every reset: no AT-SPI walk without a terminal
+            return 200, {"output": None}
         return 200, {"output": self.desktop.a11y("terminal")}
 
     def accessibility(self, _):
@@ -813,7 +833,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def settle(self, p):
         timeout = min(max(float(p.get("timeout", 30)), 0.0), MAX_TIMEOUT)
-        return 200, self.desktop.setup.settle(self.desktop.window_pids, _descendants, timeout)
+        return 200, self.desktop.setup.settle(self.desktop.window_pids, _descendants, self.desktop.reap, timeout)
 
     def health(self, _):
         return 200, {"status": "success", "pid": os.getpid(), "infra": self.desktop.infra_status()}

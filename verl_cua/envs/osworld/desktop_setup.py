@@ -26,14 +26,21 @@ class SetupTracker:
     def __init__(self):
         self._lock = threading.Lock()
         self.failures: list[str] = []
+        # the Popen objects are kept so that Python never reaps them itself: the server's reaper does, and hands
+        # their exit status to `exited`
         self.launched: list[tuple[subprocess.Popen, str, float]] = []
+        self.exit_codes: dict[int, int] = {}
 
-    def clear(self) -> list[subprocess.Popen]:
-        """Forget the episode; the launched processes (for the caller to stop waiting on)."""
+    def clear(self) -> None:
+        """Forget the episode."""
         with self._lock:
-            procs = [p for p, _, _ in self.launched]
-            self.failures, self.launched = [], []
-        return procs
+            self.failures, self.launched, self.exit_codes = [], [], {}
+
+    def exited(self, pid: int, code: int) -> None:
+        """The server's reaper collected `pid` with exit status `code`."""
+        with self._lock:
+            if any(proc.pid == pid for proc, _, _ in self.launched):
+                self.exit_codes[pid] = code
 
     def failed(self, message: str) -> None:
         """Note one failed setup call."""
@@ -51,19 +58,21 @@ class SetupTracker:
         with self._lock:
             self.launched.append((proc, _name(command), time.monotonic()))
 
-    def settle(self, windows_of, descendants, timeout: float) -> dict:
+    def settle(self, windows_of, descendants, reap, timeout: float) -> dict:
         """Wait until every running launched app shows a window (at most `timeout` s); what went wrong."""
         start = time.monotonic()
         while True:
+            reap()
             with self._lock:
                 launched = list(self.launched)
                 failures = list(self.failures)
+                codes = dict(self.exit_codes)
             window_pids = windows_of()
             pending = []
             for proc, name, since in launched:
-                code = proc.poll()
-                if code is not None:
-                    if code != 0 and name not in QUIET_EXIT:
+                code = codes.get(proc.pid)
+                if code is not None or not os.path.exists(f"/proc/{proc.pid}"):
+                    if code not in (0, None) and name not in QUIET_EXIT:
                         failures.append(f"launch {name}: exited with status {code}")
                     continue
                 tree = {proc.pid, *descendants(proc.pid)}
