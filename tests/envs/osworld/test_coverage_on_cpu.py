@@ -37,6 +37,8 @@ def _task(**changes) -> dict:
          "os", "vm-only", "systemd"),
         (_task(evaluator={"func": "x", "result": {"type": "vm_command_line", "command": "dpkg -l | grep vim"}}),
          "os", "vm-only", "packages"),
+        (_task(evaluator={"func": "x", "postconfig": [{"type": "command", "parameters": {"command": ["apt", "list",
+         "--installed"]}}], "result": {}}), "multi_apps", "vm-only", "packages"),
         (_task(instruction="Please uninstall the Mahjongg game."), "os", "vm-only", "installs or removes"),
         (_task(instruction="Install the Dark Reader extension in Chrome."), "chrome", "offline", ""),
         (_task(config=[{"type": "launch", "parameters": {"command": ["code", "/home/user"]}}]), "multi_apps",

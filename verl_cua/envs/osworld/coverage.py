@@ -107,7 +107,8 @@ def classify(task: dict, domain: str = "") -> tuple[str, str]:
         return "internet", "the instruction names a web address"
     if domain.lower() == "windows":
         return "vm-only", "a Windows task"
-    if _PACKAGES.search(json.dumps(task.get("evaluator", {}))):
+    evaluator = {**task, "config": []}  # the evaluator's own commands: postconfig steps and getters
+    if any(_PACKAGES.search(command) for command in _commands(evaluator)):
         return "vm-only", "checks the system's packages, which only root changes (the desktop's /usr is read-only)"
     for command in _commands(task):
         first = command.strip().split()[0] if command.strip() else ""
