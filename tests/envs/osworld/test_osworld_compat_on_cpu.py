@@ -169,3 +169,15 @@ def test_gsettings_work_on_the_bus_tasks_name_and_the_image_defaults_hold(env):
     assert _sh(env, get) == "false\n"  # the revert restored HOME's settings
     volume = "pulseaudio --start\npactl list sinks | grep '^[[:space:]]Volume:' | head -n 1 | awk '{print $5}'"
     assert _sh(env, volume).strip() == "50%"  # below the maximum, as "turn the volume up" tasks assume
+
+
+def test_a_missing_app_is_named_with_its_package(monkeypatch):
+    from verl_cua.envs.osworld import local_desktop
+
+    real = local_desktop.shutil.which
+    monkeypatch.setattr(local_desktop.shutil, "which", lambda name: None if name == "vlc" else real(name))
+    assert "vlc" in local_desktop.missing_apps()
+    assert local_desktop.install_hint("vlc") == (
+        f" (not installed: apt-get install -y vlc, or {local_desktop.SETUP_HINT} as root)"
+    )
+    assert local_desktop.install_hint("gimp") == "" and local_desktop.install_hint("no-such-app") == ""

@@ -230,12 +230,15 @@ class OSWorldEnv:
 
     def _settle(self, task_id: str) -> dict:
         """Local desktop: a failed setup step fails the reset; wait for the launched apps' windows, then look again."""
+        from verl_cua.envs.osworld.local_desktop import install_hint
+
         report = self.local.settle(self.settle_timeout)
         if report["failures"]:
-            raise InfraFailure(f"OSWorld setup of {task_id} failed: {'; '.join(report['failures'])}")
+            named = [f + install_hint(f.split(" ", 2)[1].rstrip(":")) if " " in f else f for f in report["failures"]]
+            raise InfraFailure(f"OSWorld setup of {task_id} failed: {'; '.join(named)}")
         if report["pending"]:
             logger.warning(
-                "%s: no window from %s after %.0f s (cua settle_timeout)",
+                "%s: no window from %s after %.0f s (settle_timeout)",
                 task_id, ", ".join(report["pending"]), self.settle_timeout,
             )  # fmt: skip
         return self._desktop._get_obs()  # what the agent sees once the apps are up

@@ -60,6 +60,13 @@ REQUIRED_BINARIES = {  # binary -> Debian package
     "setpriv": "util-linux",
     "prlimit": "util-linux",
 }
+# the apps of OSWorld's image, by the program its tasks run -> Debian package (setup.sh installs them all)
+APP_PACKAGES = {
+    "libreoffice": "libreoffice-calc", "soffice": "libreoffice-calc", "chromium": "chromium", "vlc": "vlc",
+    "gimp": "gimp", "totem": "totem", "gnome-terminal": "gnome-terminal", "socat": "socat", "sar": "sysstat",
+    "pulseaudio": "pulseaudio", "pactl": "pulseaudio-utils", "gsettings": "libglib2.0-bin", "dconf": "dconf-cli",
+    "xterm": "xterm",
+}  # fmt: skip
 FIRST_DISPLAY = 100
 INFRA = ("server", "xvfb", "openbox", "dbus")  # what healthy() requires alive (the server's health names them)
 NETWORKS = ("none", "egress")  # none: loopback only; egress: the web through the host's proxy (public addresses only)
@@ -143,6 +150,22 @@ OPENBOX_KEYS = """<keybind key="C-A-t"><action name="Execute"><command>gnome-ter
 DCONF_DEFAULTS = """[org/gnome/desktop/screensaver]
 lock-enabled=false
 """
+
+
+def missing_apps() -> list[str]:
+    """Debian packages of OSWorld's image apps that are not installed here (Impress by its registry file)."""
+    missing = {pkg for program, pkg in APP_PACKAGES.items() if shutil.which(program) is None}
+    if shutil.which("libreoffice") and not Path("/usr/lib/libreoffice/share/registry/impress.xcd").exists():
+        missing.add("libreoffice-impress")
+    return sorted(missing)
+
+
+def install_hint(program: str) -> str:
+    """` (apt-get install -y PKG, or SETUP_HINT as root)` when `program` is a known app that is not installed."""
+    package = APP_PACKAGES.get(program)
+    if package is None or shutil.which(program) is not None:
+        return ""
+    return f" (not installed: apt-get install -y {package}, or {SETUP_HINT} as root)"
 
 
 class DesktopStartError(RuntimeError):
@@ -272,6 +295,9 @@ class LocalDesktop:
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Boot the sandbox, Xvfb, openbox, D-Bus and the server; return when the first screenshot is served."""
+        if missing := missing_apps():
+            _warn_once(f"local desktop: OSWorld's tasks for these apps will fail their setup: {' '.join(missing)} "
+                       f"missing (apt-get install -y {' '.join(missing)}, or {SETUP_HINT} as root)")  # fmt: skip
         with self._lock:
             self.stop()
             self._allocate_display()
