@@ -21,20 +21,29 @@ if [ "$free_gib" -lt "$need_gib" ]; then
     exit 1
 fi
 
-# System packages for the real-browser tests (MiniWoB++ in Debian Chromium).
+# System packages: the real-browser tests' (MiniWoB++ in Debian Chromium) and the local OSWorld desktop's (Xvfb,
+# openbox, LibreOffice, VLC, GIMP, ..., the desktop's own Python outside this tree, the apps' first-run files). They
+# install in the background while pip fills the venv (apt and pip wait on the network and the disk, not each other).
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
-if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -eq 0 ]; then
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" -ne 0 ]; then
+    echo "tests/run.sh: missing system packages; run: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+fi
+system_log=$(mktemp)
+(
+    if [ "${#missing[@]}" -gt 0 ]; then
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    else
-        echo "tests/run.sh: missing system packages; run: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
-        exit 1
     fi
-fi
+    if [ "$(id -u)" -eq 0 ] || [ -x "${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}/bin/python" ]; then
+        bash envs/local_desktop/setup.sh
+    fi
+) >"$system_log" 2>&1 &
+system_pid=$!
+trap 'wait "$system_pid" 2>/dev/null || true' EXIT  # never leave apt half-done behind a failed pip install
 
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
@@ -44,11 +53,14 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # pull a multi-GB CUDA torch from the index.
 "${PIP[@]}" install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[dev,miniwob,osworld,verl]'
 
-# The local OSWorld desktop (Xvfb, openbox, LibreOffice, the desktop's own Python outside this tree) and
-# OSWorld's client (desktop-env --no-deps; its pins clash with verl).
-if [ "$(id -u)" -eq 0 ] || [ -x "${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}/bin/python" ]; then
-    bash envs/local_desktop/setup.sh
+if ! wait "$system_pid"; then
+    cat "$system_log" >&2
+    echo "tests/run.sh: installing the system packages failed (output above)" >&2
+    exit 1
 fi
+tail -n 3 "$system_log"
+rm -f "$system_log"
+# OSWorld's client (desktop-env --no-deps; its pins clash with verl).
 PYTHON="$VENV/bin/python" bash envs/osworld/install.sh
 
 "$VENV/bin/ruff" check .
