@@ -78,3 +78,16 @@ def test_a_driver_too_old_for_torchs_cuda_is_a_blocker(fake_nvidia_smi):
 def test_the_command_line_exits_non_zero_on_a_blocker():
     proc = subprocess.run([sys.executable, "-m", "verl_cua.cli", "doctor", FLAGSHIP], capture_output=True, text=True)
     assert proc.returncode == 1 and "FAIL  doctor:" in proc.stdout
+
+
+def test_a_local_desktop_recipe_names_missing_apps_of_osworlds_image(local_desktop, monkeypatch):
+    from verl_cua.envs.osworld import local_desktop as ld
+
+    monkeypatch.setenv("PROVIDER", "local")  # the flagship's knob for OSWorld's provider
+    args = (FLAGSHIP,)
+    code, found = _doctor(*args)
+    assert found["desktop apps"].startswith("ok") and "docker" not in found
+    real = ld.shutil.which
+    monkeypatch.setattr(ld.shutil, "which", lambda name: None if name in ("vlc", "gimp") else real(name))
+    code, found = _doctor(*args)
+    assert found["desktop apps"].startswith("warn") and "gimp vlc missing" in found["desktop apps"]

@@ -120,6 +120,8 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
     out = []
     if provider == "docker":
         out += _docker(env)
+    if provider == "local":
+        out += _local_desktop()
     gb, cores = DESKTOP_NEEDS.get(provider, DESKTOP_NEEDS["local"])
     ram = _ram_gb()
     from verl_cua.integrations.verl.budget import row_budget, step_memory
@@ -134,6 +136,21 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
     out.append(Finding("warn" if want > cpus else "ok", "cores", f"{count} desktops want ~{want:g} cores; "
                                                                  f"this machine has {cpus}"))  # fmt: skip
     return out
+
+
+def _local_desktop() -> list[Finding]:
+    """The local desktop's system side and the apps of OSWorld's image."""
+    from verl_cua.envs.osworld.local_desktop import SETUP_HINT, DesktopStartError, check_system, missing_apps
+
+    try:
+        check_system()
+    except DesktopStartError as exc:
+        return [Finding("FAIL", "local desktop", str(exc))]
+    missing = missing_apps()
+    if missing:
+        return [Finding("warn", "desktop apps", f"{' '.join(missing)} missing: OSWorld's tasks for them fail their "
+                                                f"setup ({SETUP_HINT} as root)")]  # fmt: skip
+    return [Finding("ok", "desktop apps", "every app of OSWorld's image is installed")]
 
 
 def _docker(env: dict[str, Any]) -> list[Finding]:
