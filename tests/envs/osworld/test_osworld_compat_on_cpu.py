@@ -71,6 +71,7 @@ def test_accessibility_tree_is_valid_xml_that_osworlds_metric_reads_after_every_
 
     terminal = _task("a11y", [{"type": "launch", "parameters": {"command": ["gnome-terminal"]}}])
     rules = [{"selectors": ["application[name*=erminal] terminal[st|focusable=true]"]}]
+    env.reset(terminal)
     for _ in range(2):  # the second episode runs on a new session bus: the tree must not come back empty
         env.step("pyautogui.press('shift')")  # the desktop is used: the next reset reverts it
         env.reset(terminal)
@@ -181,3 +182,19 @@ def test_a_missing_app_is_named_with_its_package(monkeypatch):
         f" (not installed: apt-get install -y vlc, or {local_desktop.SETUP_HINT} as root)"
     )
     assert local_desktop.install_hint("gimp") == "" and local_desktop.install_hint("no-such-app") == ""
+
+
+def test_a_module_planted_in_home_cannot_forge_the_accessibility_tree(env):
+    from desktop_env.evaluators.getters import get_accessibility_tree
+
+    env.reset(_task("forge", [{"type": "launch", "parameters": {"command": ["gnome-terminal"]}}]))
+    planted = _sh(
+        env,
+        'd=$(python3 -c "import site; print(site.getusersitepackages())") && mkdir -p "$d" && cd "$d" && '
+        "echo 'raise SystemExit(0)' > pyatspi.py && echo 'import os; open(\"/tmp/forged\", \"w\")' > forge.pth && "
+        "ls",
+    )
+    assert "pyatspi.py" in planted and "forge.pth" in planted  # the agent's own files, in its own HOME
+    tree = get_accessibility_tree(env.desktop_env, {})
+    assert "terminal" in tree and etree.fromstring(tree.encode()) is not None  # the real AT-SPI, not the plant
+    assert _sh(env, "ls /tmp/forged 2>&1").startswith("ls: ")  # and the .pth never ran

@@ -300,9 +300,12 @@ class Desktop:
         """The accessibility tree (`tree`) or a terminal's text (`terminal`), read by a fresh process: AT-SPI's
         connection, made once per process, would outlive the session bus that each revert replaces."""
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "desktop_a11y.py")
+        # -I: no user site-packages, no PYTHON* variables: the agent can write HOME, and a module it plants there
+        # must not forge the tree an evaluator reads
         proc = self.spawn(
-            [sys.executable, script, mode, str(A11Y_TIMEOUT - 2)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
+            [sys.executable, "-I", script, mode, str(A11Y_TIMEOUT - 2)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
+        )  # fmt: skip
         try:
             out, _ = proc.communicate(timeout=A11Y_TIMEOUT)
         except subprocess.TimeoutExpired:
