@@ -18,6 +18,23 @@ def _save_as(path: str) -> list[str]:
     ]
 
 
+def _lo_command(name: str) -> list[str]:
+    """LibreOffice's Help > Search Commands (Shift+Esc): run the menu command `name` from the keyboard."""
+    return [
+        "pyautogui.hotkey('shift', 'escape'); time.sleep(1)",
+        f"pyautogui.write({name!r}); time.sleep(1); pyautogui.press('enter'); time.sleep(2)",
+    ]
+
+
+def _vlc_simple_preference(tabs: int) -> list[str]:
+    """Toggle the checkbox `tabs` Tab presses into VLC's Simple Preferences (Interface page), then Save (Alt+S)."""
+    return [
+        "pyautogui.hotkey('ctrl', 'p'); time.sleep(3)",  # Tools > Preferences
+        f"pyautogui.press('tab', presses={tabs}, interval=0.1); pyautogui.press('space')",
+        "pyautogui.hotkey('alt', 's'); time.sleep(2)",  # Save writes ~/.config/vlc/vlcrc at once
+    ]
+
+
 SOLUTIONS: dict[str, list[str]] = {
     # -- terminal / files (the task launches an xterm, which has the focus) ----------------------------------------
     "term-create-file": ["pyautogui.write('echo hello world > ~/hello.txt\\n'); time.sleep(1)"],
@@ -93,4 +110,37 @@ SOLUTIONS: dict[str, list[str]] = {
     "chrome-follow-link": ["pyautogui.press('tab'); pyautogui.press('enter'); time.sleep(1)"],  # first link: Pricing
     "chrome-search-form": ["pyautogui.write('astronomy\\n'); time.sleep(1)"],  # the search box has autofocus
     "chrome-close-tab": ["pyautogui.hotkey('ctrl', '2')", "pyautogui.hotkey('ctrl', 'w'); time.sleep(1)"],
+    # -- VLC (Simple Preferences, Interface page: Tab order from the dialog's initial focus) -----------------------
+    "vlc-minimal-view": _vlc_simple_preference(8),  # "Start in minimal view mode"
+    "vlc-single-instance": _vlc_simple_preference(15),  # "Use only one instance when started from file manager"
+    # -- GIMP (menu mnemonics; the image window has the focus) -----------------------------------------------------
+    "gimp-flip-horizontal": [
+        "pyautogui.hotkey('alt', 'i'); time.sleep(1)",  # Image menu
+        "pyautogui.press('t'); time.sleep(1)",  # Transform
+        "pyautogui.press('h'); time.sleep(2)",  # Flip Horizontally
+        "pyautogui.hotkey('alt', 'f'); time.sleep(1)",  # File menu
+        "pyautogui.press('w'); time.sleep(3)",  # Overwrite signpost.png (PNG, no dialog)
+    ],
+    "gimp-scale-image": [
+        "pyautogui.hotkey('alt', 'i'); time.sleep(1)",  # Image menu
+        "pyautogui.press('s'); time.sleep(3)",  # Scale Image..., the focus in Width
+        "pyautogui.hotkey('ctrl', 'a'); pyautogui.write('200'); pyautogui.press('tab'); time.sleep(1)",  # chained
+        "pyautogui.hotkey('alt', 's'); time.sleep(3)",  # Scale
+        "pyautogui.hotkey('ctrl', 'shift', 'e'); time.sleep(3)",  # Export As..., the name's stem selected
+        "pyautogui.hotkey('ctrl', 'a'); pyautogui.write('sunset-small.png\\n'); time.sleep(3)",
+        "pyautogui.hotkey('alt', 'e'); time.sleep(3)",  # Export image as PNG: Export
+    ],
+    # -- LibreOffice Impress ---------------------------------------------------------------------------------------
+    "impress-export-pdf": [
+        *_lo_command("Export as PDF"),  # File > Export As > Export as PDF...
+        "pyautogui.press('enter'); time.sleep(2)",  # PDF Options: Export (all slides)
+        "pyautogui.write('offsite.pdf\\n'); time.sleep(3)",  # the file dialog opens in the document's folder
+    ],
+    "impress-presenter-console": [
+        "pyautogui.hotkey('alt', 'f12'); time.sleep(3)",  # Tools > Options, the focus on LibreOffice > User Data
+        "pyautogui.press('down', presses=14, interval=0.1); pyautogui.press('right')",  # LibreOffice Impress
+        "pyautogui.press('down'); time.sleep(2)",  # its General page
+        "pyautogui.press('tab', presses=3, interval=0.1); pyautogui.press('space')",  # Enable Presenter Console
+        "pyautogui.press('enter'); time.sleep(3)",  # OK: LibreOffice writes registrymodifications.xcu
+    ],
 }

@@ -13,7 +13,7 @@ from verl_cua.testing.osworld_solutions import SOLUTIONS
 
 TASKS = task_names()
 APP_BINARIES = {"terminal": "xterm", "libreoffice_calc": "libreoffice", "libreoffice_writer": "libreoffice",
-                "chrome": "chromium"}  # fmt: skip
+                "libreoffice_impress": "libreoffice", "chrome": "chromium", "vlc": "vlc", "gimp": "gimp"}  # fmt: skip
 
 
 def _unavailable(message: str) -> None:
