@@ -45,9 +45,10 @@ if ! "$DESKTOP_VENV/bin/python" -c "import pyautogui, PIL.ImageGrab" 2>/dev/null
     chmod -R a+rX "$(dirname "$DESKTOP_VENV")"
 fi
 # The apps' first-run files, made by the apps themselves as an unprivileged user with a scratch HOME: VLC's vlcrc
-# (every option at its default), GIMP's config dir (one GUI start and quit on a scratch X display, which writes its
-# sessionrc; gimprc as GIMP leaves it when nothing was changed)
-if [ ! -f "$APP_HOME/.config/vlc/vlcrc" ] || [ ! -f "$APP_HOME/.config/GIMP/2.10/sessionrc" ]; then
+# (every option at its default but the first start's privacy question), GIMP's config dir (one GUI start and quit
+# on a scratch X display, which writes its sessionrc; gimprc as GIMP leaves it when nothing was changed)
+if ! grep -qx "qt-privacy-ask=0" "$APP_HOME/.config/vlc/vlcrc" 2>/dev/null \
+        || [ ! -f "$APP_HOME/.config/GIMP/2.10/sessionrc" ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "envs/local_desktop/setup.sh: cannot create $APP_HOME as $(id -un); run as root" >&2
         exit 1
@@ -57,6 +58,8 @@ if [ ! -f "$APP_HOME/.config/vlc/vlcrc" ] || [ ! -f "$APP_HOME/.config/GIMP/2.10
     as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME="$scratch" PATH=/usr/bin:/bin)
     (cd "$scratch" && timeout 120 "${as_nobody[@]}" vlc -I dummy --reset-config --save-config vlc://quit) >/dev/null 2>&1
     (cd "$scratch" && timeout 300 "${as_nobody[@]}" xvfb-run -a gimp -b '(gimp-quit 0)') >/dev/null 2>&1
+    # the first start's question (network access for metadata and updates) answered no, as once on OSWorld's image
+    sed -i 's/^#qt-privacy-ask=1$/qt-privacy-ask=0/' "$scratch/.config/vlc/vlcrc"
     printf '# GIMP gimprc\n#\n# Your personal preferences; GIMP writes here what you change.\n' \
         > "$scratch/.config/GIMP/2.10/gimprc"
     for f in .config/vlc/vlcrc .config/GIMP/2.10/gimprc .config/GIMP/2.10/sessionrc; do
