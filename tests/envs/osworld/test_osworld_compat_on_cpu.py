@@ -178,10 +178,12 @@ def test_a_missing_app_is_named_with_its_package(monkeypatch):
     real = local_desktop.shutil.which
     monkeypatch.setattr(local_desktop.shutil, "which", lambda name: None if name == "vlc" else real(name))
     assert "vlc" in local_desktop.missing_apps()
-    assert local_desktop.install_hint("vlc") == (
+    failure = "launch: FileNotFoundError: [Errno 2] No such file or directory: 'vlc'"  # as the server says it
+    assert local_desktop.install_hint(failure) == (
         f" (not installed: apt-get install -y vlc, or {local_desktop.SETUP_HINT} as root)"
     )
-    assert local_desktop.install_hint("gimp") == "" and local_desktop.install_hint("no-such-app") == ""
+    assert local_desktop.install_hint("launch gimp: exited with status 1") == ""  # installed: no hint
+    assert local_desktop.install_hint("launch vlc-helper: exited with status 1") == ""  # another program
 
 
 def test_a_module_planted_in_home_cannot_forge_the_accessibility_tree(env):

@@ -234,8 +234,8 @@ class OSWorldEnv:
 
         report = self.local.settle(self.settle_timeout)
         if report["failures"]:
-            named = [f + install_hint(f.split(" ", 2)[1].rstrip(":")) if " " in f else f for f in report["failures"]]
-            raise InfraFailure(f"OSWorld setup of {task_id} failed: {'; '.join(named)}")
+            named = "; ".join(f + install_hint(f) for f in report["failures"])
+            raise InfraFailure(f"OSWorld setup of {task_id} failed: {named}")
         if report["pending"]:
             logger.warning(
                 "%s: no window from %s after %.0f s (settle_timeout)",

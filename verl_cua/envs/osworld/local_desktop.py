@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import re
 import secrets
 import select
 import shutil
@@ -160,12 +161,13 @@ def missing_apps() -> list[str]:
     return sorted(missing)
 
 
-def install_hint(program: str) -> str:
-    """` (apt-get install -y PKG, or SETUP_HINT as root)` when `program` is a known app that is not installed."""
-    package = APP_PACKAGES.get(program)
-    if package is None or shutil.which(program) is not None:
-        return ""
-    return f" (not installed: apt-get install -y {package}, or {SETUP_HINT} as root)"
+def install_hint(failure: str) -> str:
+    """` (not installed: apt-get install -y PKG, ...)` when a setup failure names an app of OSWorld's image that is
+    not installed here, else ""."""
+    for program, package in APP_PACKAGES.items():
+        if re.search(rf"(?<![\w.-]){re.escape(program)}(?![\w.-])", failure) and shutil.which(program) is None:
+            return f" (not installed: apt-get install -y {package}, or {SETUP_HINT} as root)"
+    return ""
 
 
 class DesktopStartError(RuntimeError):
