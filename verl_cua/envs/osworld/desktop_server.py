@@ -384,6 +384,15 @@ class Desktop:
                 rows.append((parts[0], parts[2], parts[4] if len(parts) > 4 else ""))
         return rows
 
+    def wait_window(self, name: str, *, strict: bool, by_class: bool, timeout: float) -> str | None:
+        """`find_window`, polled until the window appears or `timeout` s have passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            wid = self.find_window(name, strict=strict, by_class=by_class)
+            if wid is not None or time.monotonic() > deadline:
+                return wid
+            time.sleep(0.2)
+
     def find_window(self, name: str, *, strict: bool, by_class: bool) -> str | None:
         """Window id whose title (or WM_CLASS) equals or contains `name`."""
         for wid, wm_class, title in self.windows():
@@ -795,11 +804,9 @@ class Handler(BaseHTTPRequestHandler):
             return 404, {"status": "error", "error": f"no such file: {path}"}
         self.desktop.launch(["xdg-open", path], shell=False)
         stem = os.path.splitext(os.path.basename(path))[0]
-        deadline = time.monotonic() + min(float(p.get("timeout", OPEN_FILE_TIMEOUT)), MAX_TIMEOUT)
-        while time.monotonic() < deadline:
-            if self.desktop.find_window(stem, strict=False, by_class=False):
-                return 200, {"status": "success", "path": path}
-            time.sleep(0.2)
+        timeout = min(float(p.get("timeout", OPEN_FILE_TIMEOUT)), MAX_TIMEOUT)
+        if self.desktop.wait_window(stem, strict=False, by_class=False, timeout=timeout):
+            return 200, {"status": "success", "path": path}
         return 500, {"status": "error", "error": f"no window for {os.path.basename(path)} after the timeout"}
 
     def launch(self, p):
@@ -807,14 +814,9 @@ class Handler(BaseHTTPRequestHandler):
         return 200, {"status": "success", "pid": pid}
 
     def activate_window(self, p):
-        deadline = time.monotonic() + WINDOW_WAIT  # the window of an app a step before just launched may be on its way
-        while True:
-            wid = self.desktop.find_window(
-                p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class"))
-            )
-            if wid is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        # the window of an app a step before just launched may be on its way
+        strict, by_class = bool(p.get("strict")), bool(p.get("by_class"))
+        wid = self.desktop.wait_window(p["window_name"], strict=strict, by_class=by_class, timeout=WINDOW_WAIT)
         if wid is None:
             return 404, {"status": "error", "error": f"no window {p['window_name']!r}"}
         self.desktop.output(["wmctrl", "-i", "-a", wid])
