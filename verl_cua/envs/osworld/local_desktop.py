@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import functools
 import json
 import logging
 import os
@@ -298,8 +297,9 @@ class LocalDesktop:
     def start(self) -> None:
         """Boot the sandbox, Xvfb, openbox, D-Bus and the server; return when the first screenshot is served."""
         if missing := missing_apps():
-            _warn_once(f"local desktop: OSWorld's tasks for these apps will fail their setup: {' '.join(missing)} "
-                       f"missing (apt-get install -y {' '.join(missing)}, or {SETUP_HINT} as root)")  # fmt: skip
+            apps = " ".join(missing)
+            sandbox.warn_once(f"local desktop: OSWorld's tasks for these apps will fail their setup: {apps} missing "
+                              f"(apt-get install -y {apps}, or {SETUP_HINT} as root)")  # fmt: skip
         with self._lock:
             self.stop()
             self._allocate_display()
@@ -503,7 +503,7 @@ class LocalDesktop:
         if APP_HOME.is_dir():
             shutil.copytree(APP_HOME, pub / "home_template", symlinks=True, dirs_exist_ok=True)
         else:
-            _warn_once(
+            sandbox.warn_once(
                 f"local desktop: no apps' first-run files at {APP_HOME} (VLC, GIMP start unconfigured): {SETUP_HINT}"
             )
         for path in [pub / "home_template", *(pub / "home_template").rglob("*")]:
@@ -606,11 +606,6 @@ class LocalDesktop:
             pass
 
 
-@functools.cache
-def _warn_once(message: str) -> None:
-    logger.warning(message)
-
-
 def _openbox_config(path: Path) -> None:
     """openbox's system rc.xml with OSWorld's Ubuntu key bindings added (read-only inside the desktop)."""
     system = Path("/etc/xdg/openbox/rc.xml")
@@ -622,7 +617,7 @@ def _openbox_config(path: Path) -> None:
 def _dconf_defaults(home: Path) -> None:
     """HOME's dconf database with DCONF_DEFAULTS (skipped, with a warning, without `dconf`)."""
     if shutil.which("dconf") is None:
-        logger.warning("local desktop: no dconf (apt-get install dconf-cli); GSettings keep their schema defaults")
+        sandbox.warn_once("local desktop: no dconf (apt-get install dconf-cli); GSettings keep their schema defaults")
         return
     with tempfile.TemporaryDirectory() as keyfiles:
         (Path(keyfiles) / "00-osworld").write_text(DCONF_DEFAULTS)

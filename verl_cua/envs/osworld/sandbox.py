@@ -156,7 +156,7 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
             procs.append(group / "cgroup.procs")
         return procs
     except OSError as exc:
-        _warn_once(f"local desktop: no cgroup limits ({exc}); pids are bounded by RLIMIT_NPROC, memory is not")
+        warn_once(f"local desktop: no cgroup limits ({exc}); pids are bounded by RLIMIT_NPROC, memory is not")
         remove_cgroups(name)
         return []
 
@@ -181,7 +181,8 @@ def cgroup_usage(procs: list[Path]) -> dict[str, int]:
 
 
 @functools.cache
-def _warn_once(message: str) -> None:
+def warn_once(message: str) -> None:
+    """Log `message` as a warning the first time only."""
     logger.warning(message)
 
 
