@@ -51,6 +51,13 @@ def test_a_failed_setup_step_fails_the_reset_in_one_line(env, step, named):
     assert named in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_failed_setup_is_not_blamed_on_the_next_task(env):
+    missing = {"type": "open", "parameters": {"path": "/home/user/missing.ods"}}  # OSWorld's setup raises here
+    with pytest.raises(InfraFailure, match="missing.ods"):
+        env.reset(_task("broken", [missing]))
+    env.reset(_task("fine", []))  # no revert happens (the failed setup never marked the desktop used)
+
+
 def test_reset_returns_once_the_launched_app_shows_its_window(env):
     started = time.monotonic()
     late = {"type": "launch", "parameters": {"command": XTERM_LATE}}

@@ -836,6 +836,10 @@ class Handler(BaseHTTPRequestHandler):
         with self.desktop.lock:
             return 200, self.desktop.revert()
 
+    def begin_setup(self, _):
+        self.desktop.setup.clear()  # a reset whose setup raised before settling leaves its failures behind
+        return 200, {"status": "success"}
+
     def settle(self, p):
         timeout = min(max(float(p.get("timeout", 30)), 0.0), MAX_TIMEOUT)
         return 200, self.desktop.setup.settle(self.desktop.window_pids, _descendants, self.desktop.reap, timeout)
@@ -872,6 +876,7 @@ ROUTES = {
     ("POST", "/end_recording"): Handler.unsupported,
     ("POST", "/_verl_cua/revert"): Handler.revert,
     ("GET", "/_verl_cua/health"): Handler.health,
+    ("POST", "/_verl_cua/begin_setup"): Handler.begin_setup,
     ("POST", "/_verl_cua/settle"): Handler.settle,
 }
 

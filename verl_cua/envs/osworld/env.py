@@ -102,6 +102,8 @@ class OSWorldEnv:
         self._check_alive("reset")
         self._task, self._last, self._done = config, None, False
         try:
+            if self.local is not None:
+                self.local.begin_setup()
             obs = self._desktop.reset(task_config=config)
             self._tighten_retries()
             if self.local is not None:

@@ -402,6 +402,10 @@ class LocalDesktop:
                 self._display_lock.close()
                 self._display_lock = None
 
+    def begin_setup(self) -> None:
+        """Forget the failures and apps of any earlier setup (one that raised is never settled, nor always reverted)."""
+        self.request("POST", "/_verl_cua/begin_setup", timeout=30).raise_for_status()
+
     def settle(self, timeout: float) -> dict:
         """Wait (at most `timeout` s) until the apps the task's setup launched show a window; `{failures, pending,
         waited_s}`: failed setup calls and apps that exited with an error, apps still without a window."""
