@@ -297,6 +297,7 @@ def _add_view_compare(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
+    from verl_cua.recipe_export.command import add_recipe_command
 
     parser = argparse.ArgumentParser(prog="verl-cua", description="Computer-use agents for verl and verl-agent.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -314,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_doctor(sub)
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])
     _add_osworld_check(sub)
+    add_recipe_command(sub)
     return parser
 
 

@@ -3,11 +3,9 @@ stub `python3`/`python` (and `docker`) first on PATH that records its argv, and 
 `-m verl_cua.main` are composed on `cua_trainer` and checked the way `verl_cua.main` checks them at start
 (`validate_cua_config`, `validate_estimator_config`, verl's `validate_config`). No install, download or training."""
 
-import json
 import os
 import shlex
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from omegaconf import OmegaConf
 
 from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
 from verl_cua.integrations.verl.main import prepare_config
+from verl_cua.recipe_export.record import MAIN, main_overrides, record_calls, write_stubs
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_RECIPES = sorted((ROOT / "recipes").glob("run_*.sh"))
@@ -24,7 +23,6 @@ SFT_ONLY = {"run_qwen3vl_sft_osworld.sh"}  # SFT alone: no RL stage (test_sft_re
 RECIPES = [r for r in ALL_RECIPES if r.name not in SFT_ONLY]
 CONFIG_MODULE = "verl_cua.integrations.verl.config"
 SFT_CONFIG_MODULE = "verl_cua.integrations.verl.config.sft"
-MAIN = ["-m", "verl_cua.main"]
 SFT = ["-m", "verl_cua.sft"]
 EXTRA = "trainer.total_epochs=3"
 
@@ -49,15 +47,6 @@ MODELS = {
     "run_qwen3vl_gigpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
 }
 
-STUB = """import json, os, sys
-with open(os.environ["RECIPE_STUB_LOG"], "a") as f:
-    f.write(json.dumps([os.path.basename(sys.argv[1]), *sys.argv[2:]]) + "\\n")
-if os.path.basename(sys.argv[1]) == "torchrun":  # as verl's SFT trainer does at its last step
-    ckpt = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.default_local_dir="))
-    os.makedirs(ckpt, exist_ok=True)
-    open(os.path.join(ckpt, "latest_checkpointed_iteration.txt"), "w").write("7")
-"""
-
 
 def _ids(paths):
     return [p.name for p in paths]
@@ -66,27 +55,15 @@ def _ids(paths):
 @pytest.fixture
 def stubs(tmp_path):
     """A bin/ with `python3`, `python`, `docker` and `torchrun` that log their argv as one JSON line each and exit 0."""
-    bin_dir = tmp_path / "stub" / "bin"
-    bin_dir.mkdir(parents=True)
-    script = tmp_path / "stub" / "record.py"
-    script.write_text(STUB)
-    for name in ("python3", "python", "docker", "torchrun"):
-        exe = bin_dir / name
-        exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$0" "$@"\n')
-        exe.chmod(0o755)
-    return bin_dir
+    return write_stubs(tmp_path / "stub")
 
 
 def _run(recipe: Path, stubs: Path, tmp_path: Path, *args: str, **env_vars: str) -> list[list[str]]:
     """Run a recipe against the stubs (no install, no download, no training); returns every recorded argv."""
-    log = tmp_path / "argv.jsonl"
-    log.unlink(missing_ok=True)
     vm = tmp_path / "Ubuntu.qcow2"
     vm.touch()
     env = {
-        "PATH": f"{stubs}:{os.environ['PATH']}",
         "HOME": os.environ.get("HOME", str(tmp_path)),
-        "RECIPE_STUB_LOG": str(log),
         "PYTHON": str(stubs / "python3"),  # the GPU recipes
         "VENV": str(stubs.parent),  # the CPU recipe: $VENV/bin/python
         "DATA_DIR": str(tmp_path / "data"),
@@ -96,17 +73,11 @@ def _run(recipe: Path, stubs: Path, tmp_path: Path, *args: str, **env_vars: str)
         "CKPT_DIR": str(tmp_path / "sft_ckpt"),  # the SFT recipe's
         **env_vars,
     }
-    proc = subprocess.run(
-        ["bash", str(recipe), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return record_calls(recipe, stubs, tmp_path, *args, env=env)
 
 
 def _main_overrides(calls: list[list[str]]) -> list[str]:
-    mains = [c[3:] for c in calls if c[0].startswith("python") and c[1:3] == MAIN]
-    assert len(mains) == 1, calls
-    return mains[0]
+    return main_overrides(calls)
 
 
 def _compose(overrides: list[str]):

@@ -1,0 +1,140 @@
+"""A recipe's trainer config as one YAML on verl's `ppo_trainer` alone: `cua_trainer.yaml`'s own values, its config
+groups (`cua`, `preset`) as selected, then the recipe's overrides at the recipe's defaults, folded in as values."""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from verl_cua.recipe_export.catalog import RecipeExportError, recipes_dir
+from verl_cua.recipe_export.record import main_overrides, record_calls, write_stubs
+
+CONFIG_PACKAGE = "verl_cua.integrations.verl.config"
+TRAINER = "cua_trainer"
+VERL_SEARCHPATH = "pkg://verl.trainer.config"
+PATH_KEYS = ("train_files", "val_files", "dir", "default_local_dir", "path_to_vm")
+
+
+def default_overrides(script: Path) -> tuple[list[str], set[str]]:
+    """The Hydra overrides `script` hands to `python -m verl_cua.main` with every variable at its default (a copy of
+    the recipes run in a scratch folder with recording stubs; nothing runs, installs or downloads), and the keys whose
+    values were paths under that folder (made relative to it: the paths the recipe uses from where it runs)."""
+    with tempfile.TemporaryDirectory(prefix="verl_cua_export_") as scratch:
+        root = Path(scratch)
+        shutil.copytree(recipes_dir(), root / "recipes", ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+        stubs = write_stubs(root / "stub")
+        env = {  # nothing from this shell but PATH: the recipe's own defaults, not the caller's settings
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": str(root),
+            "VENV": str(stubs.parent),  # the CPU recipes' $VENV/bin/python: the stub
+            "VERL_CUA_COMPOSE_ONLY": "1",  # the OSWorld preflight only sets VM_ARGS
+        }
+        calls = record_calls(root / "recipes" / script.name, stubs, root, env=env)
+        overrides, relative = [], set()
+        for override in main_overrides(calls):
+            key = override.split("=", 1)[0].lstrip("+~")
+            for prefix in {f"{root}/", f"{root.resolve()}/"}:
+                if prefix in override:
+                    override = override.replace(prefix, "")
+                    relative.add(key)
+            overrides.append(override)
+        return overrides, relative
+
+
+def path_keys(overrides: list[str], relative: set[str]) -> list[str]:
+    """The override keys that name files or folders (kept at the recipe's default paths in the exported config)."""
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    return [k for k in keys if k in relative or k.rsplit(".", 1)[-1] in PATH_KEYS]
+
+
+def _load(relative: str) -> tuple[Any, str | None]:
+    """One of our config files as an OmegaConf node, and its `# @package` header (None when it has none)."""
+    from omegaconf import OmegaConf
+
+    resource = importlib.resources.files(CONFIG_PACKAGE).joinpath(relative)
+    if not resource.is_file():
+        raise RecipeExportError(f"no config {relative} in {CONFIG_PACKAGE}")
+    text = resource.read_text()
+    package = next((line.split("@package", 1)[1].strip() for line in text.splitlines()
+                    if line.startswith("# @package")), None)  # fmt: skip
+    return OmegaConf.create(text), package
+
+
+def _group(group: str, option: str) -> Any:
+    """Config group `group`'s option, placed at its package (the group's name unless `# @package` says otherwise)."""
+    from omegaconf import OmegaConf
+
+    node, package = _load(f"{group}/{option}.yaml")
+    if package == "_global_":
+        return node
+    placed = OmegaConf.create({})
+    OmegaConf.update(placed, package or group, node, force_add=True)
+    return placed
+
+
+def _defaults(trainer: Any) -> list[tuple[str, str | None]]:
+    """`cua_trainer`'s defaults list as (group, option) pairs; `_self_` as ("_self_", None), `ppo_trainer` left out."""
+    entries = []
+    for entry in trainer.get("defaults", []):
+        if isinstance(entry, str):
+            if entry != "ppo_trainer":
+                entries.append((entry, None))
+            continue
+        ((key, option),) = entry.items()
+        entries.append((key.removeprefix("optional ").strip(), option))
+    return entries
+
+
+def trainer_config(overrides: list[str]) -> dict[str, Any]:
+    """The exported `<name>_trainer.yaml` as a dict: `hydra` (verl's search path), `defaults: [ppo_trainer, _self_]`,
+    verl's sections as `cua_trainer` and the recipe set them, then the whole `cua` section."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    trainer, _ = _load(f"{TRAINER}.yaml")
+    defaults = _defaults(trainer)
+    groups = {group for group, option in defaults if group != "_self_"}
+    selected = dict(defaults)
+    values, hydra = [], OmegaConf.create({"searchpath": [VERL_SEARCHPATH]})
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if override.is_delete() or override.is_sweep_override() or override.package or "@" in key:
+            raise RecipeExportError(f"override {override.input_line!r} cannot be folded into a config file")
+        if key in groups or (override.is_add() and "." not in key and _is_group(key)):
+            if key not in groups:
+                defaults.append((key, None))
+            selected[key] = override.value()
+        elif "." not in key and _is_verl_group(key):
+            raise RecipeExportError(f"override {override.input_line!r} selects one of verl's config groups")
+        elif key.startswith("hydra."):
+            OmegaConf.update(hydra, key.removeprefix("hydra."), override.value(), merge=True, force_add=True)
+        else:
+            values.append((key, override.value()))
+    merged = OmegaConf.create({})
+    for group, _ in defaults:
+        if group == "_self_":
+            body = {k: v for k, v in trainer.items() if k not in ("defaults", "hydra")}
+            merged = OmegaConf.merge(merged, body)
+        elif selected.get(group) is not None:
+            merged = OmegaConf.merge(merged, _group(group, selected[group]))
+    for key, value in values:
+        OmegaConf.update(merged, key, value, merge=True, force_add=True)
+    sections = OmegaConf.to_container(merged)
+    cua = sections.pop("cua")
+    hydra_section = OmegaConf.to_container(OmegaConf.merge(trainer.get("hydra", {}), hydra))
+    return {"hydra": hydra_section, "defaults": ["ppo_trainer", "_self_"], **sections, "cua": cua}
+
+
+def _is_group(name: str) -> bool:
+    return importlib.resources.files(CONFIG_PACKAGE).joinpath(name).is_dir()
+
+
+def _is_verl_group(name: str) -> bool:
+    try:
+        return importlib.resources.files("verl.trainer.config").joinpath(name).is_dir()
+    except ModuleNotFoundError:
+        return False

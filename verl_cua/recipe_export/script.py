@@ -1,0 +1,79 @@
+"""A recipe script made a verl-recipe `run_<name>.sh`: the same variable block, dataset step and overrides, run from
+the folder that holds `recipe/` with the exported Hydra main, on an installed verl-cua; and its settings table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CD_ROOT = 'cd "$(dirname "$0")/.."'
+PREFLIGHT = "recipes/osworld_preflight.sh"
+QUICKSTART = "bash recipes/quickstart.sh"
+OSWORLD_CLIENT = "bash envs/osworld/install.sh"
+VARIABLE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)=\$\{\1:-(.*)\}$")
+OVERRIDE = re.compile(r"^\s*([+~]?[a-z_][\w.@/-]*)=")  # a Hydra key: not an UPPERCASE shell variable
+
+
+@dataclass
+class Setting:
+    """One UPPERCASE variable of a recipe: its default(s) as written, what it means, the keys it sets."""
+
+    name: str
+    default: str
+    meaning: str
+    keys: list[str]
+
+
+def run_script(text: str, name: str, folder: str, install: str) -> str:
+    """`text` (a recipes/run_<name>.sh) adapted to `recipe/<folder>/`: it changes to the folder that holds `recipe/`
+    and runs `python3 -m recipe.<folder>.main_<name>`; checkout-only hints name `install` instead."""
+    if CD_ROOT not in text or "-m verl_cua.main \\" not in text:
+        raise ValueError(f"run_{name}.sh lacks `{CD_ROOT}` or a `-m verl_cua.main \\` line")
+    out = text.replace(CD_ROOT, 'cd "$(dirname "$0")/../.."  # the folder that holds recipe/ (verl\'s checkout)')
+    out = out.replace("-m verl_cua.main \\", f"-m recipe.{folder}.main_{name} \\")
+    out = out.replace(PREFLIGHT, f"recipe/{folder}/osworld_preflight.sh")
+    out = out.replace(f"recipes/run_{name}.sh", f"recipe/{folder}/run_{name}.sh")
+    lines = [
+        line.replace(QUICKSTART, "verl-cua's recipes/quickstart.sh" if line.lstrip().startswith("#") else install)
+        for line in out.splitlines()
+    ]
+    header = [
+        f"# Exported from verl-cua's recipes/run_{name}.sh by `verl-cua recipe export {name}` (README.md here).",
+        f"# Needs: {install}. Run from anywhere: it changes to the folder that holds recipe/{folder}/.",
+    ]
+    return "\n".join([lines[0], *header, *lines[1:]]) + "\n"
+
+
+def preflight_script(text: str) -> str:
+    """recipes/osworld_preflight.sh with its install hint naming OSWorld's client rather than our checkout's script."""
+    return text.replace(OSWORLD_CLIENT, "pip install --no-deps desktop-env (OSWorld's client; README.md)")
+
+
+def settings(text: str) -> list[Setting]:
+    """The recipe's UPPERCASE variables in order: default (both branches' when an `if` sets it twice), the comment
+    beside it and under it, and the Hydra keys of the trainer-call lines that use it."""
+    found: dict[str, Setting] = {}
+    last: Setting | None = None
+    lines = text.splitlines()
+    for line in lines:
+        code, _, comment = line.partition(" #")
+        match = VARIABLE.match(code.rstrip())
+        if match:
+            name, default = match.groups()
+            last = found.get(name)
+            if last is None:
+                last = found[name] = Setting(name, default, comment.strip(), [])
+            else:
+                last.default += f" or {default}"
+                last.meaning = "; ".join(m for m in (last.meaning, comment.strip()) if m)
+        elif last is not None and line.startswith(" ") and line.strip().startswith("#"):
+            last.meaning = f"{last.meaning} {line.strip().lstrip('#').strip()}".strip()
+        else:
+            last = None
+    for line in lines:
+        match = OVERRIDE.match(line)
+        if match:
+            for name in re.findall(r"\$\{([A-Z][A-Z0-9_]*)\}", line):
+                if name in found and match.group(1) not in found[name].keys:
+                    found[name].keys.append(match.group(1).lstrip("+~"))
+    return list(found.values())
