@@ -6,7 +6,8 @@
 # packages its controllers, providers and the evaluators our task set uses need (the `osworld` extra).
 # Heavy evaluator dependencies (easyocr/torch, librosa, OpenCV, scikit-image, PyMuPDF, borb) are left out:
 # verl_cua loads evaluators lazily, and a metric that needs one of them says which package to install.
-# Knobs: PYTHON (default: python3 of the active venv), DESKTOP_ENV_VERSION (default 1.0.2).
+# The steps are `verl-cua install-osworld`'s (verl_cua/setup_commands.py); this script first installs this checkout
+# when the Python lacks verl-cua. Knobs: PYTHON (default: python3 of the active venv), DESKTOP_ENV_VERSION (1.0.2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -14,12 +15,10 @@ PYTHON=${PYTHON:-python3}
 DESKTOP_ENV_VERSION=${DESKTOP_ENV_VERSION:-1.0.2}
 PIP=("$PYTHON" -m pip --disable-pip-version-check -q)
 
-if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(m.version('desktop-env') != '$DESKTOP_ENV_VERSION')" 2>/dev/null; then
-    "${PIP[@]}" install --no-deps "desktop-env==$DESKTOP_ENV_VERSION"
+# verl-cua itself (this checkout, editable) when the Python lacks it; then the same steps as `verl-cua install-osworld`
+if ! "$PYTHON" -c "import importlib.metadata as m; m.version('verl-cua')" 2>/dev/null; then
+    CONSTRAINTS=()
+    [ -f tests/constraints.txt ] && CONSTRAINTS=(-c tests/constraints.txt)
+    "${PIP[@]}" install "${CONSTRAINTS[@]}" -e .
 fi
-# The light packages: pyproject's `osworld` extra (installed from this checkout, without touching torch).
-CONSTRAINTS=()
-[ -f tests/constraints.txt ] && CONSTRAINTS=(-c tests/constraints.txt)
-"${PIP[@]}" install "${CONSTRAINTS[@]}" -e ".[osworld]"
-"$PYTHON" -c "from verl_cua.envs.osworld.check import check_client; check_client()"
-echo "osworld client ready: desktop-env $DESKTOP_ENV_VERSION (--no-deps) in $("$PYTHON" -c 'import sys; print(sys.prefix)')"
+"$PYTHON" -m verl_cua.cli install-osworld --version "$DESKTOP_ENV_VERSION"

@@ -20,8 +20,10 @@ import pytest
 from verl_cua.envs import EnvPool, make_env
 from verl_cua.envs.osworld import local_desktop
 from verl_cua.envs.osworld import local_desktop as local_desktop_module
-from verl_cua.envs.osworld.local_desktop import REPO_ROOT, DesktopStartError, LocalDesktop
+from verl_cua.envs.osworld.local_desktop import DesktopStartError, LocalDesktop
 from verl_cua.testing.desktops import running
+
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout under test
 
 TERM = {
     "id": "test-xterm",
@@ -164,7 +166,7 @@ def test_missing_system_package_names_the_setup_command(monkeypatch):
     monkeypatch.setattr(local_desktop.shutil, "which", lambda b: None if b == "Xvfb" else real(b))
     with pytest.raises(
         DesktopStartError,
-        match=r"needs Xvfb: apt-get install -y --no-install-recommends xvfb \(or run bash envs/local_desktop/setup.sh",
+        match=r"needs Xvfb: apt-get install -y --no-install-recommends xvfb \(or run verl-cua setup-desktop",
     ) as info:
         LocalDesktop()
     assert "\n" not in str(info.value)
@@ -210,6 +212,7 @@ def test_a_stopped_desktop_never_removes_the_token_of_the_desktop_that_reuses_it
 OWNER = """
 import json, time
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
+
 desktop = LocalDesktop(screen=(800, 600))
 desktop.start()
 print(json.dumps({"pids": desktop.pids(), "root": desktop.proc.pid, "runtime": str(desktop.runtime)}), flush=True)

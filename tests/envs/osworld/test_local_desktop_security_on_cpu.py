@@ -24,8 +24,10 @@ import requests
 
 from verl_cua.envs import make_env
 from verl_cua.envs.osworld import egress, sandbox
-from verl_cua.envs.osworld.local_desktop import REPO_ROOT, RUNTIME_ROOT, LocalDesktop
+from verl_cua.envs.osworld.local_desktop import RUNTIME_ROOT, LocalDesktop
 from verl_cua.testing.desktops import running, wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout under test
 
 MiB = 1 << 20
 SMALL = sandbox.Limits(pids=200, memory=384 * MiB, home=48 * MiB, tmp=32 * MiB, shm=16 * MiB, var_tmp=16 * MiB,
@@ -379,6 +381,7 @@ def test_every_printable_ascii_character_types_as_itself(pair):
 ROOTLESS = """
 import json
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
+
 d = LocalDesktop(screen=(640, 480))
 d.start()
 out = d.request("POST", "/run_bash_script", json={"script": "id -u; ls /proc | grep -c '^[0-9]'; "

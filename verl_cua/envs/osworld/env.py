@@ -86,7 +86,7 @@ class OSWorldEnv:
 
                 self._desktop = DesktopEnv(provider_name=provider, **kwargs, **provider_kwargs)
         except ImportError as exc:
-            raise ImportError(f"the osworld env needs OSWorld's client ({exc}): bash envs/osworld/install.sh") from exc
+            raise ImportError(f"the osworld env needs OSWorld's client ({exc}): verl-cua install-osworld") from exc
         except (ValueError, EnvUsageError):
             self.close()
             raise

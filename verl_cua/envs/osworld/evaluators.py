@@ -22,7 +22,7 @@ import types
 from pathlib import Path
 
 PACKAGES = ("metrics", "getters")
-INSTALL_HINT = "bash envs/osworld/install.sh"
+INSTALL_HINT = "verl-cua install-osworld"
 # import name -> pip name, for the one-line errors
 PIP_NAMES = {
     "fitz": "pymupdf",

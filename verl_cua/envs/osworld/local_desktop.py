@@ -34,10 +34,11 @@ import requests
 
 from verl_cua.envs.osworld import sandbox
 from verl_cua.envs.osworld.host_relay import UnixRelay
+from verl_cua.resources import envs_dir
 
 logger = logging.getLogger(__name__)
 
-SETUP_HINT = "bash envs/local_desktop/setup.sh"
+SETUP_HINT = "verl-cua setup-desktop"
 DESKTOP_VENV = os.environ.get("VERL_CUA_DESKTOP_VENV", "/opt/verl-cua/desktop-venv")
 # the apps' first-run files (VLC's vlcrc, GIMP's config), made by setup.sh and laid over the HOME template
 APP_HOME = Path(os.environ.get("VERL_CUA_DESKTOP_APP_HOME", "/opt/verl-cua/desktop-home"))
@@ -46,8 +47,7 @@ RUNTIME_ROOT = Path(
     os.environ.get("VERL_CUA_DESKTOP_RUNTIME")
     or ("/var/tmp/verl-cua-desktop" if os.geteuid() == 0 else f"/var/tmp/verl-cua-desktop-{os.geteuid()}")
 )
-REPO_ROOT = Path(__file__).resolve().parents[3]
-HOME_TEMPLATE = REPO_ROOT / "envs" / "local_desktop" / "home"
+HOME_TEMPLATE = envs_dir() / "local_desktop" / "home"
 SERVER_FILES = ("desktop_server.py", "desktop_a11y.py", "desktop_setup.py")
 REQUIRED_BINARIES = {  # binary -> Debian package
     "bwrap": "bubblewrap",

@@ -21,8 +21,9 @@ from typing import Any
 
 from verl_cua.envs.base import EnvUsageError
 from verl_cua.envs.osworld import evaluators
+from verl_cua.resources import envs_dir
 
-TASK_ROOT = Path(__file__).resolve().parents[3] / "envs" / "osworld" / "tasks"
+TASK_ROOT = envs_dir() / "osworld" / "tasks"
 INFEASIBLE = "infeasible"
 
 

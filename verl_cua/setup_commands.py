@@ -1,0 +1,75 @@
+"""`verl-cua setup-desktop` and `verl-cua install-osworld`: the local desktop's system side and OSWorld's client,
+from the files inside the package (so they work from an installed wheel as from a checkout)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+
+from verl_cua.resources import checkout_root, envs_dir
+
+DESKTOP_ENV_VERSION = "1.0.2"
+OSWORLD_EXTRA = "osworld"
+
+
+def extra_requirements(extra: str, dist: str = "verl-cua") -> list[str]:
+    """The requirement strings of one of `dist`'s extras, from its installed metadata (markers dropped)."""
+    marker = re.compile(r"""extra\s*==\s*["']""" + re.escape(extra) + r"""["']""")
+    out = []
+    for req in importlib.metadata.requires(dist) or []:
+        spec, _, markers = req.partition(";")
+        if marker.search(markers):
+            out.append(spec.strip())
+    return out
+
+
+def _pip(*args: str) -> list[str]:
+    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+    root = checkout_root()
+    if root is not None and (root / "tests" / "constraints.txt").is_file():  # the checkout's torch pins
+        cmd += ["-c", str(root / "tests" / "constraints.txt")]
+    return [*cmd, *args]
+
+
+def _installed(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def install_osworld(version: str = DESKTOP_ENV_VERSION) -> int:
+    """Install the `osworld` extra's light packages and desktop-env with --no-deps (its pins clash with verl's:
+    numpy<2, torch 2.5, transformers 4.35), then check every evaluator our task set uses imports."""
+    subprocess.run(_pip(*extra_requirements(OSWORLD_EXTRA)), check=True)
+    if _installed("desktop-env") != version:
+        subprocess.run(_pip("--no-deps", f"desktop-env=={version}"), check=True)
+    from verl_cua.envs.osworld.check import check_client
+
+    check_client()
+    print(f"osworld client ready: desktop-env {version} (--no-deps) in {sys.prefix}")
+    return 0
+
+
+def setup_desktop() -> int:
+    """Run the packaged local-desktop setup (apt packages, the desktop's Python, the apps' first-run files)."""
+    script = envs_dir() / "local_desktop" / "setup.sh"
+    return subprocess.run(["bash", str(script)], env=os.environ.copy()).returncode
+
+
+def add_setup_commands(sub) -> None:
+    """Register `setup-desktop` and `install-osworld` on the CLI's subparsers."""
+    p = sub.add_parser(
+        "setup-desktop",
+        help="install the local OSWorld desktop's system side (as root: apt packages, its Python, first-run files)",
+    )
+    p.set_defaults(func=lambda _args: setup_desktop())
+    p = sub.add_parser(
+        "install-osworld",
+        help=f"install OSWorld's client (desktop-env {DESKTOP_ENV_VERSION} --no-deps and the osworld extra)",
+    )
+    p.add_argument("--version", default=DESKTOP_ENV_VERSION, help="desktop-env version")
+    p.set_defaults(func=lambda args: install_osworld(args.version))
