@@ -1,4 +1,5 @@
-"""Suite-wide settings: hypothesis derandomised under CI=true; the `chromium` fixture for real-browser tests."""
+"""Suite-wide settings: hypothesis derandomised under CI=true; GPU tests (`test_*_on_gpu.py`) skipped with a visible
+reason where no CUDA device is present; the `chromium` and `local_desktop` fixtures."""
 
 import os
 import shutil
@@ -9,6 +10,27 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, database=None, deadline=None)
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     settings.load_profile("ci")
+
+GPU_TEST_SUFFIX = "_on_gpu.py"
+NO_GPU_REASON = "needs a CUDA GPU (torch.cuda.is_available() is False)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the items of `*_on_gpu.py` files where torch sees no CUDA device; torch is imported only if any exist."""
+    gpu_items = [item for item in items if item.path.name.endswith(GPU_TEST_SUFFIX)]
+    if not gpu_items or _cuda_available():
+        return
+    for item in gpu_items:
+        item.add_marker(pytest.mark.skip(reason=NO_GPU_REASON))
+
+
+def _cuda_available() -> bool:
+    """Whether torch is installed and sees a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 @pytest.fixture(scope="session")
