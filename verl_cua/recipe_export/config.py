@@ -46,9 +46,10 @@ def default_overrides(script: Path) -> tuple[list[str], set[str]]:
 
 
 def path_keys(overrides: list[str], relative: set[str]) -> list[str]:
-    """The override keys that name files or folders (kept at the recipe's default paths in the exported config)."""
-    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
-    return [k for k in keys if k in relative or k.rsplit(".", 1)[-1] in PATH_KEYS]
+    """The override keys that name files or folders (kept at the recipe's default paths in the exported config), and
+    those the script fills in at run time (empty at the defaults, e.g. the CPU recipes' locally built model)."""
+    pairs = [(key.lstrip("+~"), value) for key, value in (o.split("=", 1) for o in overrides)]
+    return [k for k, v in pairs if k in relative or k.rsplit(".", 1)[-1] in PATH_KEYS or v == ""]
 
 
 def _load(relative: str) -> tuple[Any, str | None]:
