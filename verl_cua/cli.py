@@ -294,6 +294,24 @@ def _add_view_compare(sub) -> None:
     p.set_defaults(func=_compare_cmd)
 
 
+def _config_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.integrations.verl.config_docs import listing
+    from verl_cua.integrations.verl.cua_config import CuaConfigError
+
+    try:
+        print(listing(args.section), end="")
+    except CuaConfigError as exc:
+        print(f"verl-cua config: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _add_config(sub) -> None:
+    p = sub.add_parser("config", help="list the trainer's cua.* keys with their defaults, valid values and meaning")
+    p.add_argument("section", nargs="?", default=None, help="only this section (env, action, trace, sdpo, ...)")
+    p.set_defaults(func=_config_cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
@@ -311,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_parse_cmd)
     _add_eval(sub)
     _add_view_compare(sub)
+    _add_config(sub)
     _add_serve(sub)
     _add_doctor(sub)
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])

@@ -10,9 +10,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl_cua.doctor.report import Finding
+
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.cua_schema import EnvConfig
 
 MAIN = ["-m", "verl_cua.main"]
 RECORDER = """import json, os, sys
@@ -71,6 +74,7 @@ def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[
 
     from verl_cua.integrations.verl.budget import row_budget, step_memory
     from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+    from verl_cua.integrations.verl.cua_schema import CuaConfig
     from verl_cua.integrations.verl.main import prepare_config
 
     name = Path(recipe).name
@@ -97,25 +101,25 @@ def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[
     config = OmegaConf.to_container(cfg, resolve=True)
     budget = row_budget(config)
     memory = step_memory(config, budget)
-    env = config["cua"]["env"]
+    env = CuaConfig.from_mapping(config["cua"]).env
     rollout = config["actor_rollout_ref"]["rollout"]
     model = config["actor_rollout_ref"]["model"]["path"]
     findings = [
         Finding("ok", "recipe", f"{name}: {len(runs)} run(s) compose; {config['algorithm']['adv_estimator']} on "
-                                f"{env['name']}, {rollout['name']} rollout, {model}"),
+                                f"{env.name}, {rollout['name']} rollout, {model}"),
         Finding("info", "tokens", f"a screenshot {budget.image_size[0]}x{budget.image_size[1]} = {budget.image_tokens} "
-                                  f"tokens; rows={env['rows']}: " + _row_line(env, budget)),
+                                  f"tokens; rows={env.rows}: " + _row_line(env, budget)),
         Finding("info", "host memory", f"~{memory.total / 1e9:.1f} GB a step in TransferQueue ({memory.rows} rows, "
-                                       f"{memory.images} screenshots as {env.get('image_storage', 'png')})"),
+                                       f"{memory.images} screenshots as {env.image_storage})"),
     ]  # fmt: skip
     if rollout["name"] in ("vllm", "sglang"):
         findings.append(Finding("info", "max_model_len", f"{rollout.get('max_model_len')} (prompt + response)"))
     return findings, config
 
 
-def _row_line(env: dict[str, Any], budget: Any) -> str:
-    if env["rows"] == "step":
+def _row_line(env: EnvConfig, budget: Any) -> str:
+    if env.rows == "step":
         return (f"a step prompt needs ~{budget.step_prompt} of {budget.prompt_length} tokens "
-                f"({env['history_images']} screenshots, {env['max_steps'] - 1} earlier actions)")  # fmt: skip
+                f"({env.history_images} screenshots, {env.max_steps - 1} earlier actions)")  # fmt: skip
     return (f"an episode needs ~{budget.episode_response} of {budget.response_length} response tokens "
-            f"({env['max_steps']} turns of ~{budget.turn})")  # fmt: skip
+            f"({env.max_steps} turns of ~{budget.turn})")  # fmt: skip

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.doctor.report import Finding
+from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig
 
 VERL = "0.9.1"
 PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
@@ -114,9 +115,9 @@ def _flash_attn(config: dict[str, Any] | None) -> Finding:
 
 
 def _desktops(config: dict[str, Any]) -> list[Finding]:
-    env = config["cua"]["env"]
-    provider = (env.get("kwargs") or {}).get("provider", "docker") if env["name"] == "osworld" else env["name"]
-    count = int(config["actor_rollout_ref"]["rollout"]["agent"]["num_workers"]) * int(env["pool_size"])
+    env = CuaConfig.from_mapping(config["cua"]).env
+    provider = env.kwargs.get("provider", "docker") if env.name == "osworld" else env.name
+    count = int(config["actor_rollout_ref"]["rollout"]["agent"]["num_workers"]) * env.pool_size
     out = []
     if provider == "docker":
         out += _docker(env)
@@ -153,7 +154,7 @@ def _local_desktop() -> list[Finding]:
     return [Finding("ok", "desktop apps", "every app of OSWorld's image is installed")]
 
 
-def _docker(env: dict[str, Any]) -> list[Finding]:
+def _docker(env: EnvConfig) -> list[Finding]:
     out = []
     try:
         subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=True)
@@ -164,7 +165,7 @@ def _docker(env: dict[str, Any]) -> list[Finding]:
     usable = kvm.exists() and os.access(kvm, os.R_OK | os.W_OK)
     out.append(Finding("ok" if usable else "warn", "kvm", "/dev/kvm usable" if usable else
                        "no usable /dev/kvm: the VMs run in software emulation, too slowly to train"))  # fmt: skip
-    vm = Path(str((env.get("kwargs") or {}).get("path_to_vm") or "docker_vm_data/Ubuntu.qcow2"))
+    vm = Path(str(env.kwargs.get("path_to_vm") or "docker_vm_data/Ubuntu.qcow2"))
     if vm.is_file():
         out.append(Finding("ok", "vm image", f"{vm} ({vm.stat().st_size / 1e9:.1f} GB)"))
     else:

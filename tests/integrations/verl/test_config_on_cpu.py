@@ -8,6 +8,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
+from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig, TraceConfig
 
 CONFIG_MODULE = "verl_cua.integrations.verl.config"
 
@@ -86,7 +87,8 @@ def test_main_without_verl_names_the_install_command():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
-    assert line.startswith("verl-cua: the trainer needs verl; install with: pip install") and "'.[verl]'" in line
+    assert line.startswith("verl-cua: the trainer needs verl; install with: pip install 'verl-cua[verl]'")
+    assert "(in this checkout: pip install -c tests/constraints.txt" in line and "'.[verl]'" in line  # a checkout
 
 
 @pytest.mark.parametrize("estimator", ["gae", "grpo", "gigpo", "sdpo", "sdpo_grpo"])
@@ -138,3 +140,65 @@ def test_bad_algorithm_section_values_give_one_line(patch, expected):
     with pytest.raises(CuaConfigError) as err:
         validate_cua_config(cua)
     assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+
+
+def test_hydra_defaults_are_the_dataclass_defaults():
+    """default.yaml is generated from the dataclasses: the composed `cua` group is exactly CuaConfig()."""
+    cua = OmegaConf.to_container(_compose().cua, resolve=True)
+    assert cua == CuaConfig().to_dict()
+    assert CuaConfig.from_mapping(cua) == CuaConfig()
+
+
+def test_from_mapping_fills_defaults_and_builds_typed_sections():
+    cfg = CuaConfig.from_mapping({"env": {"max_steps": 9, "kwargs": {"provider": "local"}}, "sdpo": {"alpha": 1}})
+    assert isinstance(cfg.env, EnvConfig) and isinstance(cfg.trace, TraceConfig)
+    assert (cfg.env.max_steps, cfg.env.rows, cfg.env.kwargs) == (9, "episode", {"provider": "local"})
+    assert cfg.sdpo.alpha == 1.0 and isinstance(cfg.sdpo.alpha, float)  # an int override of a float key
+    assert cfg.trace.log_episodes == 0 and cfg.trace.dir is None
+    assert CuaConfig.from_mapping({"sdpo": None}).sdpo == CuaConfig().sdpo  # `~cua.sdpo` or an empty section
+    assert cfg.env["max_steps"] == cfg.env.get("max_steps") == 9 and dict(cfg.buffer) == {"per_task": 8}
+    assert CuaConfig.of(cfg) is cfg and TraceConfig.of({"dir": "/x"}).dir == "/x"
+    with pytest.raises(AttributeError):
+        cfg.env.max_steps = 3  # frozen, as verl's BaseConfig
+
+
+def test_from_mapping_reads_an_omegaconf_node_with_interpolations():
+    node = OmegaConf.create({"steps": 7, "cua": {"env": {"max_steps": "${steps}"}}})
+    assert CuaConfig.from_mapping(node.cua).env.max_steps == 7
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({"trace": {"log_episodes": -1}}, "cua.trace.log_episodes must be an integer >= 0, got -1"),
+        ({"trace": {"log_episodes": 1.5}}, "cua.trace.log_episodes must be an integer >= 0, got 1.5"),
+        ({"sdpo": {"demo": "yes"}}, "cua.sdpo.demo must be true or false, got 'yes'"),
+        ({"env": {"kwargs": [1]}}, "cua.env.kwargs must be a mapping of keyword arguments, got [1]"),
+        ({"env": {"history_images": 0}}, "cua.env.history_images must be a positive integer, got 0"),
+        ({"env": {"max_steps": True}}, "cua.env.max_steps must be a positive integer, got True"),
+        ({"trace": {"dir": 3}}, "cua.trace.dir must be a string, got 3; null is also valid"),
+        ({"env": {"image_storage": "jpeg"}}, "cua.env.image_storage='jpeg' is not valid; valid: png, pixel_values"),
+        ({"trace": "on"}, "cua.trace must be a mapping of keys, got 'on'"),
+    ],
+)
+def test_every_field_is_checked_with_one_line(patch, expected):
+    with pytest.raises(CuaConfigError) as err:
+        validate_cua_config(patch)
+    assert str(err.value) == expected
+
+
+def test_trace_log_episodes_is_a_cua_key():
+    cfg = _compose("cua.trace.log_episodes=4", "cua.trace.dir=/tmp/t")
+    assert CuaConfig.from_mapping(OmegaConf.to_container(cfg.cua)).trace.log_episodes == 4
+
+
+def test_registered_envs_are_valid_env_names():
+    from verl_cua.envs import ENV_REGISTRY, register_env
+
+    with pytest.raises(CuaConfigError, match="cua.env.name='toy-desk' is not valid; valid: miniwob, osworld"):
+        validate_cua_config({"env": {"name": "toy-desk"}})
+    register_env("toy-desk", lambda **kwargs: None)
+    try:
+        assert CuaConfig.from_mapping({"env": {"name": "toy-desk"}}).env.name == "toy-desk"
+    finally:
+        ENV_REGISTRY.pop("toy-desk", None)

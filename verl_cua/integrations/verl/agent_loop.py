@@ -20,7 +20,7 @@ from verl_cua.actions.prompts import build_prompt
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.compact_images import png_bytes as compact_png_bytes
-from verl_cua.integrations.verl.cua_config import validate_cua_config
+from verl_cua.integrations.verl.cua_schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
 
@@ -84,15 +84,13 @@ class GUIAgentLoop(AgentLoopBase):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        cua = OmegaConf.to_container(self.config.cua, resolve=True)
-        validate_cua_config(cua)
-        self.env_cfg, self.action_cfg = cua["env"], cua["action"]
-        self.anchor = (cua.get("gigpo") or {}).get("anchor", "screen")
-        self.trace_cfg = cua.get("trace") or {}
-        self.format = self.action_cfg["format"]
+        cua = CuaConfig.from_mapping(OmegaConf.to_container(self.config.cua, resolve=True))
+        self.env_cfg, self.action_cfg, self.trace_cfg = cua.env, cua.action, cua.trace
+        self.anchor = cua.gigpo.anchor
+        self.format = self.action_cfg.format
         self.response_length = self.rollout_config.response_length
         self._batch_step = None
-        self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg["max_pixels"])
+        self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg.max_pixels)
 
     # -- the loop ------------------------------------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput | list[AgentLoopOutput]:
@@ -104,7 +102,7 @@ class GUIAgentLoop(AgentLoopBase):
         async with service.slot():
             lease = await service.call(service.pool.acquire)
             try:
-                if self.env_cfg["rows"] == "step":
+                if self.env_cfg.rows == "step":
                     return await self._run_steps(ep, lease, service, sampling_params)
                 return await self._run_episode(ep, lease, service, sampling_params)
             finally:
@@ -123,7 +121,7 @@ class GUIAgentLoop(AgentLoopBase):
         images = [shot]
         prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
         runtime, mask, logprobs = list(prompt_ids), [], None
-        for step in range(self.env_cfg["max_steps"]):
+        for step in range(self.env_cfg.max_steps):
             budget = self.response_length - len(mask)
             if budget <= 0:
                 ep.truncated = True
@@ -143,12 +141,7 @@ class GUIAgentLoop(AgentLoopBase):
             obs = result.observation
             shot = result.observation.screenshot.convert("RGB").resize(image_size)
             ep.final_screenshot = shot
-            if (
-                result.info.get("infra_failure")
-                or result.done
-                or parsed.terminal
-                or step + 1 >= self.env_cfg["max_steps"]
-            ):
+            if result.info.get("infra_failure") or result.done or parsed.terminal or step + 1 >= self.env_cfg.max_steps:
                 break
             previous = [*messages, {"role": "assistant", "content": text}]
             turn = observation_turn(step + 1, None if parsed.valid else parsed.error, shot)
@@ -185,8 +178,8 @@ class GUIAgentLoop(AgentLoopBase):
         spec = build_prompt(self.format, screen=screen, image=image_size)
         shots = [obs.screenshot.convert("RGB").resize(image_size)]
         rows: list[tuple[list[int], Any, list[Image.Image]]] = []
-        for _step in range(self.env_cfg["max_steps"]):
-            recent = shots[-self.env_cfg["history_images"] :]
+        for _step in range(self.env_cfg.max_steps):
+            recent = shots[-self.env_cfg.history_images :]
             messages = step_prompt(spec, ep.instruction, ep.actions, [e is not None for e in ep.errors], recent)
             prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
             ep.anchors.append(self._anchor(obs, shots[-1]))
@@ -227,7 +220,7 @@ class GUIAgentLoop(AgentLoopBase):
         """One model turn. A request the server aborted (empty or cut by a weight sync or pause) is sent again from
         the same prompt; after `ABORT_RETRIES` more the episode is an infra failure, never an invalid action."""
         params = dict(sampling_params)
-        params["max_tokens"] = max(1, min(self.action_cfg["max_tokens_per_step"], budget))
+        params["max_tokens"] = max(1, min(self.action_cfg.max_tokens_per_step, budget))
         for _attempt in range(1 + ABORT_RETRIES):
             start = time.perf_counter()
             out = await self.server_manager.generate(
@@ -277,7 +270,7 @@ class GUIAgentLoop(AgentLoopBase):
         if lease.infra_failure:
             ep.infra_failure, ep.infra_error = True, lease.error
             ep.score = 0.0
-        ep.success = not ep.infra_failure and ep.score >= self.env_cfg["success_threshold"]
+        ep.success = not ep.infra_failure and ep.score >= self.env_cfg.success_threshold
 
     def _finish_trace(self, ep: Episode) -> float:
         """The episode's reward, after writing its traced result (when it is traced)."""
@@ -294,13 +287,13 @@ class GUIAgentLoop(AgentLoopBase):
             return "truncated"
         if ep.terminal:
             return ep.terminal
-        return "max_steps" if ep.steps >= self.env_cfg["max_steps"] else "env_done"
+        return "max_steps" if ep.steps >= self.env_cfg.max_steps else "env_done"
 
     def _reward(self, ep: Episode) -> float:
         """Task success in [0, 1] minus the invalid-action penalty; 0 for infra failures (excluded from training)."""
         if ep.infra_failure:
             return 0.0
-        return float(max(0.0, min(1.0, ep.score)) - self.action_cfg["invalid_penalty"] * ep.invalid)
+        return float(max(0.0, min(1.0, ep.score)) - self.action_cfg.invalid_penalty * ep.invalid)
 
     def _infra_output(self, ep: Episode, lease, obs) -> AgentLoopOutput:
         ep.infra_failure, ep.infra_error = True, ep.infra_error or lease.error

@@ -9,6 +9,7 @@ import ray
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
 from verl_cua.integrations.verl.compact_images import compact
+from verl_cua.integrations.verl.cua_schema import CuaConfig
 
 # Ray refuses to subclass an actor class; its undecorated class can be.
 _WorkerBase = AgentLoopWorkerTQ.__ray_metadata__.modified_class
@@ -27,9 +28,8 @@ class CuaAgentLoopWorker(_WorkerBase):
 
 
 def image_storage(config: Any) -> str:
-    """`cua.env.image_storage` of a trainer config (png when unset)."""
-    cua = config.get("cua") or {}
-    return (cua.get("env") or {}).get("image_storage", "png")
+    """`cua.env.image_storage` of a trainer config (its default, png, when the config has no `cua`)."""
+    return CuaConfig.from_mapping(config.get("cua")).env.image_storage
 
 
 class CuaAgentLoopManager(AgentLoopManagerTQ):

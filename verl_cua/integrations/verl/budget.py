@@ -16,6 +16,7 @@ from typing import Any
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.integrations.verl.cua_config import CuaConfigError
+from verl_cua.integrations.verl.cua_schema import CuaConfig
 
 CHARS_PER_TOKEN = 3
 INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
@@ -93,27 +94,27 @@ def _tokens(text: str) -> int:
 
 def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> RowBudget:
     """The token needs of the resolved trainer `config` (a plain dict) for its model, env and row layout."""
-    cua, data = config["cua"], config["data"]
-    env, action, sdpo = cua["env"], cua["action"], cua.get("sdpo") or {}
+    cua, data = CuaConfig.of(config["cua"]), config["data"]
+    env, action, sdpo = cua.env, cua.action, cua.sdpo
     geometry = geometry or model_geometry(str(config["actor_rollout_ref"]["model"]["path"]))
-    kwargs = env.get("kwargs") or {}
-    screen = tuple(kwargs.get("screen") or kwargs.get("screen_size") or DEFAULT_SCREENS[env["name"]])
-    if env["name"] == "miniwob":
+    kwargs = env.kwargs
+    screen = tuple(kwargs.get("screen") or kwargs.get("screen_size") or DEFAULT_SCREENS[env.name])
+    if env.name == "miniwob":
         scale = int(kwargs.get("screenshot_scale", 1))
         screen = (screen[0] * scale, screen[1] * scale)
-    size, per_image = image_tokens(screen, geometry, int(env["max_pixels"]))
+    size, per_image = image_tokens(screen, geometry, env.max_pixels)
     image = per_image + TURN_SCAFFOLD_TOKENS
-    spec = build_prompt(action["format"], screen=screen, image=size)
+    spec = build_prompt(action.format, screen=screen, image=size)
     system = _tokens(spec.system) + TURN_SCAFFOLD_TOKENS
-    history_text = (int(env["max_steps"]) - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
-    step_prompt = system + INSTRUCTION_TOKENS + history_text + int(env["history_images"]) * image
-    turn = int(action["max_tokens_per_step"]) + image + _tokens(observation_text(99, "x" * 80))
-    episode_response = int(env["max_steps"]) * turn
+    history_text = (env.max_steps - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
+    step_prompt = system + INSTRUCTION_TOKENS + history_text + env.history_images * image
+    turn = action.max_tokens_per_step + image + _tokens(observation_text(99, "x" * 80))
+    episode_response = env.max_steps * turn
     teacher_extra = 0
     if config.get("algorithm", {}).get("adv_estimator") in ("sdpo", "sdpo_grpo"):
-        teacher_extra = TURN_SCAFFOLD_TOKENS + _tokens("x" * int(sdpo.get("max_feedback_chars", 2000)))
-        teacher_extra += int(sdpo.get("max_demo_tokens", 8192)) if sdpo.get("demo", True) else 0
-        teacher_extra += image if sdpo.get("final_screenshot", True) else 0
+        teacher_extra = TURN_SCAFFOLD_TOKENS + _tokens("x" * sdpo.max_feedback_chars)
+        teacher_extra += sdpo.max_demo_tokens if sdpo.demo else 0
+        teacher_extra += image if sdpo.final_screenshot else 0
     return RowBudget(
         image_size=size,
         image_tokens=per_image,
@@ -130,16 +131,17 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
 def check_budget(config: Mapping[str, Any], budget: RowBudget | None = None) -> RowBudget:
     """Raise `CuaConfigError` (one line) when the config's rows cannot hold what its episodes put in them."""
     budget = budget or row_budget(config)
-    env = config["cua"]["env"]
+    cua = CuaConfig.of(config["cua"])
+    env = cua.env
     images = budget.image_tokens + TURN_SCAFFOLD_TOKENS
-    pixels = f"cua.env.max_pixels={env['max_pixels']} ({budget.image_size[0]}x{budget.image_size[1]}"
+    pixels = f"cua.env.max_pixels={env.max_pixels} ({budget.image_size[0]}x{budget.image_size[1]}"
     pixels += f", {budget.image_tokens} tokens a screenshot)"
-    if env["rows"] == "step":
-        need = budget.system_tokens + INSTRUCTION_TOKENS + int(env["history_images"]) * images
+    if env.rows == "step":
+        need = budget.system_tokens + INSTRUCTION_TOKENS + env.history_images * images
         if budget.prompt_length < need:
             raise CuaConfigError(
                 f"data.max_prompt_length={budget.prompt_length} cannot hold cua.env.history_images="
-                f"{env['history_images']} screenshots at {pixels}: needs >= {need}; raise it, or lower history_images "
+                f"{env.history_images} screenshots at {pixels}: needs >= {need}; raise it, or lower history_images "
                 "or max_pixels"
             )
     else:
@@ -150,11 +152,11 @@ def check_budget(config: Mapping[str, Any], budget: RowBudget | None = None) -> 
                 f"needs >= {need}"
             )
         if budget.response_length < 2 * budget.turn:
-            per_turn = config["cua"]["action"]["max_tokens_per_step"]
+            per_turn = cua.action.max_tokens_per_step
             raise CuaConfigError(
                 f"cua.env.rows=episode: data.max_response_length={budget.response_length} cannot hold two turns "
                 f"({budget.turn} tokens each: cua.action.max_tokens_per_step={per_turn} and a screenshot at {pixels}); "
-                f"a {env['max_steps']}-step episode needs ~{budget.episode_response}: "
+                f"a {env.max_steps}-step episode needs ~{budget.episode_response}: "
                 "raise it or use cua.env.rows=step"
             )
     _check_teacher(config, budget)
@@ -207,20 +209,20 @@ class StepMemory:
 def step_memory(config: Mapping[str, Any], budget: RowBudget) -> StepMemory:
     """What a training step puts in TransferQueue at the config's batch, rows and image storage (an estimate: PNG
     sizes vary with the screen; fp32 patches are exact)."""
-    cua, data = config["cua"], config["data"]
-    env = cua["env"]
+    cua, data = CuaConfig.of(config["cua"]), config["data"]
+    env = cua.env
     episodes = int(data["train_batch_size"]) * int(config["actor_rollout_ref"]["rollout"]["n"])
-    steps, history = int(env["max_steps"]), int(env["history_images"])
-    if env["rows"] == "step":
+    steps, history = env.max_steps, env.history_images
+    if env.rows == "step":
         rows = episodes * steps
         images = episodes * sum(min(history, t + 1) for t in range(steps))
-        tokens = rows * (budget.step_prompt + int(cua["action"]["max_tokens_per_step"]))
+        tokens = rows * (budget.step_prompt + cua.action.max_tokens_per_step)
     else:
         rows = episodes
         images = episodes * steps
         tokens = rows * (budget.prompt_length + budget.response_length)
     pixels = budget.image_size[0] * budget.image_size[1]
-    if env.get("image_storage", "png") == "png":
+    if env.image_storage == "png":
         per_image = int(pixels * PNG_BYTES_PER_PIXEL)
     else:  # pixels / patch^2 patches of 3 channels x 2 frames x patch^2 values, fp32: 24 bytes a pixel
         per_image = pixels * FP32_PATCH_BYTES_PER_PIXEL

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +19,18 @@ import torch
 from PIL import Image
 
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, step_record, write_json
+from verl_cua.integrations.verl.cua_schema import CuaConfig, TraceConfig
 
 logger = logging.getLogger(__name__)
 
 
-def sampled(trace: dict[str, Any], uid: Any, global_steps: Any) -> bool:
-    """Whether the group `uid` of training step `global_steps` is traced."""
-    if not trace.get("dir") or global_steps is None or int(global_steps) % int(trace["every"]):
+def sampled(trace: TraceConfig | Mapping[str, Any], uid: Any, global_steps: Any) -> bool:
+    """Whether the group `uid` of training step `global_steps` is traced (`trace`: `cua.trace`)."""
+    trace = TraceConfig.of(trace)
+    if not trace.dir or global_steps is None or int(global_steps) % trace.every:
         return False
     digest = hashlib.sha1(str(uid).encode()).digest()
-    return int.from_bytes(digest[:4], "big") / 2**32 < float(trace["fraction"])
+    return int.from_bytes(digest[:4], "big") / 2**32 < trace.fraction
 
 
 class EpisodeTrace:
@@ -122,10 +125,10 @@ class MarkValidation:
         return getattr(self.loader, name)
 
 
-def open_trace(trace: dict[str, Any], kwargs: dict[str, Any], task: Any) -> EpisodeTrace | None:
+def open_trace(trace: TraceConfig | Mapping[str, Any], kwargs: dict[str, Any], task: Any) -> EpisodeTrace | None:
     """The trace of this agent-loop call's episode, or None when it is not sampled (or tracing is off).
     Validation rollouts go to `val_step_<N>/` (no advantages), training ones to `step_<N>/`."""
-    uid, steps = kwargs.get("uid"), kwargs.get("global_steps")
+    trace, uid, steps = TraceConfig.of(trace), kwargs.get("uid"), kwargs.get("global_steps")
     if not sampled(trace, uid, steps):
         return None
     prefix = "val_step" if kwargs.get("cua_validate") else "step"
@@ -134,9 +137,7 @@ def open_trace(trace: dict[str, Any], kwargs: dict[str, Any], task: Any) -> Epis
     name = Path(task_id).stem if task_id.endswith(".json") else task_id
     if isinstance(task, dict) and task.get("seed") is not None:
         name = f"{name}-seed{task['seed']}"
-    directory = (
-        Path(trace["dir"]) / f"{prefix}_{int(steps):06d}" / name / f"{str(uid)[:8]}-{kwargs.get('session_id', 0)}"
-    )
+    directory = Path(trace.dir) / f"{prefix}_{int(steps):06d}" / name / f"{str(uid)[:8]}-{kwargs.get('session_id', 0)}"
     try:
         return EpisodeTrace(directory, task_id)
     except OSError as exc:  # a full or missing disk must not stop training
@@ -185,14 +186,16 @@ def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask:
     return len(episodes)
 
 
-def write_trace_run(cua: dict[str, Any], config, global_steps: int) -> None:
-    """`run.json` of a traced training step, so `verl-cua view` can say what produced it."""
-    path = Path(cua["trace"]["dir"]) / f"step_{int(global_steps):06d}" / RUN
+def write_trace_run(cua: CuaConfig | Mapping[str, Any], config, global_steps: int) -> None:
+    """`run.json` of a traced training step, so `verl-cua view` can say what produced it (`cua`: the `cua.*`
+    config, typed or as the trainer's plain dict)."""
+    cua = CuaConfig.of(cua)
+    path = Path(cua.trace.dir) / f"step_{int(global_steps):06d}" / RUN
     meta = {
         "name": f"step {int(global_steps)}",
         "model": str(config.actor_rollout_ref.model.path),
-        "format": cua["action"]["format"],
-        "env": cua["env"]["name"],
+        "format": cua.action.format,
+        "env": cua.env.name,
         "estimator": str(config.algorithm.adv_estimator),
         "global_step": int(global_steps),
         "rollout_n": int(config.actor_rollout_ref.rollout.n),
