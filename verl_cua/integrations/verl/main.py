@@ -13,36 +13,42 @@ from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_le
 from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
 
 SERVED_ROLLOUTS = ("vllm", "sglang")
+FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH")
 
 
-def run(config: DictConfig) -> dict:
-    """Validate the config, start Ray (as verl's run_ppo does) and train in `CuaTaskRunner`; returns its summary."""
-    import ray
-    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+def run(config: DictConfig) -> None:
+    """Validate the config as verl's `main` does, plus our own checks, then train with verl's `run_ppo` and
+    `CuaTaskRunner` (so verl's launch settings hold: `rollout.full_determinism`, nsys profiling, Ray timelines)."""
+    from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from verl_cua.integrations.verl.task_runner import CuaTaskRunner
+    from verl_cua.integrations.verl.task_runner import TRAINER_MODE, CuaTaskRunner
 
     validate_cua_config(OmegaConf.to_container(config.cua, resolve=True))
-    registered = tuple(ADV_ESTIMATOR_REGISTRY)
-    prepare_config(config, registered)
+    if config.trainer.v1.trainer_mode != TRAINER_MODE:
+        raise CuaConfigError(
+            f"trainer.v1.trainer_mode={config.trainer.v1.trainer_mode!r} is not valid; valid: {TRAINER_MODE}"
+        )
+    prepare_config(config, tuple(ADV_ESTIMATOR_REGISTRY))
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    if not ray.is_initialized():
-        runtime_env = get_ppo_ray_runtime_env(config)
-        runtime_env.setdefault("env_vars", {})["TRANSFER_QUEUE_ENABLE"] = "1"
-        for key in ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH"):
-            if os.environ.get(key):
-                runtime_env["env_vars"][key] = os.environ[key]
-        ray_init = OmegaConf.to_container(config.ray_kwargs.get("ray_init", {}), resolve=True)
-        ray_init["runtime_env"] = OmegaConf.to_container(
-            OmegaConf.merge(runtime_env, ray_init.get("runtime_env") or {}), resolve=True
-        )
-        ray.init(**ray_init)
-    return ray.get(CuaTaskRunner.remote().run.remote(config))
+    forward_environment(config)
+    run_ppo(config, task_runner_class=CuaTaskRunner)
+
+
+def forward_environment(config: DictConfig) -> None:
+    """The V1 trainer needs TransferQueue; our platform and file-logger settings reach every Ray worker (also on a
+    cluster started elsewhere, whose workers do not inherit this shell's environment)."""
+    with open_dict(config):
+        config.transfer_queue.enable = True
+        env_vars = {key: os.environ[key] for key in FORWARDED_ENV if os.environ.get(key)}
+        if env_vars:
+            ray_init = config.ray_kwargs.setdefault("ray_init", {})
+            runtime_env = ray_init.get("runtime_env") or {}
+            ray_init.runtime_env = OmegaConf.merge({"env_vars": env_vars}, runtime_env)
 
 
 def prepare_config(config: DictConfig, registered: tuple[str, ...] = ()) -> None:

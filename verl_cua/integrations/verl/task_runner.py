@@ -1,49 +1,50 @@
-"""`CuaTaskRunner`: the Ray actor that builds `CuaTrainer` and the agent-loop manager and runs training
-(our own version of verl's TaskRunnerV1.run, which is a Ray actor and cannot be subclassed)."""
+"""`CuaTaskRunner`: verl's `TaskRunnerV1` with verl-cua's trainer and agent-loop manager plugged in; everything else
+(TransferQueue, the config print, the logger's finish) is upstream's `run`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import ray
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+from verl.trainer.main_ppo import TaskRunnerV1
+
+# Ray refuses to subclass an actor class; its undecorated class can be.
+_RunnerBase = TaskRunnerV1.__ray_metadata__.modified_class
+TRAINER_MODE = "sync"
+AGENT_LOOP_MANAGER = "verl_cua.integrations.verl.agent_loop_worker.CuaAgentLoopManager"
+
+
+@contextmanager
+def trainer_for_mode(mode: str, trainer_cls: type) -> Iterator[None]:
+    """Let verl's `get_trainer_cls(mode)` return `trainer_cls` inside the block (this Ray actor's process only)."""
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    upstream = TRAINER_REGISTRY.get(mode)
+    TRAINER_REGISTRY[mode] = trainer_cls
+    try:
+        yield
+    finally:
+        if upstream is None:
+            TRAINER_REGISTRY.pop(mode, None)
+        else:
+            TRAINER_REGISTRY[mode] = upstream
 
 
 @ray.remote(num_cpus=1)
-class CuaTaskRunner:
-    """Runs the whole training job inside the Ray cluster."""
+class CuaTaskRunner(_RunnerBase):
+    """Runs the whole training job inside the Ray cluster: verl's runner, training `CuaTrainer`."""
 
-    def run(self, config: DictConfig) -> dict:
-        """Train; returns the trainer's final metrics and totals (for the quickstart summary)."""
-        import transfer_queue as tq
-        from verl.utils.import_utils import load_class_from_fqn
-        from verl.utils.logging_utils import configure_verl_logging
+    def run(self, config: DictConfig) -> None:
+        """verl's `TaskRunnerV1.run` with `CuaTrainer` as the sync trainer and our agent-loop manager by default."""
+        from omegaconf import open_dict
 
-        from verl_cua.integrations.verl.agent_loop_worker import CuaAgentLoopManager
         from verl_cua.integrations.verl.trainer import CuaTrainer
 
-        configure_verl_logging()
-        config.transfer_queue.enable = True
-        OmegaConf.resolve(config)
-        tq.init(config.transfer_queue)
-        trainer = None
-        succeeded = False
-        try:
-            trainer = CuaTrainer(config=config)
-            trainer.init()
-            manager_fqn = config.actor_rollout_ref.rollout.get("agent", {}).get("agent_loop_manager_class")
-            manager_cls = load_class_from_fqn(manager_fqn, "AgentLoopManager") if manager_fqn else CuaAgentLoopManager
-            manager = manager_cls.create(
-                config=config,
-                llm_client=trainer.get_llm_client(),
-                teacher_client=trainer.get_teacher_client(),
-                reward_loop_worker_handles=trainer.get_reward_handles(),
-            )
-            trainer.fit(manager)
-            succeeded = True
-            return {"totals": dict(trainer.cua_totals), "global_steps": int(getattr(trainer, "global_steps", 0))}
-        finally:
-            try:
-                tracking = getattr(trainer, "logger", None)
-                if tracking is not None:
-                    tracking.finish(exit_code=0 if succeeded else 1)
-            finally:
-                tq.close()
+        agent = config.actor_rollout_ref.rollout.agent
+        if not agent.get("agent_loop_manager_class"):
+            with open_dict(agent):
+                agent.agent_loop_manager_class = AGENT_LOOP_MANAGER
+        with trainer_for_mode(TRAINER_MODE, CuaTrainer):
+            super().run(config)

@@ -6,23 +6,21 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
 import torch
 import transfer_queue as tq
 from omegaconf import OmegaConf, open_dict
-from tensordict import TensorDict
 from verl.protocol import DataProto
-from verl.trainer.ppo.ray_trainer import apply_kl_penalty
-from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
+from verl.trainer.ppo.v1 import trainer_base
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.device import get_device_name
 from verl.utils.profiler import marked_timer
-from verl.workers.utils.padding import response_to_nested
 
 from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
 from verl_cua.algos.success_buffer import SuccessBuffer
@@ -40,6 +38,7 @@ from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fie
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
 from verl_cua.integrations.verl.success_rows import buffer_successes, demos
 from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
+from verl_cua.integrations.verl.trace_logger import log_trace_step
 from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
 
 logger = logging.getLogger(__name__)
@@ -50,6 +49,40 @@ def epochs_for_steps(total_training_steps: int | None, steps_per_epoch: int, tot
     if total_training_steps is None or total_training_steps <= 0 or steps_per_epoch <= 0:
         return total_epochs
     return max(total_epochs, math.ceil(total_training_steps / steps_per_epoch))
+
+
+class _AdvantageStep:
+    """What one step's advantage hook needs besides verl's batch: our rows' fields, the teacher pass, the metrics."""
+
+    def __init__(self, trainer: CuaTrainer, batch: KVBatchMeta, teacher, rows, metrics: dict):
+        self.trainer, self.batch, self.teacher, self.metrics = trainer, batch, teacher, metrics
+        self.extra = [dict(e or {}) for e in as_list(rows["extra_fields"])]
+        self.sessions = as_list(rows["session_id"])
+        self.response_mask = rows["response_mask"]
+        self.infra = infra_rows(self.extra)
+        self.outcome_estimator = (
+            "grpo" if trainer.estimator in CUA_ESTIMATORS else trainer.config.algorithm.adv_estimator
+        )
+
+    def estimate(self, upstream, data: DataProto, **kwargs) -> DataProto:
+        """verl's estimator on `data`, infra rows in singleton groups; then ours (`CuaTrainer.cua_advantages`)."""
+        uids = [str(u) for u in data.non_tensor_batch["uid"]]
+        data.non_tensor_batch["uid"] = np.array(isolate_infra_uids(uids, self.infra), dtype=object)
+        kwargs["adv_estimator"] = self.outcome_estimator  # sdpo/gigpo start from GRPO's outcome advantages
+        data = upstream(data, **kwargs)
+        self.trainer.cua_advantages(data, self)
+        return data
+
+
+@contextmanager
+def estimator_hook(step: _AdvantageStep) -> Iterator[None]:
+    """Route verl's one estimator call (`PPOTrainer._compute_advantage`) through `step` inside the block."""
+    upstream = trainer_base.compute_advantage_for_multi_trajectories
+    trainer_base.compute_advantage_for_multi_trajectories = partial(step.estimate, upstream)
+    try:
+        yield
+    finally:
+        trainer_base.compute_advantage_for_multi_trajectories = upstream
 
 
 class CuaTrainer(PPOTrainerSync):
@@ -162,60 +195,39 @@ class CuaTrainer(PPOTrainerSync):
 
     # -- the step ----------------------------------------------------------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        """verl's advantage step (KL-in-reward, rollout correction, the configured estimator), except that rows
-        whose desktop failed leave their group (a singleton group of their own) and get zero advantage, and a GRPO
-        group whose rollouts all scored the same gets exactly zero (verl's float32 mean leaves a residue there)."""
+        """verl's advantage step (KL-in-reward, rollout correction, the estimator, the write-back) with ours around
+        the estimator: rows whose desktop failed leave their group and get zero advantage, a GRPO group whose
+        rollouts all scored the same gets exactly zero (verl's float32 mean leaves a residue there), and
+        sdpo/sdpo_grpo/gigpo turn GRPO's outcome advantages into theirs."""
         teacher = self.teacher_pass(batch, metrics)
-        algo = self.config.algorithm
-        fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values"]
-        data = tq.kv_batch_get(
-            keys=batch.keys, partition_id=batch.partition_id, select_fields=[*fields, "extra_fields", "session_id"]
+        rows = tq.kv_batch_get(
+            keys=batch.keys,
+            partition_id=batch.partition_id,
+            select_fields=["extra_fields", "session_id", "response_mask"],
         )
-        extra = [dict(e or {}) for e in as_list(data.pop("extra_fields"))]
-        sessions = as_list(data.pop("session_id"))
-        infra = infra_rows(extra)
-        response_mask = data["response_mask"]
-        data = DataProto(batch=data.to_padded_tensor())
-        data.batch["token_level_scores"] = data.batch["rm_scores"]
-        uids = [str(u) for u in data.batch.pop("uid").tolist()]
-        data.non_tensor_batch["uid"] = np.array(isolate_infra_uids(uids, infra), dtype=object)
-        if algo.use_kl_in_reward:
-            data, kl_metrics = apply_kl_penalty(data, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=algo.kl_penalty)
-            metrics.update(kl_metrics)
-        else:
-            data.batch["token_level_rewards"] = data.batch["token_level_scores"]
-        corr = algo.get("rollout_correction", None)
-        rollout_correction = (
-            corr is not None and "rollout_log_probs" in data.batch and not corr.get("bypass_mode", False)
-        )
-        if rollout_correction:
-            data, is_metrics = compute_rollout_correction_and_add_to_batch(data, corr)
-            metrics.update(is_metrics)
-        estimator = "grpo" if self.estimator in CUA_ESTIMATORS else algo.adv_estimator
-        data = compute_advantage_for_multi_trajectories(
-            data,
-            batch_keys=batch.keys,
-            adv_estimator=estimator,
-            gamma=algo.gamma,
-            lam=algo.lam,
-            num_repeat=self.config.actor_rollout_ref.rollout.n,
-            norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
-            config=algo,
-        )
-        metrics.update(settle_uniform_groups(data, batch.keys, estimator))
+        step = _AdvantageStep(self, batch, teacher, rows, metrics)
+        with estimator_hook(step):
+            return super()._compute_advantage(batch, metrics)
+
+    def cua_advantages(self, data: DataProto, step: _AdvantageStep) -> None:
+        """Our part of the advantage step, on verl's batch right after its estimator ran (in place)."""
+        metrics, extra, infra = step.metrics, step.extra, step.infra
+        metrics.update(settle_uniform_groups(data, step.batch.keys, step.outcome_estimator))
         if self.estimator in SDPO_ESTIMATORS:
             grpo = data.batch["advantages"]
-            adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, teacher, self.cua["sdpo"], grpo)
+            adv, sdpo_metrics = cua_advantage.sdpo_advantages(
+                self.estimator, data, step.teacher, self.cua["sdpo"], grpo
+            )
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
             metrics.update(sdpo_metrics)
-            loss_fields = sdpo_loss_fields(self.estimator, teacher, response_mask, infra, self.cua["sdpo"])
-            put_row_fields(batch.keys, batch.partition_id, loss_fields)
+            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, infra, self.cua["sdpo"])
+            put_row_fields(step.batch.keys, step.batch.partition_id, loss_fields)
             if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
                 topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
                 metrics["sdpo/topk_fields_mb"] = topk_bytes / 2**20
         elif self.estimator == "gigpo":
             penalty = float(self.cua["action"]["invalid_penalty"])
-            adv = cua_advantage.gigpo_token_advantages(data, extra, sessions, self.cua["gigpo"], metrics, penalty)
+            adv = cua_advantage.gigpo_token_advantages(data, extra, step.sessions, self.cua["gigpo"], metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
         keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
@@ -226,17 +238,7 @@ class CuaTrainer(PPOTrainerSync):
                 extra, data.batch["advantages"], data.batch["response_mask"]
             )
             write_trace_run(self.cua, self.config, self.global_steps)
-        out_fields = ["advantages", "returns"]
-        if algo.use_kl_in_reward:
-            out_fields.append("token_level_rewards")
-        if rollout_correction:
-            out_fields.append("response_mask")
-            if "rollout_is_weights" in data.batch:
-                out_fields.append("rollout_is_weights")
-        output = {f: response_to_nested(data.batch[f], response_mask) for f in out_fields}
-        return tq.kv_batch_put(
-            keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(output, batch_size=len(batch))
-        )
+            metrics["cua/logged_episodes"] = log_trace_step(getattr(self, "logger", None), self.cua, self.global_steps)
 
     def teacher_pass(self, batch: KVBatchMeta, metrics: dict) -> TeacherResult | None:
         """The SDPO teacher pass (reprompted contexts scored on the actor) for estimator sdpo/sdpo_grpo, else None."""
