@@ -1,5 +1,5 @@
-"""Where the recipe scripts are (`verl_cua/_recipes` in a wheel, the checkout's `recipes/` otherwise), their names,
-which of them can be exported, and the verl version verl-cua is pinned to."""
+"""The recipe scripts (`verl_cua.resources.recipes_dir`: inside the package, a link to `recipes/` in a checkout), their
+names, which of them can be exported, and the verl version verl-cua is pinned to."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import verl_cua
+from verl_cua.resources import recipes_dir
 
 TRAINER_CALL = "-m verl_cua.main \\"
 VERL_PIN = re.compile(r"^verl(\[[^\]]*\])?\s*==\s*([0-9][^;,\s]*)")
@@ -15,13 +16,6 @@ VERL_PIN = re.compile(r"^verl(\[[^\]]*\])?\s*==\s*([0-9][^;,\s]*)")
 
 class RecipeExportError(ValueError):
     """A recipe that cannot be exported as asked (unknown name, unusable folder, an unsupported override)."""
-
-
-def recipes_dir() -> Path:
-    """The folder of the recipe scripts: the package's `_recipes`, else the checkout's `recipes/`."""
-    package = Path(verl_cua.__file__).resolve().parent
-    packaged = package / "_recipes"
-    return packaged if packaged.is_dir() else package.parent / "recipes"
 
 
 def recipe_names() -> list[str]:
