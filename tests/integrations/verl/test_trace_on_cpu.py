@@ -57,12 +57,14 @@ def test_write_advantages_fills_each_episodes_steps(tmp_path):
 
 def test_trace_keys_and_values_are_checked():
     base = _defaults()
-    assert base["trace"] == {"dir": None, "every": 1, "fraction": 1.0}
+    assert base["trace"] == {"dir": None, "every": 1, "fraction": 1.0, "log_episodes": 0}
     validate_cua_config({**base, "trace": {"dir": "/tmp", "every": 3, "fraction": 0.25}})
-    with pytest.raises(CuaConfigError, match="unknown key cua.trace.dirr; valid: dir, every, fraction"):
+    with pytest.raises(CuaConfigError, match="unknown key cua.trace.dirr; valid: dir, every, fraction, log_episodes"):
         validate_cua_config({**base, "trace": {"dirr": "/tmp"}})
     with pytest.raises(CuaConfigError, match="cua.trace.fraction must be a number in"):
         validate_cua_config({**base, "trace": {"dir": "/tmp", "every": 1, "fraction": 2}})
+    with pytest.raises(CuaConfigError, match="cua.trace.log_episodes must be"):
+        validate_cua_config({**base, "trace": {"dir": "/tmp", "log_episodes": -1}})
 
 
 def test_validation_rows_are_marked_and_traced_apart(tmp_path):

@@ -28,6 +28,7 @@ from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
 from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
+from verl_cua.integrations.verl.cua_schema import CuaConfig
 from verl_cua.integrations.verl.entropulse_phase import run_sft_phase
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
@@ -96,20 +97,19 @@ class CuaTrainer(PPOTrainerSync):
         validate_estimator_config(container, registered=tuple(ADV_ESTIMATOR_REGISTRY))
         super().__init__(config)
         self.cua_totals = {"infra_failures": 0, "episodes": 0}
-        self.cua = container["cua"]
+        self.cua = CuaConfig.from_mapping(container["cua"])
         self.estimator = config.algorithm.adv_estimator
-        pulse = self.cua.get("entropulse") or {}
+        pulse = self.cua.entropulse
         self.entropulse = Entropulse(
             EntropulseConfig(**{k: v for k, v in pulse.items() if k not in ("sft_batch_size",)})
         )
         # successful trajectories per task instance: SDPO's demos, and (with their rows) Entropulse SFT and replay
-        self.success_buffer = SuccessBuffer(int((self.cua.get("buffer") or {}).get("per_task", 8)))
+        self.success_buffer = SuccessBuffer(self.cua.buffer.per_task)
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
-        sdpo = self.cua.get("sdpo") or {}
-        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and sdpo.get("teacher") == "ema"
-        self.logit_sdpo = self.estimator == "sdpo" and sdpo.get("loss") == "logit"
+        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and self.cua.sdpo.teacher == "ema"
+        self.logit_sdpo = self.estimator == "sdpo" and self.cua.sdpo.loss == "logit"
 
     # -- the run's length ----------------------------------------------------------------------------------------------
     def _init_dataloader(self):
@@ -139,7 +139,7 @@ class CuaTrainer(PPOTrainerSync):
         else:
             batch = super()._update_actor(batch, metrics)
         if self.ema_teacher:
-            self.actor_rollout_wg.cua_ema_update(float(self.cua["sdpo"]["ema_rate"]))
+            self.actor_rollout_wg.cua_ema_update(self.cua.sdpo.ema_rate)
         return batch
 
     def _update_actor_with_logits(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
@@ -165,7 +165,8 @@ class CuaTrainer(PPOTrainerSync):
         if phase == "sft":
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sft")
         elif self.estimator in SDPO_ESTIMATORS:
-            sdpo = {**self.cua["sdpo"], "loss": "logit" if self.logit_sdpo else "token"}  # sdpo_grpo: token-level
+            # sdpo_grpo is token-level whatever cua.sdpo.loss says
+            sdpo = {**self.cua.sdpo.to_dict(), "loss": "logit" if self.logit_sdpo else "token"}
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=sdpo)
         else:
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo")
@@ -215,19 +216,17 @@ class CuaTrainer(PPOTrainerSync):
         metrics.update(settle_uniform_groups(data, step.batch.keys, step.outcome_estimator))
         if self.estimator in SDPO_ESTIMATORS:
             grpo = data.batch["advantages"]
-            adv, sdpo_metrics = cua_advantage.sdpo_advantages(
-                self.estimator, data, step.teacher, self.cua["sdpo"], grpo
-            )
+            adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, step.teacher, self.cua.sdpo, grpo)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
             metrics.update(sdpo_metrics)
-            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, infra, self.cua["sdpo"])
+            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, infra, self.cua.sdpo)
             put_row_fields(step.batch.keys, step.batch.partition_id, loss_fields)
             if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
                 topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
                 metrics["sdpo/topk_fields_mb"] = topk_bytes / 2**20
         elif self.estimator == "gigpo":
-            penalty = float(self.cua["action"]["invalid_penalty"])
-            adv = cua_advantage.gigpo_token_advantages(data, extra, step.sessions, self.cua["gigpo"], metrics, penalty)
+            penalty = self.cua.action.invalid_penalty
+            adv = cua_advantage.gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
         keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
@@ -254,7 +253,7 @@ class CuaTrainer(PPOTrainerSync):
                     self.actor_rollout_wg,
                     self._teacher_builder,
                     batch,
-                    self.cua["sdpo"],
+                    self.cua.sdpo,
                     self.config.actor_rollout_ref.rollout.temperature,
                     multiple=self._row_multiple(),
                     buffer_demos=demos(self.success_buffer),
@@ -286,8 +285,7 @@ class CuaTrainer(PPOTrainerSync):
         return batch
 
     def _wants_rows(self) -> bool:
-        pulse = (self.cua.get("entropulse") or {}).get("schedule", "none") != "none"
-        return pulse or bool((self.cua.get("replay") or {}).get("enable", False))
+        return self.cua.entropulse.schedule != "none" or self.cua.replay.enable
 
     def _buffer_successes(self, batch: KVBatchMeta, metrics: dict) -> None:
         """Keep this step's successful trajectories: their actions (SDPO demos), and their rows when Entropulse or
@@ -302,16 +300,16 @@ class CuaTrainer(PPOTrainerSync):
         metrics["buffer/size"] = float(len(self.success_buffer))
 
     def _balance_batch(self, batch: KVBatchMeta, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
-        replay = self.cua.get("replay") or {}
-        if replay.get("enable", False):  # before verl pads the batch to its rank multiple: replay may change its size
+        replay = self.cua.replay
+        if replay.enable:  # before verl pads the batch to its rank multiple: replay may change its size
             batch, replay_metrics = inject_replays(batch, self.success_buffer, replay, self._cua_rng)
             metrics.update(replay_metrics)
         return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
 
     def entropulse_step(self, metrics: dict) -> None:
         """After an RL step: let the schedule decide; in an SFT phase, SFT on buffered successes, then resume RL."""
-        pulse = self.cua.get("entropulse") or {}
-        if pulse.get("schedule", "none") == "none":
+        pulse = self.cua.entropulse
+        if pulse.schedule == "none":
             return
         entropy = metrics.get("actor/entropy")
         phase = self.entropulse.observe(None if entropy is None else float(entropy))
@@ -321,8 +319,8 @@ class CuaTrainer(PPOTrainerSync):
                     run_sft_phase(
                         self.actor_rollout_wg,
                         self.success_buffer,
-                        steps=int(pulse["sft_steps"]),
-                        batch_size=int(pulse["sft_batch_size"]),
+                        steps=pulse.sft_steps,
+                        batch_size=pulse.sft_batch_size,
                         temperature=self.config.actor_rollout_ref.rollout.temperature,
                         set_loss=self._set_actor_loss,
                         rng=self._cua_rng,
@@ -330,7 +328,7 @@ class CuaTrainer(PPOTrainerSync):
                     )
                 )
             if self.ema_teacher and metrics.get("entropulse/sft_steps_run", 0):
-                self.actor_rollout_wg.cua_ema_update(float(self.cua["sdpo"]["ema_rate"]))
+                self.actor_rollout_wg.cua_ema_update(self.cua.sdpo.ema_rate)
             metrics["entropulse/phase"] = 1.0
             self.entropulse.sft_done(steps_run=int(metrics.get("entropulse/sft_steps_run", 0)))
             metrics.update({k: v for k, v in self.entropulse.metrics().items() if k != "entropulse/phase"})
@@ -339,7 +337,7 @@ class CuaTrainer(PPOTrainerSync):
 
     def on_validate_begin(self):
         super().on_validate_begin()
-        if (self.cua.get("trace") or {}).get("dir"):
+        if self.cua.trace.dir:
             self.val_dataloader = MarkValidation(self.val_dataloader)
 
     def on_validate_end(self):
