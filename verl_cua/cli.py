@@ -316,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
     from verl_cua.recipe_export.command import add_recipe_command
+    from verl_cua.setup_commands import add_setup_commands
 
     parser = argparse.ArgumentParser(prog="verl-cua", description="Computer-use agents for verl and verl-agent.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -335,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])
     _add_osworld_check(sub)
     add_recipe_command(sub)
+    add_setup_commands(sub)
     return parser
 
 
