@@ -1,6 +1,5 @@
 """Learning, end to end, on the CPU: `bash recipes/quickstart.sh` must raise the success of its tiny model, and its
-checkpoint must go through verl's model merger, `verl-cua serve`, `verl-cua eval` and `verl-cua view`. A negative
-control with the learning rate at 0 must fail the same criterion, so this test can fail.
+checkpoint must go through verl's model merger, `verl-cua serve`, `verl-cua eval` and `verl-cua view`.
 
 The criterion: the median success of the last K training steps minus the median of the first K is at least
 MARGIN = 0.25. A median, because the tiny model now and then writes invalid clicks for one step (up to 0.94 of a
@@ -12,8 +11,10 @@ sink a mean.
   twice that spread a working stack fails with probability about 3e-6.
 * A false pass (nothing learns, the test passes): with the policy fixed, every step is 32 episodes of one success
   rate p (0.30-0.41 over those runs' first windows). Simulated (2M pairs of windows), the difference of medians
-  reaches 0.25 with probability 8e-5 at p = 0.3, 2.0e-4 at 0.4 and 2.6e-4 at 0.5. The control runs 2K steps: with a
-  fixed policy the distance between the windows changes nothing.
+  reaches 0.25 with probability 8e-5 at p = 0.3, 2.0e-4 at 0.4 and 2.6e-4 at 0.5. The negative control (the same
+  run at learning rate 0 fails the criterion) is a bench run, not a CI test (5.5 of CI's minutes):
+  `python -m bench.learn --estimators grpo --seeds 1 --steps 10 --set LR=0 --set TRAIN_SEEDS=84,116
+  --set PROMPTS_PER_STEP=2 --set N_RESP=16 --set PPO_MINI_BATCH=2` (docs/learning.md).
 """
 
 import json
@@ -25,8 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.learn import read_run, train
-from verl_cua.testing.learning import learnable_model
+from bench.learn import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 30
@@ -76,20 +76,6 @@ def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
     report = (out / "report.html").read_text()
     assert "initial" in report and "trained" in report and "click-test" in report
     assert f"report {out / 'report.html'}" in stdout or "report.html" in stdout
-
-
-def test_a_learning_rate_of_zero_fails_the_same_criterion(quickstart, tmp_path):
-    run = train(
-        tmp_path,
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        LR=0,
-        STEPS=2 * K,
-        MODEL_PATH=learnable_model(),  # the quickstart's initial model (built by it, cached)
-        **CONFIG,
-    )
-    assert len(run.success_rate) == 2 * K
-    assert _rise(run.success_rate) < MARGIN, f"a policy that cannot change passed: {run.success_rate}"
 
 
 def _rise(curve: list[float]) -> float:
