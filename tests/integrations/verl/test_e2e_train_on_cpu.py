@@ -69,13 +69,27 @@ def _check_trace(trace: Path, steps: list[dict]) -> None:
 N = 8  # rollouts per prompt
 
 
-def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, chromium):
+def _check_logged_images(tensorboard_dir: Path, steps: int, per_step: int) -> None:
+    """`cua.trace.log_episodes`: every traced step sent `per_step` episode images (and their actions) to tensorboard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tensorboard_dir), size_guidance={"images": 0, "tensors": 0})
+    events.Reload()
+    images = sorted(tag for tag in events.Tags()["images"] if tag.startswith("cua/episodes/"))
+    assert images == [f"cua/episodes/{i}" for i in range(per_step)], events.Tags()["images"]
+    for tag in images:
+        assert sorted(e.step for e in events.Images(tag)) == list(range(1, steps + 1))
+        assert all(e.height > 256 for e in events.Images(tag))  # 256-px frames under a header: a filmstrip
+
+
+def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, chromium, monkeypatch):
     # RL from the ladder's SFT checkpoint (test_sft_ladder_on_cpu: the oracle's runs -> sft-data -> verl SFT). On
     # click-test seeds 84 and 116 (99 px buttons) its sampled first turns hit 0.54 and 0.67 of the time (24 each,
     # valid 0.96; measured), so a group of 8 comes out uniform with odds of about 0.54^8 + 0.46^8 = 0.01, all four
     # groups about 1e-8
     _base, sft, _work = sft_model
     path = str(sft)
+    monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "tb"))
     train = tmp_path / "train.parquet"
     assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84,116", "--out", str(train)]) == 0
     run = _train(
@@ -97,8 +111,12 @@ def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, 
         "actor_rollout_ref.actor.use_kl_loss=true",
         "actor_rollout_ref.actor.kl_loss_coef=0.001",
         f"cua.trace.dir={tmp_path / 'trace'}",
+        "cua.trace.log_episodes=2",  # traced episodes as images in the user's logger (tensorboard here)
+        "trainer.logger=[console,file,tensorboard]",
     )
     _check_step_metrics(run["steps"], episodes=2 * N)
+    _check_logged_images(tmp_path / "tb", steps=2, per_step=2)
+    assert [m["cua/logged_episodes"] for m in run["steps"]] == [2, 2]
     # the reference is the initial policy: no divergence before the first update, some after it
     assert run["steps"][0]["actor/kl_loss"] == pytest.approx(0.0, abs=1e-6)
     assert run["steps"][1]["actor/kl_loss"] > 0
