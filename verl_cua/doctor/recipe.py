@@ -3,51 +3,28 @@ or trained), composed and checked as `verl_cua.main` checks them before Ray star
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verl_cua.doctor.report import Finding
+from verl_cua.recipe_export.record import MAIN, RecipeRunError, record_calls, write_stubs
 
 if TYPE_CHECKING:
     from verl_cua.integrations.verl.cua_schema import EnvConfig
 
-MAIN = ["-m", "verl_cua.main"]
-RECORDER = """import json, os, sys
-with open(os.environ["VERL_CUA_RECORD"], "a") as f:
-    f.write(json.dumps([os.path.basename(sys.argv[1]), *sys.argv[2:]]) + "\\n")
-"""
-
 
 def recorded_commands(recipe: str | Path, *args: str, env: dict[str, str] | None = None) -> list[list[str]]:
-    """Run `recipe` with `python3`/`python`/`docker` that only record their argv; every recorded command line."""
+    """Run `recipe` with `python3`/`python`/`docker`/`torchrun` that only record their argv; every recorded command."""
     with tempfile.TemporaryDirectory() as tmp:
-        bin_dir = Path(tmp) / "bin"
-        bin_dir.mkdir()
-        script, log = Path(tmp) / "record.py", Path(tmp) / "argv.jsonl"
-        script.write_text(RECORDER)
-        for name in ("python3", "python", "docker"):
-            exe = bin_dir / name
-            exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$0" "$@"\n')
-            exe.chmod(0o755)
-        run_env = {
-            **os.environ,
-            "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
-            "VERL_CUA_RECORD": str(log),
-            "PYTHON": str(bin_dir / "python3"),
-            "VENV": tmp,
-            "VERL_CUA_COMPOSE_ONLY": "1",
-            **(env or {}),
-        }
-        proc = subprocess.run(["bash", str(recipe), *args], env=run_env, capture_output=True, text=True, timeout=120)
-        if proc.returncode:
-            raise RuntimeError(f"{recipe} failed before training: {proc.stderr.strip().splitlines()[-1:]}")
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        stubs = write_stubs(Path(tmp))
+        run_env = {**os.environ, "PYTHON": str(stubs / "python3"), "VENV": tmp, "VERL_CUA_COMPOSE_ONLY": "1"}
+        try:
+            return record_calls(Path(recipe), stubs, Path.cwd(), *args, env={**run_env, **(env or {})})
+        except RecipeRunError as exc:
+            raise RuntimeError(f"{recipe} failed before training: {str(exc).strip().splitlines()[-1:]}") from None
 
 
 def main_overrides(commands: list[list[str]]) -> list[list[str]]:
