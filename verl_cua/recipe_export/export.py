@@ -57,8 +57,8 @@ def _install(env: str, rollout: str) -> str:
 def _needs(env: str) -> list[str]:
     if env == "osworld":
         return [
-            "OSWorld's client `desktop-env` is installed apart, with `pip install --no-deps desktop-env` (its own pins "
-            "clash with verl; verl-cua's `envs/osworld/install.sh` pins the tested version). The `docker` provider "
+            "OSWorld's client `desktop-env` is installed apart, with `verl-cua install-osworld` (the tested version "
+            "with --no-deps: its own pins clash with verl). The `docker` provider "
             "needs a Docker daemon this user can reach and `/dev/kvm`; the Ubuntu VM image is downloaded once."
         ]
     if env == "miniwob":

@@ -46,7 +46,7 @@ def run_script(text: str, name: str, folder: str, install: str) -> str:
 
 def preflight_script(text: str) -> str:
     """recipes/osworld_preflight.sh with its install hint naming OSWorld's client rather than our checkout's script."""
-    return text.replace(OSWORLD_CLIENT, "pip install --no-deps desktop-env (OSWorld's client; README.md)")
+    return text.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
 
 
 def settings(text: str) -> list[Setting]:
