@@ -210,8 +210,6 @@ class Desktop:
                 _signal(pid, signal.SIGKILL)
             time.sleep(0.02)
         phase("kill")
-        if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
-            self.infra["openbox"] = self.spawn(self.openbox, quiet=True)
         old_bus = self.stop_dbus()
         _restore_tree(self.template, self.home)
         phase("home")
@@ -219,6 +217,9 @@ class Desktop:
         phase("dirs")
         self.start_dbus()
         phase("dbus_start")
+        if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
+            # respawned after HOME is restored and checked: a fresh openbox writes ~/.cache/openbox at once
+            self.infra["openbox"] = self.spawn(self.openbox, quiet=True)
         if old_bus is not None:
             old_bus.join(5)
         phase("dbus_gone")
