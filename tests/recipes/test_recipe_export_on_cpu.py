@@ -125,7 +125,7 @@ def test_exported_main_composes_its_config(name, exported, monkeypatch, capsys):
     root, folders = exported
     monkeypatch.syspath_prepend(str(root))
     module = importlib.import_module(f"recipe.{name}.main_{name}")
-    assert module.run.__module__ == "verl_cua.integrations.verl.main"  # our public entry, not a copy
+    assert module.run_or_exit.__module__ == "verl_cua.integrations.verl.main"  # our public entry, not a copy
     monkeypatch.setattr(sys, "argv", [module.__file__, "--cfg", "job"])  # Hydra prints the composed job config
     try:
         module.main()

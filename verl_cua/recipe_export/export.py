@@ -15,23 +15,16 @@ from verl_cua.recipe_export.script import preflight_script, run_script, settings
 PREFLIGHT = "osworld_preflight.sh"
 MAIN = '''"""{name}: verl-cua's recipe on verl's ppo_trainer (config/{name}_trainer.yaml); see README.md."""
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
-from verl_cua.integrations.verl.cua_config import CuaConfigError
-from verl_cua.integrations.verl.main import run
+from verl_cua.integrations.verl.main import run_or_exit
 
 
 @hydra.main(config_path="config", config_name="{name}_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     """Validate the composed config and train (verl-cua's entry for a composed trainer config)."""
-    try:
-        run(config)
-    except CuaConfigError as exc:
-        print(f"{name}: {{exc}}", file=sys.stderr)
-        sys.exit(2)
+    run_or_exit(config, prog="{name}")
 
 
 if __name__ == "__main__":

@@ -64,14 +64,19 @@ def prepare_config(config: DictConfig, registered: tuple[str, ...] = ()) -> None
     resolve_attention(config)
 
 
-@hydra.main(config_path="config", config_name="cua_trainer", version_base=None)
-def main(config: DictConfig) -> None:
-    """Hydra entry point."""
+def run_or_exit(config: DictConfig, prog: str = "verl-cua") -> None:
+    """`run`, with a bad `cua.*` or trainer setting reported in one line (exit 2) instead of a traceback."""
     try:
         run(config)
     except CuaConfigError as exc:
-        print(f"verl-cua: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+@hydra.main(config_path="config", config_name="cua_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    """Hydra entry point."""
+    run_or_exit(config)
 
 
 if __name__ == "__main__":
