@@ -37,10 +37,10 @@ from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
+from verl_cua.integrations.verl.small_groups import settle_groups
 from verl_cua.integrations.verl.success_rows import buffer_successes, demos
 from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
 from verl_cua.integrations.verl.trace_logger import log_trace_step
-from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class CuaTrainer(PPOTrainerSync):
     def cua_advantages(self, data: DataProto, step: _AdvantageStep) -> None:
         """Our part of the advantage step, on verl's batch right after its estimator ran (in place)."""
         metrics, extra, infra = step.metrics, step.extra, step.infra
-        metrics.update(settle_uniform_groups(data, step.batch.keys, step.outcome_estimator))
+        metrics.update(settle_groups(data, step.batch.keys, step.outcome_estimator, infra))
         if self.estimator in SDPO_ESTIMATORS:
             grpo = data.batch["advantages"]
             adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, step.teacher, self.cua.sdpo, grpo)
