@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_cua.metrics_log import read_records
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "run_tiny_grpo_miniwob_cpu.sh"
 HELDOUT_KEY = "val-core/verl_cua/miniwob/acc/mean@"
@@ -92,7 +94,7 @@ def train(out: Path, *overrides: str, timeout: float = 3600, **settings: str | i
 
 def read_run(log: Path, seconds: float = 0.0) -> LearningRun:
     """A `LearningRun` from verl's file-logger JSONL (training steps carry cua/success_rate; validations acc)."""
-    records = [json.loads(line)["data"] for line in Path(log).read_text().splitlines() if line.strip()]
+    records = [r["data"] for r in read_records(log)]  # each step once, whatever crashes and resumes it survived
     steps = [r for r in records if SUCCESS_KEY in r]
     heldout = [v for r in records for k, v in r.items() if k.startswith(HELDOUT_KEY)]
     return LearningRun([s[SUCCESS_KEY] for s in steps], heldout, seconds, steps)

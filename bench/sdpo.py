@@ -60,8 +60,9 @@ def _train(workdir: Path, model: str, data: Path, estimator: str, steps: int) ->
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=3000)
     if proc.returncode != 0:
         raise SystemExit(f"bench.sdpo: the {estimator} run failed:\n{proc.stderr[-3000:]}")
-    rows = [json.loads(line)["data"] for line in log.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "timing_s/step" in r]
+    from verl_cua.metrics_log import training_steps
+
+    return training_steps(log, "timing_s/step")
 
 
 def _median(rows: list[dict], key: str) -> float:

@@ -3,11 +3,12 @@ verl's file logger, the saved Hugging Face checkpoint."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from verl_cua.metrics_log import read_records
 
 
 def train_on_cpu(
@@ -35,7 +36,6 @@ def train_on_cpu(
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
     (tmp_path / "train.log").write_text(proc.stdout + "\n" + proc.stderr)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
-    steps_logged = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    trained = [s["data"] for s in steps_logged if "cua/episodes" in s["data"]]
+    trained = [r["data"] for r in read_records(log) if "cua/episodes" in r["data"]]
     hf = sorted(ckpt.glob(f"global_step_{steps}/actor/huggingface"))
     return {"steps": trained, "hf_dir": hf[0] if hf else None}

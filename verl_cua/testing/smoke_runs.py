@@ -4,17 +4,17 @@ One line per run (steps, seconds a step, rewards, invalid-action rate), exit 1 w
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from verl_cua.metrics_log import training_steps
 
 
 def check_runs(out: Path, steps: int) -> list[tuple[str, bool, str]]:
     """(run, ok, summary) for every `<estimator>_lora<rank>.jsonl` in `out`."""
     results = []
     for log in sorted(out.glob("*_lora*.jsonl")):
-        lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        trained = [entry["data"] for entry in lines if "timing_s/step" in entry.get("data", {})]
+        trained = training_steps(log, "timing_s/step")  # each step once, a cut last line skipped
         ok = len(trained) >= steps
         seconds = [round(float(d["timing_s/step"]), 1) for d in trained]
         rewards = [round(float(d.get("critic/rewards/mean", float("nan"))), 3) for d in trained]

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from verl_cua.metrics_log import read_records
+
 # summary key -> the verl / verl-cua metric it reads, per step
 PER_STEP = {
     "reward_mean": "critic/rewards/mean",
@@ -32,15 +34,13 @@ PER_STEP = {
 
 
 def read_steps(path: str | Path) -> list[dict[str, Any]]:
-    """The per-step metric dicts of verl's file logger, in step order (validation-only lines skipped)."""
-    steps = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            data = record.get("data", {})
-            if "cua/episodes" in data or "critic/rewards/mean" in data:
-                steps.append({"step": record.get("step"), **data})
-    return steps
+    """The per-step metric dicts of verl's file logger, each step once and in step order (validation-only steps
+    skipped; a cut last line or a resumed run's repeated steps handled by `verl_cua.metrics_log`)."""
+    return [
+        {"step": r["step"], **r["data"]}
+        for r in read_records(path)
+        if "cua/episodes" in r["data"] or "critic/rewards/mean" in r["data"]
+    ]
 
 
 WINDOW = 5  # steps averaged at each end of the curve (fewer on short runs: at most half the steps)
