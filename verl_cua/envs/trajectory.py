@@ -12,11 +12,20 @@ step reward), `advantage` (training traces), `timing` (`model_s`, `env_s`), `usa
 `completion_tokens` when the endpoint reports them), `response` (the endpoint's raw reply, eval only).
 Training traces write `advantage` later than the step lines: the trainer puts each step's advantage into
 `result.json` as `step_advantages` (one per step, null for a step row it did not see).
+
+Crash safety: every file but `trajectory.jsonl` is written atomically (a temporary file in the same directory,
+fsync, rename), so a kill leaves the old file or none, never half of one; `trajectory.jsonl` is append-only and a
+torn last line is dropped. An episode is complete once its `result.json` exists (written last); one without is
+`unfinished`. A training trace step directory gets `episodes.json` (the index of its complete episodes) once the
+trainer has written their advantages: readers then list exactly those, so a step re-run after a resume, or episodes
+cut off by a kill, never show twice or as results.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -26,9 +35,11 @@ from typing import Any
 
 from PIL import Image
 
+logger = logging.getLogger(__name__)
 TRAJECTORY = "trajectory.jsonl"
 RESULT = "result.json"
 RUN = "run.json"
+INDEX = "episodes.json"
 STATUSES = ("success", "failure", "infra_failure")
 STEP_KEYS = (
     "step",
@@ -65,18 +76,26 @@ def screenshot_name(index: int) -> str:
     return f"step_{index:03d}.png"
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (a reader never sees half a file; a crash leaves the old file or none)."""
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write a file atomically: a temporary file in the same directory, fsync, rename (a crash leaves the old file
+    or none, never half of one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=1, default=str)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from whoever the run is shared with
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a reader never sees half a file; a crash leaves the old file or none)."""
+    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1, default=str).encode("utf-8"))
 
 
 class EpisodeWriter:
@@ -92,10 +111,11 @@ class EpisodeWriter:
     def screenshot(self, index: int, image: Image.Image | bytes) -> str:
         """Save the `index`-th screenshot (an image, or PNG bytes already encoded); returns its file name."""
         name = screenshot_name(index)
-        if isinstance(image, bytes):
-            (self.dir / name).write_bytes(image)
-        else:
-            image.save(self.dir / name, format="PNG", compress_level=3)
+        if not isinstance(image, bytes):
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG", compress_level=3)
+            image = buffer.getvalue()
+        write_atomic(self.dir / name, image)
         return name
 
     def step(self, record: dict[str, Any]) -> None:
@@ -108,6 +128,9 @@ class EpisodeWriter:
         status = result.get("status")
         if status not in STATUSES:
             raise ValueError(f"episode status {status!r} is not valid; valid: {', '.join(STATUSES)}")
+        if not self._lines.closed:
+            self._lines.flush()
+            os.fsync(self._lines.fileno())  # the steps are on disk before the result that says they are complete
         self.close()
         write_json(self.dir / RESULT, result)
 
@@ -138,6 +161,16 @@ def read_result(directory: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def _readable_result(directory: Path) -> dict[str, Any] | None:
+    """`read_result`, or None (the episode shows as unfinished) when `result.json` is not a JSON object."""
+    try:
+        result = read_result(directory)
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: unreadable, the episode counts as unfinished: %s", directory / RESULT, exc)
+        return None
+    return result if isinstance(result, dict) or result is None else None
+
+
 def read_episode(directory: str | Path, key: str | None = None) -> EpisodeRecord:
     """Read an episode directory; a torn last line (a crash mid-write) is dropped, other bad lines raise."""
     directory = Path(directory)
@@ -153,16 +186,48 @@ def read_episode(directory: str | Path, key: str | None = None) -> EpisodeRecord
             if i == len(lines) - 1:
                 break
             raise ValueError(f"{path}: line {i + 1} is not JSON") from None
-    return EpisodeRecord(key=key or directory.name, dir=directory, result=read_result(directory), steps=steps)
+    return EpisodeRecord(key=key or directory.name, dir=directory, result=_readable_result(directory), steps=steps)
 
 
 def episode_dirs(run_dir: str | Path) -> dict[str, Path]:
-    """Every episode directory below `run_dir`, keyed by its path relative to it (`calc/calc-sum-column`)."""
+    """Every episode directory below `run_dir`, keyed by its path relative to it (`calc/calc-sum-column`); where the
+    run directory has an index (`episodes.json`, a finished training trace step), exactly the episodes it lists."""
     root = Path(run_dir)
+    indexed = read_index(root)
+    if indexed is not None:
+        return {key: root / key for key in indexed if (root / key).is_dir()}
     found = {}
     for path in sorted(root.rglob(TRAJECTORY)):
         found[path.parent.relative_to(root).as_posix()] = path.parent
     return found
+
+
+def write_index(run_dir: str | Path, keys: list[str]) -> None:
+    """Write `episodes.json`: the complete episodes of a run directory (keys relative to it), written last."""
+    unsafe = [k for k in keys if not _inside(k)]
+    if unsafe:
+        raise ValueError(f"index keys must be relative paths inside the run directory, got {', '.join(unsafe)}")
+    write_json(Path(run_dir) / INDEX, {"episodes": sorted(dict.fromkeys(keys))})
+
+
+def read_index(run_dir: str | Path) -> list[str] | None:
+    """The episode keys of a run directory's `episodes.json`, or None when it has none (or an unreadable one)."""
+    path = Path(run_dir) / INDEX
+    if not path.is_file():
+        return None
+    try:
+        keys = json.loads(path.read_text(encoding="utf-8"))["episodes"]
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise ValueError("episodes is not a list of strings")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logger.warning("%s: unreadable index, every episode directory is listed: %s", path, exc)
+        return None
+    return [k for k in keys if _inside(k)]
+
+
+def _inside(key: str) -> bool:
+    parts = Path(key).parts
+    return bool(parts) and not Path(key).is_absolute() and ".." not in parts
 
 
 def read_run(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, EpisodeRecord]]:

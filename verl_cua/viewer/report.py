@@ -152,6 +152,8 @@ def build_report(run_dirs: list[str | Path], out: str | Path, *, embed: bool = F
                     nav["next"] = ids[keys[i + 1]]
                 f.write(detail_section(runs, key, ids[key], nav, images, texts[key]))
             f.write(tail())
+            f.flush()
+            os.fsync(f.fileno())  # the rename below must never publish a report the disk does not hold yet
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     except BaseException:

@@ -2,7 +2,9 @@
 
 The agent loop writes each sampled episode as it plays it (`<dir>/step_<global step>/<task>/<uid>-<session>/`:
 the screenshots the model saw, one line per step, `result.json` with the reward); the trainer adds each step's
-advantage (the mean over that turn's model tokens) once the estimator has run. Whole groups are sampled (a hash of
+advantage (the mean over that turn's model tokens) once the estimator has run, then writes the step directory's
+index (`episodes.json`, last): the viewer lists exactly those episodes, so a step re-run after a resume shows each
+of its episodes once and episodes cut off by a kill never show as results. Whole groups are sampled (a hash of
 the group's uid below `fraction`) every `every` training steps.
 """
 
@@ -18,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, step_record, write_json
+from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, step_record, write_index, write_json
 from verl_cua.integrations.verl.cua_schema import CuaConfig, TraceConfig
 
 logger = logging.getLogger(__name__)
@@ -160,7 +162,8 @@ def turn_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> list[float]
 
 
 def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask: torch.Tensor) -> int:
-    """Add `step_advantages` to the result.json of each traced row's episode; returns the episodes written."""
+    """Add `step_advantages` to the result.json of each traced row's episode, then index each step directory's
+    episodes (`episodes.json`, written last); returns the episodes written."""
     episodes: dict[str, dict[int, float]] = {}
     for i, e in enumerate(extra):
         path = e.get("cua_trace_dir")
@@ -172,6 +175,7 @@ def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask:
             steps[int(e["step_index"])] = turns[0] if turns else 0.0
         else:
             steps.update(enumerate(turns))
+    complete: dict[Path, list[str]] = {}  # step directory -> its episodes' keys
     for path, steps in episodes.items():
         result_path = Path(path) / RESULT
         try:
@@ -181,8 +185,15 @@ def write_advantages(extra: list[dict], advantages: torch.Tensor, response_mask:
             n = max(int(result.get("steps") or 0), max(steps, default=-1) + 1)
             result["step_advantages"] = [steps.get(k) for k in range(n)]
             write_json(result_path, result)
+            step_dir = Path(path).parent.parent  # <dir>/step_<N>/<task>/<uid>-<session>
+            complete.setdefault(step_dir, []).append(Path(path).relative_to(step_dir).as_posix())
         except (OSError, ValueError) as exc:
             logger.warning("cua.trace: cannot add advantages to %s: %s", result_path, exc)
+    for step_dir, keys in complete.items():
+        try:
+            write_index(step_dir, keys)
+        except OSError as exc:
+            logger.warning("cua.trace: cannot index %s: %s", step_dir, exc)
     return len(episodes)
 
 
