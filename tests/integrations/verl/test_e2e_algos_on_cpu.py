@@ -5,9 +5,13 @@ Qwen3-VL. The Qwen2.5-VL runs start from the ladder's SFT checkpoint (the `sft_m
 sft-data -> verl SFT), whose clicks are mostly valid and a fair share hit: the success buffer fills, and failures
 remain."""
 
+import json
+
 import pytest
 
 from verl_cua.integrations.verl import dataset
+from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, read_state_dir
+from verl_cua.integrations.verl.cua_state import state_digests
 from verl_cua.testing.cpu_train import train_on_cpu as _train
 from verl_cua.testing.tiny_models import build_tiny_model
 
@@ -70,12 +74,13 @@ def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):
     assert second["entropulse/sft_loss_first"] != pytest.approx(second["actor/pg_loss"], rel=1e-2)
 
 
-def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
+def test_sdpo_grpo_with_replay_ema_teacher_and_entropulse_resumes_with_all_our_state(setup, tmp_path):
+    """Two steps saved each step (verl keeps one actor checkpoint), then the same command resumed to step 3: the
+    resumed trainer holds exactly the saved Entropulse state, success buffer, sampler state and EMA teacher (content
+    digests against the files of global_step_2), and the metrics file and traces show steps 1, 2 and 3 once each."""
     model, train = setup
-    run = _train(
-        tmp_path,
-        model,
-        train,
+    trace = tmp_path / "trace"
+    args = (
         *COMMON,
         "algorithm.adv_estimator=sdpo_grpo",
         "cua.replay.enable=true",
@@ -83,12 +88,21 @@ def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
         "cua.replay.std_threshold=1.0",
         "cua.replay.mean_threshold=1.0",
         "cua.sdpo.ema_rate=0.5",
+        "cua.entropulse.schedule=fixed",  # an SFT phase after every RL step
+        "cua.entropulse.rl_steps=1",
+        "cua.entropulse.sft_steps=1",
+        "cua.entropulse.sft_batch_size=2",
+        f"cua.trace.dir={trace}",
+        "trainer.save_freq=1",
+        "trainer.max_actor_ckpt_to_keep=1",
     )
+    run = _train(tmp_path, model, train, *args)
     first, second = run["steps"]
     for m in run["steps"]:
         assert m["sdpo/reprompt_fraction"] > 0 and m["sdpo/teacher_minus_student_abs"] > 1e-3
         assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"]
         assert m["sdpo/teacher_is_ema"] == 1.0
+        assert m["checkpoint/cua_state_mb"] > 0
     assert first["replay/injected"] == 0
     # step 2: buffered successes replace episodes of their own instance's groups (before verl pads the batch); the
     # replayed rows go through old log-probs, GRPO grouping and the update like any row (step rows: unit-tested).
@@ -98,6 +112,34 @@ def test_sdpo_grpo_with_replay_and_the_ema_teacher(setup, tmp_path):
     assert second["cua/episodes"] == 16  # group accounting intact: 2 prompts x 8 episodes
     # a success teaches its failed siblings: its actions are in their teacher context
     assert max(m["sdpo/demo_fraction"] for m in run["steps"]) > 0
+
+    ckpt = tmp_path / "ckpt"
+    saved, manifest = read_state_dir(ckpt / "global_step_2")
+    assert manifest["global_step"] == 2 and manifest["settings"]["algorithm.adv_estimator"] == "sdpo_grpo"
+    assert len(saved["buffer"]["tasks"]) >= 1 or second["buffer/size"] == 0
+    assert saved["entropulse"]["total_rl_steps"] == 2 and len(saved["entropulse"]["early_values"]) == 2
+    # retention follows verl's: max_actor_ckpt_to_keep=1 removed step 1's actor, and our state of step 1 with it
+    assert not (ckpt / "global_step_1" / "actor").exists() and not (ckpt / "global_step_1" / "cua").exists()
+    ema_saved = content_digest(load_tensor_file(ema_shard_path(ckpt / "global_step_2" / "actor", 0)))
+
+    resumed = _train(tmp_path, model, train, *args, "trainer.resume_mode=auto", steps=3)
+    log = (tmp_path / "train.log").read_text()
+    (line,) = [x for x in log.splitlines() if x.startswith("verl-cua resumed: ")]
+    report = json.loads(line.split(": ", 1)[1])
+    assert report["step"] == 2
+    assert {k: report[k] for k in ("entropulse", "buffer", "rng", "totals")} == state_digests(saved)
+    assert report["ema_teacher"] == [ema_saved]
+    assert report["buffer_trajectories"] == second["buffer/size"]
+    third = resumed["steps"][-1]
+    # the issue's failure: a fresh state would restart these counts (SFT phases 2 -> 1, buffer 3 -> 1)
+    assert third["entropulse/sft_phases"] >= saved["entropulse"]["phases_completed"] >= 1
+    assert third["buffer/size"] >= second["buffer/size"]
+    assert third["cua/infra_failures_total"] >= second["cua/infra_failures_total"]
+    # verl's metrics file and our traces: steps 1, 2, 3 exactly once
+    records = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(r["step"] for r in records if "cua/episodes" in r["data"]) == [1, 2, 3]
+    assert [r["data"]["cua/episodes"] for r in records if "cua/episodes" in r["data"]][:2] == [16, 16]
+    assert sorted(p.name for p in trace.glob("step_*")) == ["step_000001", "step_000002", "step_000003"]
 
 
 def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows(tmp_path, chromium):

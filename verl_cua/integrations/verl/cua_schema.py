@@ -219,6 +219,17 @@ class EntropulseConfig(Section):
 
 
 @dataclass(frozen=True)
+class ResumeConfig(Section):
+    """Resuming from verl's checkpoint (`trainer.resume_mode`): our state is saved in each `global_step_N` folder."""
+
+    allow_changes: bool = setting(
+        False,
+        "load a checkpoint's state although settings it depends on changed (estimator, env, row layout, image "
+        "storage, action format, buffer size, teacher, Entropulse schedule); by default such a resume stops",
+    )
+
+
+@dataclass(frozen=True)
 class CuaConfig(Section):
     """verl-cua's own keys (`cua.*`), merged into verl's ppo_trainer config by cua_trainer.yaml."""
 
@@ -230,6 +241,7 @@ class CuaConfig(Section):
     buffer: BufferConfig = setting(BufferConfig, BufferConfig.__doc__)
     replay: ReplayConfig = setting(ReplayConfig, ReplayConfig.__doc__)
     entropulse: EntropulseConfig = setting(EntropulseConfig, EntropulseConfig.__doc__)
+    resume: ResumeConfig = setting(ResumeConfig, ResumeConfig.__doc__)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, prefix: str = "cua") -> CuaConfig:

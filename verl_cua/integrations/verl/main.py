@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from verl_cua.integrations.verl.attention import resolve_attention
 from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_len
 from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
+from verl_cua.integrations.verl.cua_state import check_resume
 
 SERVED_ROLLOUTS = ("vllm", "sglang")
 FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH")
@@ -35,6 +36,7 @@ def run(config: DictConfig) -> None:
     prepare_config(config, tuple(ADV_ESTIMATOR_REGISTRY))
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    check_resume(OmegaConf.to_container(config, resolve=True))
     forward_environment(config)
     run_ppo(config, task_runner_class=CuaTaskRunner)
 

@@ -3,9 +3,12 @@ hook points the SDPO teacher pass and Entropulse fill (`teacher_pass`, `entropul
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -27,12 +30,26 @@ from verl_cua.algos.success_buffer import SuccessBuffer
 from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
+from verl_cua.integrations.verl.checkpoint_io import (
+    CheckpointStateError,
+    prune_orphans,
+    read_state_dir,
+    write_state_dir,
+)
 from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
 from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.cua_state import (
+    conflicting_settings,
+    load_trainer_state,
+    setting_values,
+    state_digests,
+    trainer_state,
+)
 from verl_cua.integrations.verl.entropulse_phase import run_sft_phase
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
+from verl_cua.integrations.verl.resume_outputs import keep_metrics_through, set_aside_trace_steps
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
@@ -130,8 +147,8 @@ class CuaTrainer(PPOTrainerSync):
         super().on_init_end()
         if self.estimator in SDPO_ESTIMATORS:
             self._set_actor_loss("rl")
-        if self.ema_teacher:
-            self.actor_rollout_wg.cua_ema_update(1.0)  # the EMA teacher starts as the initial policy
+        if self.ema_teacher:  # the EMA teacher starts as the initial policy, unless the checkpoint held one
+            self.actor_rollout_wg.cua_ema_start()
 
     def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         if self.logit_sdpo:
@@ -282,6 +299,7 @@ class CuaTrainer(PPOTrainerSync):
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
         self._buffer_successes(batch, metrics)
+        self.entropulse_step(metrics)  # inside the step: verl's checkpoint of this step then holds the SFT phase
         return batch
 
     def _wants_rows(self) -> bool:
@@ -345,9 +363,61 @@ class CuaTrainer(PPOTrainerSync):
             self.val_dataloader = self.val_dataloader.loader
         super().on_validate_end()
 
-    def on_step_end(self):
-        self.entropulse_step(self._step_metrics)
-        super().on_step_end()
+    # -- checkpoints -------------------------------------------------------------------------------------------------
+    def _step_folder(self) -> str:
+        return os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+
+    def _save_checkpoint(self):
+        """Our state into `global_step_N/cua/` first (atomically), then verl's save (actor with our EMA shards,
+        dataloader, then the tracker that makes the step resumable); our state of steps whose actor verl removed
+        goes with it."""
+        t0 = time.perf_counter()
+        settings = setting_values(OmegaConf.to_container(self.config, resolve=True))
+        manifest = write_state_dir(
+            self._step_folder(), trainer_state(self), {"global_step": int(self.global_steps), "settings": settings}
+        )
+        seconds = time.perf_counter() - t0
+        super()._save_checkpoint()
+        prune_orphans(self.config.trainer.default_local_dir)
+        self._step_metrics["checkpoint/cua_state_mb"] = manifest["files"]["state.pt"]["bytes"] / 2**20
+        self._step_metrics["checkpoint/cua_state_s"] = seconds
+
+    def _load_checkpoint(self):
+        """verl's resume (actor with our EMA shards, dataloader, step), then our state from the same folder."""
+        super()._load_checkpoint()
+        self._resumed_step = int(self.global_steps)
+        if self.global_steps <= 0:
+            return
+        trainer = self.config.trainer
+        if trainer.resume_mode == "resume_path":
+            folder = os.path.abspath(trainer.resume_from_path)
+        else:
+            folder = os.path.abspath(self._step_folder())
+        saved = read_state_dir(folder)
+        if saved is None:
+            logger.warning(
+                f"verl-cua: {folder} holds no verl-cua state (saved by another trainer or an older verl-cua): "
+                "Entropulse, the success buffer and the EMA teacher start fresh"
+            )
+            return
+        state, manifest = saved
+        current = setting_values(OmegaConf.to_container(self.config, resolve=True))
+        conflicts = conflicting_settings(manifest.get("settings", {}), current)
+        if conflicts and not self.cua.resume.allow_changes:
+            raise CheckpointStateError(f"{folder} was saved with other settings: {', '.join(conflicts)}")
+        load_trainer_state(self, state)
+        set_aside_trace_steps(self.cua.trace.dir, self.global_steps)
+        report = {"step": int(self.global_steps), "folder": folder, **state_digests(trainer_state(self))}
+        report["buffer_trajectories"] = len(self.success_buffer)
+        report["entropulse_sft_phases"] = self.entropulse.phases_completed
+        if self.ema_teacher:
+            report["ema_teacher"] = self.actor_rollout_wg.cua_ema_digest()
+        print(f"verl-cua resumed: {json.dumps(report, sort_keys=True)}", flush=True)
+
+    def fit(self, agent_loop_manager):
+        """verl's training loop; a resumed run's metrics file keeps the steps its checkpoint holds."""
+        with keep_metrics_through(getattr(self, "_resumed_step", 0)):
+            return super().fit(agent_loop_manager)
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)

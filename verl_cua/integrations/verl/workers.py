@@ -1,11 +1,14 @@
 """verl's actor/rollout/ref worker plus the SDPO EMA teacher: an exponential moving average of the actor's weights,
-kept on the host next to each rank's own shard, and swapped into the actor for the teacher pass."""
+kept on the host next to each rank's own shard, swapped into the actor for the teacher pass, and saved and loaded with
+verl's actor checkpoint (one file per rank inside its `actor` folder, so verl's retention removes it with the rest)."""
 
 from __future__ import annotations
 
 import torch
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
+
+from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, save_tensor_file
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -14,17 +17,53 @@ def _local(param: torch.Tensor) -> torch.Tensor:
 
 
 class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
-    """Adds `cua_ema_update`, `cua_ema_swap_in` and `cua_ema_swap_out` (every actor rank, on its own shard)."""
+    """Adds the EMA teacher (`cua_ema_*`, every actor rank on its own shard) and keeps it in verl's checkpoints."""
 
     def _cua_params(self) -> list[torch.Tensor]:
         return [_local(p) for p in self.actor.engine.module.parameters()]
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
+        """verl's actor checkpoint, then this rank's EMA teacher shard beside it (fp32, written atomically)."""
+        result = super().save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)
+        ema = getattr(self, "_cua_ema", None)
+        if ema is not None:
+            save_tensor_file(ema, ema_shard_path(local_path, self.rank))
+        return result
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=False):
+        """verl's actor checkpoint, then this rank's EMA teacher shard when the checkpoint holds one."""
+        shard = ema_shard_path(local_path, self.rank)
+        ema = load_tensor_file(shard) if shard.is_file() else None  # before verl may delete the local copy
+        result = super().load_checkpoint(local_path, hdfs_path, del_local_after_load)
+        if ema is not None:
+            shapes = [tuple(p.shape) for p in self._cua_params()]
+            if [tuple(t.shape) for t in ema] != shapes:
+                raise RuntimeError(f"{shard}: its shapes do not match this rank's parameters (other model or sharding)")
+            self._cua_ema = ema
+        return result
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def cua_ema_start(self) -> bool:
+        """Start the EMA teacher as the current policy unless a checkpoint restored it; whether it was restored."""
+        if getattr(self, "_cua_ema", None) is not None:
+            return True
+        self.cua_ema_update(1.0)
+        return False
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def cua_ema_digest(self) -> str | None:
+        """The content digest of this rank's EMA teacher shard (None before it starts)."""
+        ema = getattr(self, "_cua_ema", None)
+        return None if ema is None else content_digest(ema)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def cua_ema_update(self, rate: float) -> None:
         """theta_T <- (1 - rate) theta_T + rate theta (the first call copies theta); fp32, on the host."""
         params = self._cua_params()
         ema = getattr(self, "_cua_ema", None)
-        if ema is None:
+        if ema is None or rate == 1.0:
             self._cua_ema = [p.detach().to("cpu", torch.float32, copy=True) for p in params]
             return
         with torch.no_grad():
