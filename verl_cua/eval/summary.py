@@ -20,7 +20,7 @@ def summarise(run_dir: str | Path, tasks: list[str] | None = None) -> dict[str, 
     keys = tasks if tasks is not None else list(episode_dirs(root))
     results = {}
     for key in keys:  # result.json only: the trajectories (raw replies included) are not needed here
-        results[key] = read_result(root / key) or {"status": "unfinished", "task": key}
+        results[key] = _result(root / key) or {"status": "unfinished", "task": key}
     domains: dict[str, list[dict]] = {}
     for key, r in results.items():
         domains.setdefault(r.get("domain") or key.split("/")[0], []).append(r)
@@ -31,6 +31,15 @@ def summarise(run_dir: str | Path, tasks: list[str] | None = None) -> dict[str, 
             k: {f: r.get(f) for f in ("status", "score", "steps", "end_reason", "attempts")} for k, r in results.items()
         },
     }
+
+
+def _result(episode_dir: Path) -> dict[str, Any] | None:
+    """The episode's result, or None (unfinished) when it has none or one that is not a JSON object."""
+    try:
+        result = read_result(episode_dir)
+    except (OSError, ValueError):  # not written by write_json's atomic rename (it leaves a whole file or none)
+        return None
+    return result if isinstance(result, dict) else None
 
 
 def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
