@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_cua.envs.trajectory import write_json
 from verl_cua.metrics_log import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,7 +288,7 @@ def report(out: Path) -> int:
 def _write(out: Path, setting: dict, blind: dict, runs: list[dict]) -> dict:
     summary = summarise(runs)
     record = {"setting": setting, "blind": blind, "summary": summary, "runs": runs}
-    (out / "learn.json").write_text(json.dumps(record, indent=1))
+    write_json(out / "learn.json", record)  # atomic: a kill mid-write must not lose the finished runs it resumes from
     return summary
 
 

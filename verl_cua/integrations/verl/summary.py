@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from verl_cua.envs.trajectory import write_atomic
 from verl_cua.metrics_log import read_records
 
 # summary key -> the verl / verl-cua metric it reads, per step
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         evals[name] = json.loads(path.read_text())
     summary = summarise(steps, args.seconds, evals)
-    Path(args.out).write_text(json.dumps(summary, indent=2))
+    write_atomic(Path(args.out), json.dumps(summary, indent=2).encode())
     print_summary(summary, f"{args.metrics} (summary: {args.out})")
     return 0
 
