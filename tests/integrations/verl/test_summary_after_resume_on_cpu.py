@@ -19,6 +19,6 @@ def test_summary_counts_each_step_once_after_a_kill_and_a_resume(tmp_path):
     out = tmp_path / "summary.json"
     assert summary.main([str(log), "--out", str(out)]) == 0
     figures = json.loads(out.read_text())
-    assert figures["steps"] == 4
+    assert figures["steps"] == 4 and figures["per_step"]["step"] == [1, 2, 3, 4]
     assert figures["per_step"]["success_rate"] == [0.1, 0.2, 0.6, 0.8]
     assert figures["infra_failures"] == 2  # steps 1 and 2 of the first run; its step 3 was re-run without one

@@ -19,6 +19,7 @@ from verl_cua.metrics_log import read_records
 
 # summary key -> the verl / verl-cua metric it reads, per step
 PER_STEP = {
+    "step": "step",  # verl's global step (a run resumed from a checkpoint need not start at 1)
     "reward_mean": "critic/rewards/mean",
     "success_rate": "cua/success_rate",
     "invalid_action_rate": "cua/invalid_action_rate",
@@ -98,7 +99,9 @@ def print_summary(summary: dict[str, Any], where: str) -> None:
     for label in cols.values():
         table.add_column(label, justify="right")
     for i in range(summary["steps"]):
-        table.add_row(str(i + 1), *[_fmt(summary["per_step"][c][i]) for c in cols])  # keys of `cols`
+        step = summary["per_step"].get("step", [None] * summary["steps"])[i]
+        cells = [_fmt(summary["per_step"][c][i]) for c in cols]  # keys of `cols`
+        table.add_row(str(step if step is not None else i + 1), *cells)
     console = Console()
     console.print(table)
     if summary.get("first_window_success") is not None:
