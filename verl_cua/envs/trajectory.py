@@ -190,16 +190,23 @@ def read_episode(directory: str | Path, key: str | None = None) -> EpisodeRecord
 
 
 def episode_dirs(run_dir: str | Path) -> dict[str, Path]:
-    """Every episode directory below `run_dir`, keyed by its path relative to it (`calc/calc-sum-column`); where the
-    run directory has an index (`episodes.json`, a finished training trace step), exactly the episodes it lists."""
+    """Every episode directory below `run_dir`, keyed by its path relative to it (`calc/calc-sum-column`). Below a
+    directory with an index (`episodes.json`: a finished training trace step), exactly the episodes it lists; hidden
+    directories (`.abandoned/`, where a resume moves the steps a crash lost) are not part of the run."""
     root = Path(run_dir)
-    indexed = read_index(root)
-    if indexed is not None:
-        return {key: root / key for key in indexed if (root / key).is_dir()}
     found = {}
-    for path in sorted(root.rglob(TRAJECTORY)):
-        found[path.parent.relative_to(root).as_posix()] = path.parent
-    return found
+    for current, subdirs, files in os.walk(root):
+        here = Path(current)
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        indexed = read_index(here) if INDEX in files else None
+        if indexed is not None:
+            subdirs.clear()  # the index says which episodes below are the step's
+            for key in indexed:
+                if (here / key).is_dir():
+                    found[(here / key).relative_to(root).as_posix()] = here / key
+        elif TRAJECTORY in files:
+            found[here.relative_to(root).as_posix()] = here
+    return dict(sorted(found.items(), key=lambda item: item[1]))  # by path, as the parts compare
 
 
 def write_index(run_dir: str | Path, keys: list[str]) -> None:

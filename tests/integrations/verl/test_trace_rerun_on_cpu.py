@@ -41,3 +41,19 @@ def test_a_step_written_twice_shows_each_episode_once(tmp_path):
     assert all(e.result["step_advantages"] == [1.0] for e in run.episodes.values())
     _attempt(step, "cccc3333", finished=1, cut=1)  # a third attempt killed before its advantages
     assert sorted(load_run(step).episodes) == sorted(run.episodes)  # still the indexed attempt's episodes
+
+
+def test_the_whole_trace_directory_shows_each_step_once(tmp_path):
+    trace = tmp_path / "trace"
+    _advantages(_attempt(trace / "step_000001", "aaaa1111", finished=2))
+    _attempt(trace / "step_000002", "bbbb1111", finished=2)  # killed run: step 2 never indexed ...
+    _advantages(_attempt(trace / "step_000002", "bbbb2222", finished=2))  # ... re-run and indexed
+    _attempt(trace / "val_step_000002", "cccc1111", finished=1, cut=1)  # validation: no index, cut one unfinished
+    _attempt(trace / ".abandoned" / "resumed-at-2" / "step_000003", "dddd1111", finished=2)  # set aside by a resume
+    run = load_run(trace)
+    assert sorted(run.episodes) == [
+        *(f"step_000001/click-test-seed0/aaaa1111-{i}" for i in range(2)),
+        *(f"step_000002/click-test-seed0/bbbb2222-{i}" for i in range(2)),
+        *(f"val_step_000002/click-test-seed0/cccc1111-{i}" for i in range(2)),
+    ]
+    assert run.counts()["unfinished"] == 1 and run.counts()["scored"] == 5
