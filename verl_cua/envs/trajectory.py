@@ -2,7 +2,8 @@
 
 Written by `verl-cua eval` and by the trainer's trace dump (`cua.trace.dir`); read by `verl-cua view` and
 `verl-cua compare`. A run directory holds `run.json` (what was run) and one episode directory per task,
-`<domain>/<task id>/`; any directory with a `trajectory.jsonl` below a run directory is an episode.
+`<domain>/<task id>/`; any directory with a `trajectory.jsonl` below a run directory is an episode (unless an index
+or a hidden directory above it says otherwise: see below).
 
 A step line: `step` (1-based), `screenshot` (the screen the model acted on, relative to the episode directory: eval
 keeps the full screenshot, training traces the resized image the model got), `screen`
