@@ -46,7 +46,7 @@ OUT=$(cd "${OUT}" && pwd)
     --out "${OUT}/train.parquet"
 "${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds "${HELDOUT_SEEDS}" \
     --out "${OUT}/heldout.parquet"
-rm -f "${OUT}/metrics.jsonl"
+# metrics.jsonl: a fresh run starts it anew; trainer.resume_mode=auto keeps the steps its checkpoint holds
 
 VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     preset=cpu \

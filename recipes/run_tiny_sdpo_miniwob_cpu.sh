@@ -42,7 +42,7 @@ fi
 mkdir -p "${OUT}"
 OUT=$(cd "${OUT}" && pwd)
 "${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds "${SEEDS}" --out "${OUT}/train.parquet"
-rm -f "${OUT}/metrics.jsonl"
+# metrics.jsonl: a fresh run starts it anew; trainer.resume_mode=auto keeps the steps its checkpoint holds
 
 START=$(date +%s)
 VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \

@@ -81,9 +81,12 @@ def test_default_file_logger_path_is_followed(tmp_path, monkeypatch):
 def test_trace_steps_after_the_checkpoint_move_aside(tmp_path):
     for step in (1, 2, 3, 4):
         (tmp_path / f"step_{step:06d}" / "ep").mkdir(parents=True)
-    moved = set_aside_trace_steps(str(tmp_path), 2)
-    assert sorted(p.name for p in moved) == ["step_000003", "step_000004"]
-    assert sorted(p.name for p in tmp_path.glob("step_*")) == ["step_000001", "step_000002"]
+        (tmp_path / f"val_step_{step:06d}" / "ep").mkdir(parents=True)
+    moved = set_aside_trace_steps(str(tmp_path), 2, validates_at_start=True)  # verl validates again at step 2
+    assert sorted(p.name for p in moved) == ["step_000003", "step_000004", *(f"val_step_00000{i}" for i in (2, 3, 4))]
+    assert sorted(p.name for p in tmp_path.glob("*step_*")) == ["step_000001", "step_000002", "val_step_000001"]
     (kept,) = (tmp_path / ABANDONED_DIR).iterdir()
-    assert sorted(p.name for p in kept.iterdir()) == ["step_000003", "step_000004"]
+    assert len(list(kept.iterdir())) == 5
     assert set_aside_trace_steps(str(tmp_path), 2) == [] and set_aside_trace_steps(None, 2) == []
+    (tmp_path / "val_step_000003").mkdir()
+    assert [p.name for p in set_aside_trace_steps(str(tmp_path), 2)] == ["val_step_000003"]  # no validation at start

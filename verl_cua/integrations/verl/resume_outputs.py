@@ -76,16 +76,23 @@ def keep_metrics_through(step: int) -> Iterator[None]:
         tracking.FileLogger = upstream
 
 
-def set_aside_trace_steps(trace_dir: str | None, step: int) -> list[Path]:
-    """Move `step_N` trace folders with N > `step` into `<trace_dir>/.abandoned/<time>/`; the moved folders."""
+def set_aside_trace_steps(trace_dir: str | None, step: int, validates_at_start: bool = False) -> list[Path]:
+    """Move trace folders the resumed run writes again into `<trace_dir>/.abandoned/<time>/`: `step_N` with N >
+    `step`, and `val_step_N` with N > `step` (N >= `step` when verl validates again before resuming); the moved
+    folders (readers skip hidden folders)."""
     if not trace_dir or not Path(trace_dir).is_dir():
         return []
-    later = [p for p in Path(trace_dir).glob("step_*") if p.name[5:].isdigit() and int(p.name[5:]) > step]
+    later = []
+    for prefix, first in (("step_", step + 1), ("val_step_", step if validates_at_start else step + 1)):
+        for folder in Path(trace_dir).glob(f"{prefix}*"):
+            number = folder.name[len(prefix) :]
+            if number.isdigit() and int(number) >= first:
+                later.append(folder)
     if not later:
         return []
     target = Path(trace_dir) / ABANDONED_DIR / f"resumed-at-{step}-{time.strftime('%Y%m%d-%H%M%S')}"
     target.mkdir(parents=True, exist_ok=True)
     for folder in later:
         shutil.move(str(folder), target / folder.name)
-    logger.warning(f"verl-cua: moved {len(later)} trace steps after step {step} (lost with the crash) to {target}")
+    logger.warning(f"verl-cua: moved {len(later)} trace folders of steps after {step} (run again now) to {target}")
     return later

@@ -406,7 +406,7 @@ class CuaTrainer(PPOTrainerSync):
         if conflicts and not self.cua.resume.allow_changes:
             raise CheckpointStateError(f"{folder} was saved with other settings: {', '.join(conflicts)}")
         load_trainer_state(self, state)
-        set_aside_trace_steps(self.cua.trace.dir, self.global_steps)
+        set_aside_trace_steps(self.cua.trace.dir, self.global_steps, bool(trainer.get("val_before_train", True)))
         report = {"step": int(self.global_steps), "folder": folder, **state_digests(trainer_state(self))}
         report["buffer_trajectories"] = len(self.success_buffer)
         report["entropulse_sft_phases"] = self.entropulse.phases_completed
