@@ -76,6 +76,9 @@ def test_the_trainer_state_round_trips_through_the_folder(tmp_path):
     state = trainer_state(source)
     manifest = write_state_dir(tmp_path / "global_step_3", state, {"global_step": 3, "settings": {}})
     assert manifest["format_version"] == FORMAT_VERSION and manifest["files"]["state.pt"]["bytes"] > 0
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (tmp_path / "global_step_3" / "cua" / "state.pt").stat().st_mode & 0o777 == 0o666 & ~mask  # not owner-only
     loaded, read_back = read_state_dir(tmp_path / "global_step_3")
     assert read_back == json.loads((tmp_path / "global_step_3" / "cua" / "manifest.json").read_text())
 

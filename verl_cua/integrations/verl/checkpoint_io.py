@@ -76,6 +76,12 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def save_tensor_file(value: Any, path: Path) -> int:
     """torch.save `value` to `path` atomically (a temporary file in the same folder, fsync, rename); its bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +91,7 @@ def save_tensor_file(value: Any, path: Path) -> int:
             torch.save(value, f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary file, like verl's (mkstemp makes it owner-only)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -116,6 +123,7 @@ def write_state_dir(step_folder: str | Path, state: Mapping[str, Any], manifest:
         with open(tmp / MANIFEST, "rb") as f:
             os.fsync(f.fileno())
         _fsync_dir(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
         final = step_folder / STATE_DIR
         old = None
         if final.exists():  # the same step saved again (a resumed run re-ran it): swap, then drop the old one
