@@ -7,7 +7,10 @@ Each check runs on its own and prints one JSON line (ok, figures, or the error),
   in bf16 on the device against float32 on the CPU (max |logit difference|), and a backward;
 - `lora_compact_<family>`: a screenshot stored as PNG (`cua.env.image_storage=png`) expands to the processor's
   patches bit for bit and gives the same bf16 logits on the device; peft LoRA on all linear layers with the vision
-  tower excluded (`exclude_modules='.*visual.*'`) has no tower adapter, equal logits at init, adapter-only grads.
+  tower excluded (`exclude_modules='.*visual.*'`) has no tower adapter, equal logits at init, adapter-only grads;
+- `ema_checkpoint`: the SDPO EMA teacher of a tiny Qwen3-VL trained a step on the device, saved and loaded as a resume
+  does (our atomic shard file), gives the same digest and the same bf16 teacher logits when swapped in; and the
+  write rate of a 2 GiB shard (fsync included) on that machine's disk, for the save time at the flagship's size.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import platform
 import tempfile
 import time
 import traceback
+from pathlib import Path
 
 
 def sdpo_logit(device: str) -> dict:
@@ -155,6 +159,53 @@ def lora_compact(family: str, device: str) -> dict:
     return out
 
 
+def ema_checkpoint(device: str) -> dict:
+    """The EMA teacher through a checkpoint: same digest, same swapped-in logits; the shard write rate."""
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from verl_cua.integrations.verl.checkpoint_io import content_digest, load_tensor_file, save_tensor_file
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    path = build_tiny_model("qwen3vl", f"{tempfile.mkdtemp()}/qwen3vl")
+    processor = AutoProcessor.from_pretrained(path)
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Click the button."}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(text=[text], images=[Image.new("RGB", (640, 360), (40, 90, 200))], return_tensors="pt")
+    moved = {k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()}
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.bfloat16).to(device)
+    ema = [p.detach().to("cpu", torch.float32, copy=True) for p in model.parameters()]
+    model(**moved).logits.float().logsumexp(-1).mean().backward()
+    with torch.no_grad():
+        for p, shadow in zip(model.parameters(), ema, strict=True):
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-1e-2)
+            shadow.mul_(0.5).add_(p.detach().to("cpu", torch.float32), alpha=0.5)
+    folder = tempfile.mkdtemp()
+    save_tensor_file(ema, Path(folder) / "rank_0.pt")
+    loaded = load_tensor_file(Path(folder) / "rank_0.pt")
+
+    def teacher_logits(weights) -> torch.Tensor:
+        with torch.no_grad():
+            for p, w in zip(model.parameters(), weights, strict=True):
+                p.copy_(w.to(p.device, p.dtype))
+            return model(**moved).logits.float().cpu()
+
+    same_logits = bool(torch.equal(teacher_logits(ema), teacher_logits(loaded)))
+    big = torch.randn(2**29)  # 2 GiB of fp32
+    t0 = time.perf_counter()
+    size = save_tensor_file(big, Path(folder) / "big.pt")
+    seconds = time.perf_counter() - t0
+    out = {
+        "same_digest": content_digest(ema) == content_digest(loaded), "same_teacher_logits": same_logits,
+        "ema_mib": round(sum(t.numel() * 4 for t in ema) / 2**20, 2),
+        "shard_write_gib_s": round(size / 2**30 / seconds, 3),
+    }  # fmt: skip
+    out["ok"] = out["same_digest"] and out["same_teacher_logits"]
+    return out
+
+
 def main() -> None:
     """Run every check; one JSON line each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -171,6 +222,7 @@ def main() -> None:
     for family in ("qwen25vl", "qwen3vl"):
         checks[f"tiny_{family}"] = lambda family=family: tiny(family, args.device)
         checks[f"lora_compact_{family}"] = lambda family=family: lora_compact(family, args.device)
+    checks["ema_checkpoint"] = lambda: ema_checkpoint(args.device)
     for name, check in checks.items():
         try:
             result = check()
