@@ -4,6 +4,7 @@ shows the model screenshots, parses its output with `verl_cua.actions`, steps th
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,15 @@ from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
 logger = logging.getLogger(__name__)
 
 NO_EXTRA = object()
+# TEST-ONLY: "1" reports infra failures as agent failures (kept in their groups, scored 0), the negative control of
+# tests/integrations/verl/test_chaos_on_cpu.py; never set it in a real run
+INFRA_AS_AGENT_FAILURE = "VERL_CUA_TEST_INFRA_AS_AGENT_FAILURE"
 ABORT_RETRIES = 3  # a request the server aborted (a weight sync, a pause) is sent again this many times
+
+
+def infra_as_agent_failure() -> bool:
+    """Test-only: whether `VERL_CUA_TEST_INFRA_AS_AGENT_FAILURE=1` asks to count infra failures as agent failures."""
+    return os.environ.get(INFRA_AS_AGENT_FAILURE) == "1"
 
 
 @dataclass
@@ -319,7 +328,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_instruction": ep.instruction,
             "cua_success": bool(ep.success),
             "cua_score": float(ep.score),
-            "cua_infra_failure": bool(ep.infra_failure),
+            "cua_infra_failure": bool(ep.infra_failure) and not infra_as_agent_failure(),
             "cua_infra_error": ep.infra_error or "",
             "cua_steps": ep.steps,
             "cua_invalid_actions": ep.invalid,

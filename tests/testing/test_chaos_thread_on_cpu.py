@@ -1,0 +1,103 @@
+"""The chaos thread: a seeded schedule, kills only among the watched run's descendants, a log of each kill, and the
+run's processes that outlive it."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from verl_cua.testing.chaos import Chaos, schedule
+
+SLEEPER = "import sys, time; time.sleep(60)"
+
+
+def _spawn_tree(name: str) -> subprocess.Popen:
+    """A parent process whose child's command line says `name` (what the chaos thread looks for); the parent's own
+    command line does not (nor, then, its child's before exec)."""
+    child = f"subprocess.Popen([sys.executable, '-c', {SLEEPER!r}, os.environ['CHAOS_NAME']])"
+    code = f"import os, subprocess, sys, time; {child}; time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "CHAOS_NAME": name})
+
+
+def _child(parent: subprocess.Popen) -> psutil.Process:
+    deadline = time.monotonic() + 10
+    while not (children := psutil.Process(parent.pid).children()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return children[0]
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie (a killed child stays one until its parent reaps it)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_the_schedule_is_fixed_by_its_seed():
+    assert schedule(3, ["browser", "desktop"]) == schedule(3, ["browser", "desktop"])
+    assert schedule(3, ["browser"] * 4) != schedule(4, ["browser"] * 4)
+    assert all(0.5 <= delay <= 2.5 for _, delay in schedule(3, ["desktop"] * 20))
+
+
+def test_an_unknown_target_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid targets: browser, chromedriver, desktop, ray_env_actor"):
+        schedule(0, ["vm"])
+
+
+def test_it_kills_a_target_of_the_watched_run_only_and_logs_it(tmp_path):
+    watched, outsider = _spawn_tree("Xvfb :99"), _spawn_tree("Xvfb :98")
+    try:
+        target, bystander = _child(watched), _child(outsider)
+        chaos = Chaos(watched.pid, [("desktop", 0.1)], seed=1, log=tmp_path / "chaos.jsonl", wait_s=10)
+        chaos.start()
+        deadline = time.monotonic() + 10
+        while _alive(target) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(target)
+        assert _alive(bystander) and psutil.Process(watched.pid).is_running()
+        chaos.stop()
+        (kill,) = chaos.kills
+        assert (kill.kind, kill.pid) == ("desktop", target.pid) and "Xvfb :99" in kill.name
+        assert json.loads((tmp_path / "chaos.jsonl").read_text())["pid"] == target.pid
+    finally:
+        for proc in (watched, outsider):
+            for child in psutil.Process(proc.pid).children():
+                child.kill()
+            proc.kill()
+
+
+def test_a_target_that_never_appears_is_logged_as_none(tmp_path):
+    watched = _spawn_tree("not-a-target")
+    try:
+        chaos = Chaos(watched.pid, [("ray_env_actor", 0.1)], seed=1, wait_s=0.5)
+        chaos.start()
+        time.sleep(1.5)
+        chaos.stop()
+        assert [(k.kind, k.pid) for k in chaos.kills] == [("ray_env_actor", 0)]
+    finally:
+        for child in psutil.Process(watched.pid).children():
+            child.kill()
+        watched.kill()
+
+
+def test_survivors_are_the_runs_env_processes_still_alive():
+    watched = _spawn_tree("Xvfb :97")
+    try:
+        child = _child(watched)
+        chaos = Chaos(watched.pid, [], seed=1)
+        chaos.descendants()
+        assert [line.split()[0] for line in chaos.survivors()] == [str(child.pid)]
+        watched.kill()  # the child is orphaned, not ended: still a survivor of the run
+        watched.wait()
+        assert chaos.kill_survivors()
+        deadline = time.monotonic() + 10
+        while chaos.survivors() and time.monotonic() < deadline:  # SIGKILL lands asynchronously
+            time.sleep(0.05)
+        assert not chaos.survivors()
+    finally:
+        watched.kill()
