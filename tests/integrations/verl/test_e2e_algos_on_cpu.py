@@ -124,15 +124,16 @@ def test_sdpo_grpo_with_replay_ema_teacher_and_entropulse_resumes_with_all_our_s
 
     resumed = _train(tmp_path, model, train, *args, "trainer.resume_mode=auto", steps=3)
     log = (tmp_path / "train.log").read_text()
-    (line,) = [x for x in log.splitlines() if x.startswith("verl-cua resumed: ")]
-    report = json.loads(line.split(": ", 1)[1])
+    (line,) = [x for x in log.splitlines() if "verl-cua resumed: " in x]  # Ray prefixes the actor's name
+    report = json.loads(line.split("verl-cua resumed: ", 1)[1])
     assert report["step"] == 2
     assert {k: report[k] for k in ("entropulse", "buffer", "rng", "totals")} == state_digests(saved)
     assert report["ema_teacher"] == [ema_saved]
     assert report["buffer_trajectories"] == second["buffer/size"]
     third = resumed["steps"][-1]
     # the failure: a fresh state would restart these counts (SFT phases 2 -> 1, buffer 3 -> 1)
-    assert third["entropulse/sft_phases"] >= saved["entropulse"]["phases_completed"] >= 1
+    # (rl_steps=1: step 3 pulses too, and a non-empty buffer means its SFT phase ran)
+    assert third["entropulse/sft_phases"] == saved["entropulse"]["phases_completed"] + (third["buffer/size"] > 0)
     assert third["buffer/size"] >= second["buffer/size"]
     assert third["cua/infra_failures_total"] >= second["cua/infra_failures_total"]
     # verl's metrics file and our traces: steps 1, 2, 3 exactly once
