@@ -240,3 +240,18 @@ def test_resume_checks_only_what_verl_would_load(tmp_path):
         check_resume({**config, "trainer": path})
     (tmp_path / "latest_checkpointed_iteration.txt").unlink()
     check_resume(config)  # auto without a tracker: verl starts fresh, nothing to compare
+
+
+def test_main_stops_a_conflicting_resume_in_one_line_before_ray(tmp_path):
+    """`python -m verl_cua.main` with a checkpoint saved under sdpo, resumed under grpo: exit 2, one line."""
+    saved = _config(tmp_path)
+    _saved_checkpoint(tmp_path, saved)
+    args = [
+        sys.executable, "-m", "verl_cua.main", "preset=cpu", "algorithm.adv_estimator=grpo",
+        "trainer.resume_mode=auto", f"trainer.default_local_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}",
+    ]  # fmt: skip
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"verl-cua: the checkpoint {tmp_path / 'global_step_4'} was saved with other settings: ")
+    assert "algorithm.adv_estimator ('sdpo' -> 'grpo')" in line and "ray init" not in proc.stdout
