@@ -1,6 +1,7 @@
 """The chaos thread: a seeded schedule, kills only among the watched run's descendants, a log of each kill, and the
 run's processes that outlive it."""
 
+import functools
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import time
 import psutil
 import pytest
 
+from verl_cua.envs import EnvPool, make_env
 from verl_cua.testing.chaos import Chaos, schedule
 
 SLEEPER = "import sys, time; time.sleep(60)"
@@ -101,3 +103,36 @@ def test_survivors_are_the_runs_env_processes_still_alive():
         assert not chaos.survivors()
     finally:
         watched.kill()
+
+
+# a partial of library code: Ray workers import it by reference (a test-module function would not resolve there)
+miniwob = functools.partial(make_env, "miniwob", task="click-test", action_format="pyautogui")
+
+
+def test_a_killed_ray_env_actor_is_an_infra_failure_and_leaves_no_browser(chromium):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, resources={"verl_cua_desktop:local": 2}, include_dashboard=False, log_to_driver=False)
+    chaos = Chaos(os.getpid(), schedule(25, ["ray_env_actor"]), seed=25, wait_s=60)
+    try:
+        with EnvPool(miniwob, 1, backend="ray", hosts=["local"], reset_timeout=30, step_timeout=20) as pool:
+            lease = pool.acquire()
+            lease.reset("click-test")
+            chaos.start()
+            deadline = time.monotonic() + 60
+            while not chaos.kills and time.monotonic() < deadline:
+                time.sleep(0.1)
+            (kill,) = chaos.kills
+            assert kill.pid and "_EnvActor" in kill.name
+            assert lease.step("WAIT").info["infra_failure"] and lease.evaluate() == 0.0
+            lease.release()
+            with pool.acquire() as again:  # the pool built a new actor
+                again.reset("click-test")
+                assert not again.infra_failure and pool.stats()["restarts"] == 1
+        chaos.stop()
+        time.sleep(2)
+        leaked = chaos.survivors()
+        assert not leaked, leaked  # the killed actor's chromedriver and browser went with it
+    finally:
+        chaos.stop()
+        chaos.kill_survivors()
+        ray.shutdown()

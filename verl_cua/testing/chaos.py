@@ -3,7 +3,9 @@ schedule, only among the processes descended from the run it watches, and logs e
 
 Each kill of the schedule waits for a target that appeared after the previous kill (a freshly built env is leased:
 an episode is running on it), then a seeded delay, then kills it. The thread also records every process of the run
-it has seen, so a test can ask which of them outlive the run."""
+it has seen, so a test can ask which of them outlive the run. Targets: `browser` (the Chromium that chromedriver
+started), `chromedriver`, `desktop` (any process of a local desktop naming Xvfb, soffice or its server: bubblewrap
+included) and `ray_env_actor` (an `EnvPool(backend="ray")` actor)."""
 
 from __future__ import annotations
 

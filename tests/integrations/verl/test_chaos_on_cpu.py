@@ -3,7 +3,8 @@ browsers and local OSWorld desktops mid-episode, then the trainer itself mid-ste
 logged once; killed episodes are infra failures (counted per step and in total, as many as the traces show, never
 more than the kills), their rows and any group they left with fewer than 2 valid episodes have zero advantage; no step
 outlasts the bound below; no browser or desktop process of the run outlives it. A negative control shows the check
-catches infra failures counted as agent failures."""
+catches infra failures counted as agent failures. (The issue's `env/infra_failures` is `cua/infra_failures` per step
+and `cua/infra_failures_total` over the run, as every metric of the plug-in is `cua/...`.)"""
 
 import json
 import os
@@ -131,7 +132,9 @@ def _miniwob(tmp_path: Path) -> Path:
     return train
 
 
-def _kill_trainer_mid_step(proc: subprocess.Popen, tmp_path: Path, trace: Path, step: int, timeout: float = 600):
+def _kill_trainer_mid_step(
+    proc: subprocess.Popen, tmp_path: Path, trace: Path, step: int, timeout: float = 600
+) -> None:
     """SIGKILL the trainer once `global_step_<step - 1>` is saved and step `step`'s rollout has traced an episode."""
     ckpt = tmp_path / "ckpt" / "latest_checkpointed_iteration.txt"
     deadline = time.monotonic() + timeout
@@ -154,11 +157,11 @@ def test_miniwob_training_survives_chaos_and_a_killed_trainer(tmp_path, chromium
     killed.start()
     try:
         _kill_trainer_mid_step(proc, tmp_path, tmp_path / "trace1", step=2)
+        time.sleep(10)  # the kernel and Ray's fate-sharing end the run's processes (the thread still records them)
     finally:
         killed.stop()
         if proc.poll() is None:
             proc.kill()
-    time.sleep(10)  # the kernel and Ray's fate-sharing end the run's processes
     leaked = killed.kill_survivors()  # checked below, after the resume (which a leak does not stop)
     (tmp_path / "leaked.json").write_text(json.dumps(leaked, indent=1))
     # the resumed run: the same command with resume_mode=auto, chaos again
