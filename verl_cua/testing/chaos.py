@@ -80,17 +80,25 @@ class Chaos(threading.Thread):
         self.join(timeout=10)
 
     def descendants(self) -> list[psutil.Process]:
-        """The run's processes now (recorded in `seen`)."""
-        try:
-            procs = psutil.Process(self.root_pid).children(recursive=True)
-        except psutil.Error:
-            return []
-        for p in procs:
-            try:
-                self.seen.setdefault(p.pid, (p.create_time(), " ".join([p.name(), *p.cmdline()])[:200]))
-            except psutil.Error:
-                pass
-        return procs
+        """The run's processes now, recorded in `seen`: the root's descendants, and those of processes seen before
+        (a process whose parent died is re-parented out of the root's tree, and so are the children it starts)."""
+        children: dict[int, list[psutil.Process]] = {}
+        created: dict[int, float] = {}
+        for proc in psutil.process_iter(["ppid", "create_time"]):
+            children.setdefault(proc.info["ppid"], []).append(proc)
+            created[proc.pid] = proc.info["create_time"]
+        alive_seen = [pid for pid, (when, _) in self.seen.items() if created.get(pid) == when]  # not a reused pid
+        frontier, found = [self.root_pid, *alive_seen], {}
+        while frontier:
+            for proc in children.get(frontier.pop(), []):
+                if proc.pid not in found and proc.pid != self.root_pid:
+                    found[proc.pid] = proc
+                    frontier.append(proc.pid)
+        for proc in found.values():
+            with contextlib.suppress(psutil.Error):
+                name = " ".join([proc.name(), *proc.cmdline()])[:200]
+                self.seen.setdefault(proc.pid, (proc.info["create_time"], name))
+        return list(found.values())
 
     def run(self) -> None:
         known: set[int] = set()
