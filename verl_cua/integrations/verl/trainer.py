@@ -54,7 +54,7 @@ from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
-from verl_cua.integrations.verl.small_groups import settle_groups
+from verl_cua.integrations.verl.small_groups import settle_groups, small_groups
 from verl_cua.integrations.verl.success_rows import buffer_successes, demos
 from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
 from verl_cua.integrations.verl.trace_logger import log_trace_step
@@ -245,10 +245,12 @@ class CuaTrainer(PPOTrainerSync):
             penalty = self.cua.action.invalid_penalty
             adv = cua_advantage.gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
+            lone, _ = small_groups(step.batch.keys, data.non_tensor_batch["uid"], infra)  # its step part is not 0
+            infra = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
         keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
         data.batch["returns"] = data.batch["returns"] * keep
-        metrics["cua/infra_rows_masked"] = int(sum(infra))
+        metrics["cua/infra_rows_masked"] = int(sum(step.infra))
         if any(e.get("cua_trace_dir") for e in extra):
             metrics["cua/traced_episodes"] = write_advantages(
                 extra, data.batch["advantages"], data.batch["response_mask"]
@@ -298,9 +300,17 @@ class CuaTrainer(PPOTrainerSync):
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
+        self._count_episodes(batch)  # before verl saves this step: the checkpoint's totals include it
         self._buffer_successes(batch, metrics)
         self.entropulse_step(metrics)  # inside the step: verl's checkpoint of this step then holds the SFT phase
         return batch
+
+    def _count_episodes(self, batch: KVBatchMeta) -> None:
+        """The run's totals (`cua/infra_failures_total`), counted inside the step so a checkpoint holds them."""
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        counts = gui_metrics(as_list(data["extra_fields"]))
+        self.cua_totals["infra_failures"] += int(counts.get("cua/infra_failures", 0))
+        self.cua_totals["episodes"] += int(counts.get("cua/episodes", 0))
 
     def _wants_rows(self) -> bool:
         return self.cua.entropulse.schedule != "none" or self.cua.replay.enable
@@ -425,8 +435,6 @@ class CuaTrainer(PPOTrainerSync):
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         cua = gui_metrics(as_list(data["extra_fields"]))
         cua.update(mask_metrics(data["responses"], data["response_mask"], self._image_pad_id()))
-        self.cua_totals["infra_failures"] += cua.get("cua/infra_failures", 0)
-        self.cua_totals["episodes"] += cua.get("cua/episodes", 0)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
         return result
