@@ -195,6 +195,10 @@ def test_local_osworld_desktop_training_survives_chaos(tmp_path, local_desktop):
     steps = [s for s in steps if "timing_s/step" in s]
     episodes = {n: _episodes(tmp_path / "trace", n) for n in range(1, total + 1)}
     check_chaos_run(steps, episodes, sum(k.pid != 0 for k in chaos.kills), total)
+    # the desktop's own training step (this file's only OSWorld training run): 2 tasks x 2 episodes, all updated
+    for s in steps:
+        assert s["cua/episodes"] == 4 and s["timing_s/update_actor"] > 0
+        assert s["cua/success_rate"] == 0.0  # a random model does not create or rename the file
 
 
 # -- the negative control --------------------------------------------------------------------------------------------
