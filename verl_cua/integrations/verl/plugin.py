@@ -28,6 +28,7 @@ POSITION_IDS_MODULES = (
     "verl.workers.engine.base",
     "verl.workers.engine_workers_tinker",
 )
+QWEN2_VL_MODULE = "verl.models.transformers.qwen2_vl"  # its `_get_input_embeds`, looked up at call time
 _DONE = False
 
 
@@ -60,6 +61,12 @@ def _install_position_ids_fix(module) -> None:
     install(module)
 
 
+def _install_visual_output_fix(module) -> None:
+    from verl_cua.integrations.verl.visual_output import install
+
+    install(module)
+
+
 def register() -> None:
     """Register every verl-cua name with verl's registries, now or when the registry's module is imported."""
     global _DONE
@@ -74,6 +81,7 @@ def register() -> None:
         when_imported(name, _register_hf_rollout)
     for name in POSITION_IDS_MODULES:
         when_imported(name, _install_position_ids_fix)
+    when_imported(QWEN2_VL_MODULE, _install_visual_output_fix)
 
 
 def missing_registrations() -> list[str]:
