@@ -231,12 +231,16 @@ class CuaTrainer(PPOTrainerSync):
         """Our part of the advantage step, on verl's batch right after its estimator ran (in place)."""
         metrics, extra, infra = step.metrics, step.extra, step.infra
         metrics.update(settle_groups(data, step.batch.keys, step.outcome_estimator, infra))
+        # a group infra failures left with fewer than 2 valid episodes contributes nothing, whatever the estimator:
+        # GRPO's part is settled above; GiGPO's step part and SDPO's teacher signal and loss are not zero for it
+        lone, _ = small_groups(step.batch.keys, data.non_tensor_batch["uid"], infra)
+        excluded = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
         if self.estimator in SDPO_ESTIMATORS:
             grpo = data.batch["advantages"]
             adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, step.teacher, self.cua.sdpo, grpo)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
             metrics.update(sdpo_metrics)
-            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, infra, self.cua.sdpo)
+            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, excluded, self.cua.sdpo)
             put_row_fields(step.batch.keys, step.batch.partition_id, loss_fields)
             if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
                 topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
@@ -245,9 +249,7 @@ class CuaTrainer(PPOTrainerSync):
             penalty = self.cua.action.invalid_penalty
             adv = cua_advantage.gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
-            lone, _ = small_groups(step.batch.keys, data.non_tensor_batch["uid"], infra)  # its step part is not 0
-            infra = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
-        keep = torch.tensor([0.0 if bad else 1.0 for bad in infra]).unsqueeze(-1)
+        keep = torch.tensor([0.0 if out else 1.0 for out in excluded]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
         data.batch["returns"] = data.batch["returns"] * keep
         metrics["cua/infra_rows_masked"] = int(sum(step.infra))
