@@ -1,5 +1,6 @@
 """Long runs survive crashes: real verl training on the CPU while a chaos thread (fixed seed) SIGKILLs MiniWoB++
-browsers and local OSWorld desktops mid-episode, then the trainer itself mid-step, then a resume. Every step is
+browsers and local OSWorld desktops mid-episode, then the trainer itself mid-step, then a resume that restores all of
+the plug-in's state (sdpo_grpo with replay, the EMA teacher and Entropulse, on MiniWoB++). Every step is
 logged once; killed episodes are infra failures (counted per step and in total, as many as the traces show, never
 more than the kills), their rows and any group they left with fewer than 2 valid episodes have zero advantage; no step
 outlasts the bound below; no browser or desktop process of the run outlives it. A negative control shows the check
@@ -24,6 +25,8 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl_cua.integrations.verl import dataset
 from verl_cua.integrations.verl.agent_loop import INFRA_AS_AGENT_FAILURE, Episode, GUIAgentLoop
 from verl_cua.integrations.verl.batch_rows import infra_rows, isolate_infra_uids
+from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, read_state_dir
+from verl_cua.integrations.verl.cua_state import state_digests
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.small_groups import settle_groups
 from verl_cua.metrics_log import read_records
@@ -40,14 +43,14 @@ CLEAN_STEP_S, REBUILD_S, KILLS_PER_STEP = 120.0, 30.0, 2
 STEP_BOUND_S = CLEAN_STEP_S + KILLS_PER_STEP * (max(TIMEOUTS.values()) + REBUILD_S)
 
 
-def _command(tmp_path: Path, model: str, train: Path, steps: int, *overrides: str) -> list[str]:
+def _command(tmp_path: Path, model: str, train: Path, steps: int, *overrides: str, n: int = 2) -> list[str]:
     """`python -m verl_cua.main preset=cpu` for `steps` steps, a checkpoint after each, short env timeouts."""
     return [
         sys.executable, "-m", "verl_cua.main", "preset=cpu",
         f"data.train_files={train}", f"data.val_files={train}", f"actor_rollout_ref.model.path={model}",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=1",
         f"trainer.default_local_dir={tmp_path / 'ckpt'}", f"hydra.run.dir={tmp_path / 'hydra'}",
-        "data.train_batch_size=2", "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "data.train_batch_size=2", f"actor_rollout_ref.rollout.n={n}", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         # one micro-batch per mini-batch (4 rows): verl 0.9.1's Qwen2-VL forward crashes on a micro-batch without any
         # image ('BaseModelOutputWithPooling' object has no attribute 'mean'), which two infra rows (no screenshot)
         # make at the preset's 2; with at most 2 kills a step, every micro-batch here holds a screenshot
@@ -145,18 +148,37 @@ def _kill_trainer_mid_step(
     proc.wait(timeout=30)
 
 
-def test_miniwob_training_survives_chaos_and_a_killed_trainer(tmp_path, chromium):
-    from verl_cua.testing.tiny_models import build_tiny_model
-
-    model, train, total = str(build_tiny_model("qwen25vl")), _miniwob(tmp_path), 3
-    cmd = _command(tmp_path, model, train, total, "cua.action.max_tokens_per_step=16")
+def test_sdpo_grpo_survives_chaos_and_a_killed_trainer_and_resumes_with_all_our_state(tmp_path, chromium, sft_model):
+    """sdpo_grpo with replay, the EMA teacher and an Entropulse SFT phase after every step, on MiniWoB++ from the
+    ladder's SFT checkpoint (successes to buffer and replay), saved every step (verl keeps one actor checkpoint).
+    Browsers die mid-episode; the trainer is SIGKILLed in step 3's rollout; the same command resumes. The resumed
+    trainer holds exactly the saved Entropulse state, success buffer, sampler state, totals and EMA teacher (content
+    digests against global_step_2's files); steps 1-3 appear once in the metrics file and the traces; the chaos
+    accounting holds over the whole run; no browser outlives either run."""
+    _base, model, _work = sft_model
+    # click-test seeds 84 and 116: ~100 px buttons the SFT checkpoint hits about half the time (test_e2e_algos)
+    train, total, trace = _miniwob(tmp_path), 3, tmp_path / "trace"
+    cmd = [
+        *_command(tmp_path, str(model), train, total, f"cua.trace.dir={trace}", n=8),  # 16 episodes a step
+        "cua.action.max_tokens_per_step=48",
+        "trainer.max_actor_ckpt_to_keep=1",
+        "algorithm.adv_estimator=sdpo_grpo",
+        "cua.replay.enable=true",
+        # every group that is not all-success counts as "all-fail", so later steps replay what earlier ones buffered
+        "cua.replay.std_threshold=1.0",
+        "cua.replay.mean_threshold=1.0",
+        "cua.sdpo.ema_rate=0.5",
+        "cua.entropulse.schedule=fixed",  # an SFT phase after every RL step
+        "cua.entropulse.rl_steps=1",
+        "cua.entropulse.sft_steps=1",
+        "cua.entropulse.sft_batch_size=2",
+    ]
     plan = schedule(SEED, ["browser"] * 3)
-    # the killed run: chaos, then SIGKILL of the trainer in step 2's rollout (after global_step_1 is saved)
-    proc = _start(tmp_path, [*cmd, f"cua.trace.dir={tmp_path / 'trace1'}"], "killed")
+    proc = _start(tmp_path, cmd, "killed")
     killed = Chaos(proc.pid, plan[:2], SEED, log=tmp_path / "chaos.jsonl")
     killed.start()
     try:
-        _kill_trainer_mid_step(proc, tmp_path, tmp_path / "trace1", step=2)
+        _kill_trainer_mid_step(proc, tmp_path, trace, step=total)
         time.sleep(10)  # the kernel and Ray's fate-sharing end the run's processes (the thread still records them)
     finally:
         killed.stop()
@@ -164,17 +186,55 @@ def test_miniwob_training_survives_chaos_and_a_killed_trainer(tmp_path, chromium
             proc.kill()
     leaked = killed.kill_survivors()  # checked below, after the resume (which a leak does not stop)
     (tmp_path / "leaked.json").write_text(json.dumps(leaked, indent=1))
-    # the resumed run: the same command with resume_mode=auto, chaos again
-    proc = _start(tmp_path, [*cmd, f"cua.trace.dir={tmp_path / 'trace2'}", "trainer.resume_mode=auto"], "resumed")
+
+    ckpt = tmp_path / "ckpt"
+    saved, manifest = read_state_dir(ckpt / "global_step_2")
+    assert manifest["global_step"] == 2 and manifest["settings"]["algorithm.adv_estimator"] == "sdpo_grpo"
+    assert saved["entropulse"]["total_rl_steps"] == 2 and len(saved["entropulse"]["early_values"]) == 2
+    # retention follows verl's: max_actor_ckpt_to_keep=1 removed step 1's actor, and our state of step 1 with it
+    assert not (ckpt / "global_step_1" / "actor").exists() and not (ckpt / "global_step_1" / "cua").exists()
+    ema_saved = content_digest(load_tensor_file(ema_shard_path(ckpt / "global_step_2" / "actor", 0)))
+
+    proc = _start(tmp_path, [*cmd, "trainer.resume_mode=auto"], "resumed")
     resumed = Chaos(proc.pid, plan[2:], SEED + 1, log=tmp_path / "chaos.jsonl")
     resumed.start()
     _finish(proc, resumed, tmp_path, "resumed")
+
+    log = (tmp_path / "resumed.log").read_text()
+    (line,) = [x for x in log.splitlines() if "verl-cua resumed: " in x]  # Ray prefixes the actor's name
+    report = json.loads(line.split("verl-cua resumed: ", 1)[1])
+    assert report["step"] == 2
+    assert {k: report[k] for k in ("entropulse", "buffer", "rng", "totals")} == state_digests(saved)
+    assert report["ema_teacher"] == [ema_saved]
     steps = [{"step": r["step"], **r["data"]} for r in read_records(tmp_path / "metrics.jsonl")]
     steps = [s for s in steps if "timing_s/step" in s]
-    episodes = {1: _episodes(tmp_path / "trace1", 1), **{n: _episodes(tmp_path / "trace2", n) for n in (2, 3)}}
+    first, second, third = steps
+    assert (
+        report["buffer_trajectories"]
+        == second["buffer/size"]
+        == len([t for pairs in saved["buffer"]["tasks"].values() for t in pairs])
+    )
+    # the issue's failure: a fresh state restarts these counts (SFT phases 2 -> 1, buffer 3 -> 1, infra total -> 0);
+    # rl_steps=1: step 3 pulses too, and a non-empty buffer means its SFT phase ran
+    assert third["entropulse/sft_phases"] == saved["entropulse"]["phases_completed"] + (third["buffer/size"] > 0)
+    assert third["buffer/size"] >= second["buffer/size"]
+    assert saved["totals"]["infra_failures"] == first["cua/infra_failures"] + second["cua/infra_failures"]
+    for m in steps:
+        assert m["sdpo/teacher_is_ema"] == 1.0 and m["sdpo/reprompt_fraction"] > 0
+        assert m["checkpoint/cua_state_mb"] > 0 and m["cua/episodes"] == 16
+    if first["buffer/size"] > 0:  # (about 2% of runs buffer nothing at step 1)
+        assert second["replay/injected"] >= 1
+    assert max(m["sdpo/demo_fraction"] for m in steps) > 0  # a success teaches its failed siblings
+
+    # raw file: each training step once; traces: the killed run's cut step 3 moved aside, the resumed one in place
+    raw = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(r["step"] for r in raw if "timing_s/step" in r["data"]) == [1, 2, 3]
+    assert sorted(p.name for p in trace.glob("step_*")) == ["step_000001", "step_000002", "step_000003"]
+    assert len(list((trace / ".abandoned").glob("resumed-at-2-*/step_000003"))) == 1
+    episodes = {n: _episodes(trace, n) for n in (1, 2, 3)}
     kills = sum(k.pid != 0 for chaos in (killed, resumed) for k in chaos.kills)
     check_chaos_run(steps, episodes, kills, total)
-    assert (tmp_path / "ckpt" / f"global_step_{total}").is_dir()
+    assert (ckpt / f"global_step_{total}").is_dir()
     assert not leaked, f"processes of the SIGKILLed run outlived it: {leaked}"
 
 
