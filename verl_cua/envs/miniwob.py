@@ -17,6 +17,11 @@ logger = logging.getLogger(__name__)
 
 CHROME_BINARY = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+# MiniWoB starts the keeper as its ChromeDriver (unless MINIWOB_CHROMEDRIVER is the user's own): it runs the real one
+# ($VERL_CUA_CHROMEDRIVER) in a process group it leads and SIGKILLs that group when its owner (this process) dies.
+KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser_keeper.sh")
+KEEPER_MARK = "VERL_CUA_BROWSER_KEEPER"  # "<keeper pid>:<uuid>" in the environment of every process it starts
+REAL_CHROMEDRIVER = "VERL_CUA_CHROMEDRIVER"
 PIP_HINT = "pip install 'verl-cua[miniwob]'"
 APT_HINT = "apt-get install -y --no-install-recommends chromium chromium-driver fonts-liberation"
 MAX_SCROLL_REPEAT = 10
@@ -127,6 +132,7 @@ class MiniWoBEnv:
         self.wait_ms = wait_ms
         self.time_limit_ms = NO_TIME_LIMIT_MS if time_limit_s is None else int(time_limit_s * 1000)
         self._gym_env = None
+        self._keeper: tuple[int, str | None] | None = None  # its pid and mark, while a keeper runs the browser
         self._temporary: list[str] = []
         self._task: str | None = None
         self._cursor: tuple[float, float] | None = None
@@ -192,10 +198,10 @@ class MiniWoBEnv:
         return float(self._success)
 
     def close(self) -> None:
-        """Quit the browser and its driver (survivors of a failed quit are killed by PID) and remove its profile."""
+        """Quit the browser and its driver (survivors of a failed quit are killed) and remove its profile."""
         if self._gym_env is not None:
             try:
-                leftover = self.pids()
+                leftover = [] if self._keeper else self.pids()
             except Exception:
                 leftover = []
             try:
@@ -203,7 +209,9 @@ class MiniWoBEnv:
             except Exception:  # already dead: nothing left to release
                 logger.debug("closing a dead MiniWoB env", exc_info=True)
             self._gym_env = None
-            _kill_pids(leftover)
+            # the keeper's group and marked processes, looked up after the quit: no PID of a dead one is reused
+            _kill_pids(_keeper_pids(*self._keeper) if self._keeper else leftover)
+            self._keeper = None
         # ChromeDriver gives each browser a temporary profile (about 6.5 MB) and Chromium a socket directory beside
         # it; both are left behind at quit: one pair per browser start, thousands in a long run that switches tasks.
         for path in self._temporary:
@@ -222,10 +230,12 @@ class MiniWoBEnv:
             return False
 
     def pids(self) -> list[int]:
-        """PIDs of chromedriver and every browser process under it."""
+        """PIDs of the keeper (first), chromedriver and every browser process; without a keeper, chromedriver's tree."""
         instance = self._instance()
         if instance is None:
             return []
+        if self._keeper is not None:
+            return _keeper_pids(*self._keeper)
         import psutil
 
         root = instance.driver.service.process.pid
@@ -249,6 +259,9 @@ class MiniWoBEnv:
         except Exception as exc:
             raise InfraFailure(f"MiniWoB browser did not start: {type(exc).__name__}: {exc}") from exc
         self._task = name
+        service = self._instance().driver.service
+        if service.path == KEEPER:
+            self._keeper = (service.process.pid, _keeper_mark(service.process.pid))
         self._temporary = _temporary_dirs(self.pids())
         instance = self._instance()
         self._area = (instance.task_width, instance.task_height)
@@ -351,6 +364,36 @@ def _kill_pids(pids: list[int]) -> None:
             pass
 
 
+def _keeper_mark(keeper: int) -> str | None:
+    """The mark the keeper `keeper` gave its processes (None once it is gone)."""
+    try:
+        with open(f"/proc/{keeper}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{KEEPER_MARK}={keeper}:".encode()
+    return next((item.decode().split("=", 1)[1] for item in environ if item.startswith(prefix)), None)
+
+
+def _keeper_pids(keeper: int, mark: str | None) -> list[int]:
+    """The keeper's process group (keeper first) and its marked processes that left it (Chromium's crash handlers)."""
+    import psutil
+
+    needle = f"{KEEPER_MARK}={mark}".encode() if mark else None
+    found = []
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == keeper:
+                found.append(pid)
+            elif needle is not None:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        found.append(pid)
+        except OSError:  # gone, or another user's
+            continue
+    return sorted(found, key=lambda pid: pid != keeper)
+
+
 def _temporary_dirs(pids: list[int]) -> list[str]:
     """The temporary `--user-data-dir` these browser processes use and the socket directory it links to."""
     import psutil
@@ -389,7 +432,13 @@ def _check_system() -> None:
     except ImportError:
         raise ImportError(f"the miniwob env needs the miniwob package: {PIP_HINT}") from None
     binary = os.environ.setdefault("MINIWOB_CHROME_BINARY", CHROME_BINARY)
-    driver = os.environ.setdefault("MINIWOB_CHROMEDRIVER", CHROMEDRIVER)
+    driver = os.environ.setdefault("MINIWOB_CHROMEDRIVER", KEEPER)
+    if driver == KEEPER:
+        driver = os.environ.setdefault(REAL_CHROMEDRIVER, CHROMEDRIVER)
+        if not os.access(KEEPER, os.X_OK):
+            raise RuntimeError(f"the browser keeper {KEEPER} is not executable: reinstall verl-cua or chmod +x it")
+        if not shutil.which("setsid"):
+            raise RuntimeError("the browser keeper needs setsid: apt-get install -y util-linux")
     for path in (binary, driver):
         if not (os.path.isfile(path) or shutil.which(path)):
             raise RuntimeError(f"MiniWoB needs Chromium and ChromeDriver ({path} is missing): {APT_HINT}")
