@@ -51,12 +51,11 @@ def _command(tmp_path: Path, model: str, train: Path, steps: int, *overrides: st
         f"trainer.total_training_steps={steps}", "trainer.save_freq=1",
         f"trainer.default_local_dir={tmp_path / 'ckpt'}", f"hydra.run.dir={tmp_path / 'hydra'}",
         "data.train_batch_size=2", f"actor_rollout_ref.rollout.n={n}", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        # one micro-batch per mini-batch (4 rows): verl 0.9.1's Qwen2-VL forward crashes on a micro-batch without any
-        # image ('BaseModelOutputWithPooling' object has no attribute 'mean'), which two infra rows (no screenshot)
-        # make at the preset's 2; with at most 2 kills a step, every micro-batch here holds a screenshot
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+        # one row a micro-batch: a killed episode's row (no screenshot) is a micro-batch without any image, on which
+        # verl 0.9.1's Qwen2-VL forward crashed under transformers 5 (fixed by visual_output.py)
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
         "cua.env.pool_size=2", f"cua.env.max_steps={MAX_STEPS}",
         *(f"cua.env.{k}_timeout={v:g}" for k, v in TIMEOUTS.items()),
         *overrides,
