@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
+from verl_cua.envs.trajectory import read_index
 from verl_cua.integrations.verl import dataset
 from verl_cua.integrations.verl.agent_loop import INFRA_AS_AGENT_FAILURE, Episode, GUIAgentLoop
 from verl_cua.integrations.verl.batch_rows import infra_rows, isolate_infra_uids
@@ -94,12 +95,21 @@ def _assert_no_survivors(chaos: Chaos, grace_s: float = 30.0) -> None:
 
 
 def _episodes(trace: Path, step: int) -> list[dict]:
-    """The traced episodes of one step: status, group (uid) and the trainer's advantages per turn."""
+    """The traced episodes of one step: status, group (uid), the trainer's advantages per turn, and whether replay
+    put a buffered success in its place (then it is not in the step's index and has no advantages of its own)."""
     out = []
-    for result in sorted((trace / f"step_{step:06d}").glob("*/*/result.json")):
+    folder = trace / f"step_{step:06d}"
+    indexed = read_index(folder)
+    assert indexed is not None, f"{folder} has no index: its advantage step never finished"
+    for result in sorted(folder.glob("*/*/result.json")):
         data = json.loads(result.read_text())
         group = result.parent.name.rsplit("-", 1)[0]
-        out.append({"group": group, "infra": data["status"] == "infra_failure", "adv": data["step_advantages"]})
+        replaced = result.parent.relative_to(folder).as_posix() not in indexed
+        out.append(
+            {"group": group, "infra": data["status"] == "infra_failure", "adv": data.get("step_advantages") or []}
+        )
+        out[-1]["replaced"] = replaced
+        assert replaced or "step_advantages" in data, result  # every indexed episode got its advantages
     return out
 
 
@@ -112,7 +122,9 @@ def check_chaos_run(steps: list[dict], episodes: dict[int, list[dict]], kills: i
         eps = episodes[s["step"]]
         killed = [e for e in eps if e["infra"]]
         assert s["cua/infra_failures"] == len(killed), (s["step"], s["cua/infra_failures"], len(killed))
-        assert s["cua/episodes"] == len(eps)
+        assert s["cua/episodes"] == len(eps)  # a replaced episode's place holds the replayed success
+        assert sum(e.get("replaced", False) for e in eps) == s.get("replay/injected", 0)
+        assert not any(e["infra"] and e.get("replaced") for e in eps)  # an infra row leaves its group: never replaced
         for e in killed:
             assert all(not a for a in e["adv"]), e  # 0.0, or None for an episode killed before its first turn
         groups: dict[str, list[dict]] = {}
