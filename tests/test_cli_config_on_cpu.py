@@ -1,5 +1,7 @@
 """`verl-cua config [SECTION]` prints the `cua.*` keys from the dataclasses; an unknown section is one line, exit 2."""
 
+import dataclasses
+
 from verl_cua.cli import main
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 
@@ -24,5 +26,6 @@ def test_config_of_one_section(capsys):
 def test_config_of_an_unknown_section_names_the_valid_ones(capsys):
     assert main(["config", "sdpoo"]) == 2
     err = capsys.readouterr().err.strip()
-    valid = "env, action, trace, sdpo, gigpo, buffer, replay, entropulse"
+    valid = ", ".join(f.name for f in dataclasses.fields(CuaConfig))  # every section of the schema, in order
+    assert valid.startswith("env, action, trace, sdpo, gigpo, buffer, replay, entropulse")
     assert err == f"verl-cua config: unknown section cua.sdpoo; valid: {valid}"
