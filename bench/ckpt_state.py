@@ -28,6 +28,22 @@ FLAGSHIP_RANKS = 8
 GIB = 2**30
 
 
+def _own(value):
+    """A copy of `value` sharing no object with it: rows the trainer buffers come out of TransferQueue one by one, so
+    no two hold the same bytes or tensor (torch.save would store a shared one once)."""
+    import torch
+
+    if isinstance(value, bytes):
+        return bytes(bytearray(value))
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _own(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_own(v) for v in value)
+    return value
+
+
 def _buffer(episodes: int, screens: str):
     """A success buffer of `episodes` trajectories x 15 step rows, as the trainer buffers them."""
     import torch
@@ -44,7 +60,7 @@ def _buffer(episodes: int, screens: str):
             item.update(response_mask=row["response_mask"], loss_mask=row["loss_mask"])
             item.update(rm_scores=torch.zeros(len(row["responses"])), num_turns=2)
             item.update(rollout_log_probs=row["rollout_log_probs"], extra_fields=dict(row["extra_fields"]))
-            items.append(item)
+            items.append(_own(item))
         actions = list(items[-1]["extra_fields"]["cua_actions"])
         buffer.add(f"task{episode // 8}@seed={episode % 8}", f"ep{episode}", {"actions": actions, "rows": items})
     return buffer
