@@ -72,7 +72,14 @@ def check_resume(config: Mapping[str, Any]) -> None:
         raise CuaConfigError(str(exc)) from exc
     if manifest is None or ((config.get("cua") or {}).get("resume") or {}).get("allow_changes"):
         return
-    conflicts = conflicting_settings(manifest.get("settings", {}), setting_values(config))
+    refuse_conflicts(folder, manifest, setting_values(config))
+
+
+def refuse_conflicts(folder: str, manifest: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """One-line `CuaConfigError` naming each state setting whose value in `folder`'s manifest differs from `current`."""
+    from verl_cua.integrations.verl.cua_fields import CuaConfigError
+
+    conflicts = conflicting_settings(manifest.get("settings", {}), current)
     if conflicts:
         raise CuaConfigError(
             f"the checkpoint {folder} was saved with other settings: {', '.join(conflicts)}; resume with the saved "

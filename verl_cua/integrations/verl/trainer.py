@@ -30,17 +30,13 @@ from verl_cua.algos.success_buffer import SuccessBuffer
 from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
-from verl_cua.integrations.verl.checkpoint_io import (
-    CheckpointStateError,
-    prune_orphans,
-    read_state_dir,
-    write_state_dir,
-)
+from verl_cua.integrations.verl.checkpoint_io import prune_orphans, read_state_dir, write_state_dir
 from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 from verl_cua.integrations.verl.cua_state import (
-    conflicting_settings,
     load_trainer_state,
+    refuse_conflicts,
+    resume_folder,
     setting_values,
     state_digests,
     trainer_state,
@@ -115,6 +111,7 @@ class CuaTrainer(PPOTrainerSync):
         super().__init__(config)
         self.cua_totals = {"infra_failures": 0, "episodes": 0}
         self.cua = CuaConfig.from_mapping(container["cua"])
+        self._state_settings = setting_values(container)  # what a checkpoint's state depends on (cua_state)
         self.estimator = config.algorithm.adv_estimator
         pulse = self.cua.entropulse
         self.entropulse = Entropulse(
@@ -302,28 +299,24 @@ class CuaTrainer(PPOTrainerSync):
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
-        self._count_episodes(batch)  # before verl saves this step: the checkpoint's totals include it
-        self._buffer_successes(batch, metrics)
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
+        # the step's GUI metrics and the run's totals, inside the step so that verl's checkpoint of it holds them
+        self._step_gui = gui_metrics(extra)
+        self.cua_totals["infra_failures"] += int(self._step_gui.get("cua/infra_failures", 0))
+        self.cua_totals["episodes"] += int(self._step_gui.get("cua/episodes", 0))
+        self._buffer_successes(batch, extra, metrics)
         self.entropulse_step(metrics)  # inside the step: verl's checkpoint of this step then holds the SFT phase
         return batch
-
-    def _count_episodes(self, batch: KVBatchMeta) -> None:
-        """The run's totals (`cua/infra_failures_total`), counted inside the step so a checkpoint holds them."""
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        counts = gui_metrics(as_list(data["extra_fields"]))
-        self.cua_totals["infra_failures"] += int(counts.get("cua/infra_failures", 0))
-        self.cua_totals["episodes"] += int(counts.get("cua/episodes", 0))
 
     def _wants_rows(self) -> bool:
         return self.cua.entropulse.schedule != "none" or self.cua.replay.enable
 
-    def _buffer_successes(self, batch: KVBatchMeta, metrics: dict) -> None:
-        """Keep this step's successful trajectories: their actions (SDPO demos), and their rows when Entropulse or
-        replay will train on them."""
+    def _buffer_successes(self, batch: KVBatchMeta, extra: list[dict], metrics: dict) -> None:
+        """Keep this step's successful trajectories (`extra`: the batch's extra fields): their actions (SDPO demos),
+        and their rows when Entropulse or replay will train on them."""
         if self.estimator not in SDPO_ESTIMATORS and not self._wants_rows():
             return
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
         with_lp = bool(self.config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
         new = buffer_successes(self.success_buffer, batch, extra, self._wants_rows(), with_rollout_log_probs=with_lp)
         metrics["buffer/new_successes"] = float(new)
@@ -384,9 +377,10 @@ class CuaTrainer(PPOTrainerSync):
         dataloader, then the tracker that makes the step resumable); our state of steps whose actor verl removed
         goes with it."""
         t0 = time.perf_counter()
-        settings = setting_values(OmegaConf.to_container(self.config, resolve=True))
         manifest = write_state_dir(
-            self._step_folder(), trainer_state(self), {"global_step": int(self.global_steps), "settings": settings}
+            self._step_folder(),
+            trainer_state(self),
+            {"global_step": int(self.global_steps), "settings": self._state_settings},
         )
         seconds = time.perf_counter() - t0
         super()._save_checkpoint()
@@ -401,10 +395,7 @@ class CuaTrainer(PPOTrainerSync):
         if self.global_steps <= 0:
             return
         trainer = self.config.trainer
-        if trainer.resume_mode == "resume_path":
-            folder = os.path.abspath(trainer.resume_from_path)
-        else:
-            folder = os.path.abspath(self._step_folder())
+        folder = resume_folder(OmegaConf.to_container(trainer, resolve=True))  # the folder verl just loaded
         saved = read_state_dir(folder)
         if saved is None:
             logger.warning(
@@ -413,10 +404,8 @@ class CuaTrainer(PPOTrainerSync):
             )
             return
         state, manifest = saved
-        current = setting_values(OmegaConf.to_container(self.config, resolve=True))
-        conflicts = conflicting_settings(manifest.get("settings", {}), current)
-        if conflicts and not self.cua.resume.allow_changes:
-            raise CheckpointStateError(f"{folder} was saved with other settings: {', '.join(conflicts)}")
+        if not self.cua.resume.allow_changes:  # main checked this before Ray; other entry points may not have
+            refuse_conflicts(folder, manifest, self._state_settings)
         load_trainer_state(self, state)
         set_aside_trace_steps(self.cua.trace.dir, self.global_steps, bool(trainer.get("val_before_train", True)))
         report = {"step": int(self.global_steps), "folder": folder, **state_digests(trainer_state(self))}
@@ -433,9 +422,9 @@ class CuaTrainer(PPOTrainerSync):
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        fields = ["extra_fields", "responses", "response_mask"]
+        fields = ["responses", "response_mask"]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        cua = gui_metrics(as_list(data["extra_fields"]))
+        cua = dict(self._step_gui)  # computed in `step` from the same batch's extra fields
         cua.update(mask_metrics(data["responses"], data["response_mask"], self._image_pad_id()))
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
