@@ -3,16 +3,13 @@ are merged with later keys winning, each step once and in order; a writer SIGKIL
 
 import json
 import logging
-import os
 import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
 
 from verl_cua.metrics_log import read_records, training_steps
+from verl_cua.testing.kill import kill_when
 
 
 def _line(step, **data) -> str:
@@ -76,14 +73,7 @@ WRITER = textwrap.dedent(
 
 def test_a_writer_killed_mid_run_loses_no_complete_line(tmp_path, caplog):
     log = tmp_path / "metrics.jsonl"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log)])
-    try:
-        deadline = time.monotonic() + 30
-        while (not log.exists() or log.read_bytes().count(b"\n") < 30) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.wait()
+    writer = kill_when(WRITER, [str(log)], lambda: log.exists() and log.read_bytes().count(b"\n") >= 30, timeout=30)
     assert writer.returncode == -signal.SIGKILL
     raw = log.read_bytes()
     complete = raw.count(b"\n")

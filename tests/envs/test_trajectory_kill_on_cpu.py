@@ -2,12 +2,7 @@
 complete step line is read, the cut-off episode is `unfinished` (never a result) and the viewer still renders."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
 from PIL import Image
@@ -21,6 +16,7 @@ from verl_cua.envs.trajectory import (
     step_record,
     write_index,
 )
+from verl_cua.testing.kill import kill_when
 from verl_cua.viewer.report import build_report
 from verl_cua.viewer.runs import load_run
 
@@ -46,15 +42,8 @@ WRITER = textwrap.dedent(
 
 def test_a_writer_killed_mid_episode_leaves_a_readable_run(tmp_path):
     run = tmp_path / "run"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(run)])
     lines = run / "click-test" / "seed-1" / TRAJECTORY
-    try:
-        deadline = time.monotonic() + 60
-        while (not lines.exists() or lines.read_bytes().count(b"\n") < 4) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.wait()
+    kill_when(WRITER, [str(run)], lambda: lines.exists() and lines.read_bytes().count(b"\n") >= 4, timeout=60)
     complete = lines.read_bytes().count(b"\n")
     assert complete >= 4
     for shot in (run / "click-test" / "seed-1").glob("step_*.png"):  # temporary files are hidden (`.step_...`)
