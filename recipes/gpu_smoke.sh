@@ -21,6 +21,9 @@ MAX_STEPS=${MAX_STEPS:-2}                         # env steps per episode (step 
 GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.35}                # vLLM's share; the actor takes the rest
 OUT=${OUT:-outputs/gpu_smoke}
 
+# shellcheck source=recipes/preflight.sh
+source recipes/preflight.sh
+require_python "miniwob=MiniWoB++ (the miniwob extra)=install it there ($(command -v "${PYTHON}" || echo "${PYTHON}") -m pip install -e '.[miniwob]')"
 mkdir -p "${OUT}"
 OUT=$(cd "${OUT}" && pwd)
 "${PYTHON}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds 0-63 \

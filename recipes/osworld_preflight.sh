@@ -1,24 +1,24 @@
-# Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH): checks OSWorld's
-# client and, for the docker provider, Docker, KVM, the osworld-docker image and the Ubuntu VM image (downloaded
-# once, here, so that no Ray worker downloads it by itself); sets VM_ARGS, the overrides that pass the image on
-# (under KWARGS_PREFIX: +cua.env.kwargs by default, +env.osworld.kwargs for verl-agent).
+# Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH): checks the interpreter
+# (recipes/preflight.sh: verl-cua, verl and OSWorld's client) and, for the docker provider, Docker and KVM; then
+# fetches the osworld-docker image and the Ubuntu VM image (downloaded once, here, so that no Ray worker downloads it
+# by itself); sets VM_ARGS, the overrides that pass the image on (under KWARGS_PREFIX: +cua.env.kwargs by default,
+# +env.osworld.kwargs for verl-agent). SKIP_PREFLIGHT=1 skips the checks, not the downloads.
 
-die() {
-    set +x
-    echo "$(basename "$0"): $*" >&2
-    exit 1
-}
-
+# shellcheck source=recipes/preflight.sh
+source recipes/preflight.sh
 
 VM_ARGS=()
 if [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then  # `verl-cua doctor RECIPE` reads the overrides; it checks the rest itself
     if [ "${PROVIDER}" = docker ]; then VM_ARGS=("${KWARGS_PREFIX:-+cua.env.kwargs}.path_to_vm=${VM_PATH}"); fi
     return 0
 fi
-"${PYTHON}" -c "import desktop_env" || die "OSWorld's client is missing; run: bash envs/osworld/install.sh"
+OSWORLD_INSTALL="PYTHON=$(command -v "${PYTHON}" || echo "${PYTHON}") bash envs/osworld/install.sh"
+require_python "desktop_env=OSWorld's client (desktop-env)=install it there (${OSWORLD_INSTALL})"
 if [ "${PROVIDER}" = docker ]; then
-    docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
-    [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
+    if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
+        docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
+        [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
+    fi
     docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker
     if [ ! -f "${VM_PATH}" ]; then
         "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"

@@ -35,6 +35,11 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sft_osworld}
 CKPT_DIR=${CKPT_DIR:-checkpoints/${PROJECT_NAME}/${EXPERIMENT_NAME}}
 LOGGER=${LOGGER:-[console,wandb]}
 
+# shellcheck source=recipes/preflight.sh
+source recipes/preflight.sh
+require_python
+"${PYTHON}" -m verl_cua.doctor.preflight --gpus "${N_GPUS_PER_NODE}" --model "${MODEL_PATH}" --prog "$(basename "$0")"
+
 IFS=, read -r -a RUNS <<< "${SFT_RUNS}"
 "${PYTHON}" -m verl_cua.cli sft-data "${RUNS[@]}" \
     --format "${ACTION_FORMAT}" \

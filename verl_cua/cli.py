@@ -178,6 +178,13 @@ def _add_eval(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per step")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model request")
+    p.add_argument(
+        "--endpoint-wait",
+        type=float,
+        default=30.0,
+        help="seconds the endpoint may take to answer at all (a server still starting) before the run stops, before "
+        "any desktop starts; 0: no check",
+    )
     p.add_argument("--success-threshold", type=float, default=1.0, help="score counted as a success")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON passed to make_env (provider options)")
     p.add_argument("--extra-body", type=_json_object, default={}, help="JSON merged into every request body")

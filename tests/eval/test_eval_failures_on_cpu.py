@@ -2,6 +2,7 @@
 retried and counted apart; an endpoint that is down is an infra failure; a bad key stops the run in one line."""
 
 import json
+import time
 
 import pytest
 
@@ -54,14 +55,42 @@ def test_infra_failure_is_retried_and_not_counted_as_a_model_failure(tmp_path, c
     assert summary["success_rate"] == 0.0
 
 
-def test_endpoint_down_is_an_infra_failure_and_is_rerun(tmp_path, chromium):
+def _closed_port_url() -> str:
     import socket
 
-    with socket.socket() as s:  # a port with nothing listening
+    with socket.socket() as s:  # a loopback port with nothing listening
         s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+def test_an_endpoint_that_never_answers_stops_the_run_in_one_line_before_any_desktop(tmp_path, capsys):
+    url = _closed_port_url()
+    start = time.monotonic()
+    rc = main(["eval", "--env", "miniwob", "--tasks", "click-test", "--model", "m", "--format", "pyautogui",
+               "--base-url", url, "--endpoint-wait", "3", "--no-progress", "--out", str(tmp_path)])  # fmt: skip
+    seconds = time.monotonic() - start
+    err = capsys.readouterr().err.strip()
+    assert rc == 3 and "\n" not in err and f"{url}/chat/completions does not answer" in err, err
+    assert "ConnectError" in err and "--endpoint-wait" in err and "tries in 3 s" in err
+    assert 2 <= seconds < 15  # retried for the bound, then stopped
+    assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("trajectory.jsonl"))
+
+
+def test_an_endpoint_that_comes_up_within_the_bound_is_waited_for(tmp_path, chat_server):
+    import threading
+
+    url = _closed_port_url()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    started = []
+    threading.Timer(1.5, lambda: started.append(chat_server({}, port=port))).start()
+    ChatClient("openai", "m", base_url=url).wait_until_answers(10.0, interval=0.5)
+    assert started, "returned before the server was up"
+
+
+def test_endpoint_down_mid_run_is_an_infra_failure_and_is_rerun(tmp_path, chromium):
+    url = _closed_port_url()
     client = ChatClient("openai", "scripted", base_url=url, retries=1, backoff=0.01)
-    config = _config(tmp_path, url, retries=1)
+    config = _config(tmp_path, url, retries=1, endpoint_wait=0)  # 0: no check at start, as if it died after it
     summary = run_eval(config, client=client)
     result = json.loads((tmp_path / "click-test" / "seed-1" / "result.json").read_text())
     assert result["status"] == "infra_failure" and result["end_reason"] == "endpoint" and result["attempts"] == 2
@@ -101,8 +130,9 @@ def test_unknown_task_and_claude_without_anthropic_fail_in_one_line(tmp_path, ca
     assert rc == 2 and "--provider-api anthropic" in err
 
 
-def test_settings_mistakes_are_one_line_errors_not_infra_failures(tmp_path, capsys, chromium):
-    base = ["eval", "--model", "m", "--format", "pyautogui", "--no-progress", "--out", str(tmp_path)]
+def test_settings_mistakes_are_one_line_errors_not_infra_failures(tmp_path, capsys, chromium, chat_server):
+    url = chat_server({}).url  # an endpoint that answers: the env's settings are checked next
+    base = ["eval", "--model", "m", "--format", "pyautogui", "--no-progress", "--out", str(tmp_path), "--base-url", url]
     assert main([*base, "--env", "osworld", "--provider", "dockr", "--tasks", "term-create-file"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown --provider 'dockr'; valid: local, docker" in err and "\n" not in err

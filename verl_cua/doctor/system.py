@@ -1,4 +1,5 @@
-"""The machine's side: driver and CUDA, the Python stack's versions, Docker, /dev/kvm, disk, RAM and cores."""
+"""The machine's side: the GPUs against the run's ask, driver and CUDA, the model path, the Python stack's
+versions, Docker, /dev/kvm, disk, RAM and cores."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from verl_cua.doctor.gpus import gpu_findings, torch_cuda, visible_gpus
+from verl_cua.doctor.model import model_finding
 from verl_cua.doctor.report import Finding
 from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig
 
 VERL = "0.9.1"
 PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
-MIN_DRIVER_CUDA13 = 580  # CUDA 13 (torch 2.11's PyPI wheels) needs an R580+ driver
 VM_IMAGE_NEED_GB = 40  # OSWorld's Ubuntu.qcow2.zip and the unzipped image, downloaded once
 DESKTOP_NEEDS = {"docker": (4.0, 4), "local": (0.6, 0.5), "miniwob": (0.4, 0.5)}  # GB and cores per desktop
 
@@ -32,38 +34,14 @@ def _gpu_run(config: dict[str, Any] | None) -> bool:
 
 def system_findings(config: dict[str, Any] | None) -> list[Finding]:
     """Every system check; `config` (the recipe's resolved config, or None) says which ones matter."""
-    findings = [*_driver(config), *_stack(config)]
+    findings = [*gpu_findings(config, visible_gpus()), *_stack(config)]
     if config is not None:
-        findings += _desktops(config)
+        model = config.get("actor_rollout_ref", {}).get("model", {}).get("path")
+        if model:
+            findings.append(model_finding(model))
+        if "cua" in config:
+            findings += _desktops(config)
     return findings
-
-
-def _driver(config: dict[str, Any] | None) -> list[Finding]:
-    gpu = _gpu_run(config)
-    smi = shutil.which("nvidia-smi")
-    query = [smi or "nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
-    try:
-        lines = subprocess.run(query, capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()
-    except (OSError, subprocess.SubprocessError):
-        level = "FAIL" if gpu and config is not None else "info"
-        return [Finding(level, "gpu", "no NVIDIA driver answers (nvidia-smi missing or failing)")]
-    gpus = [line.split(", ") for line in lines if line.strip()]
-    driver = gpus[0][1] if gpus and len(gpus[0]) > 1 else "?"
-    out = [Finding("ok", "gpu", f"{len(gpus)} x {gpus[0][0]} ({gpus[0][2]}), driver {driver}")] if gpus else []
-    cuda = _torch_cuda()
-    major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else 0
-    if cuda and cuda.startswith("13") and major < MIN_DRIVER_CUDA13:
-        out.append(Finding("FAIL", "driver", f"torch is built for CUDA {cuda}, which needs driver >= "
-                                             f"{MIN_DRIVER_CUDA13}; this one is {driver}"))  # fmt: skip
-    return out
-
-
-def _torch_cuda() -> str | None:
-    try:
-        import torch
-    except Exception:
-        return None
-    return torch.version.cuda
 
 
 def _stack(config: dict[str, Any] | None) -> list[Finding]:
@@ -72,7 +50,7 @@ def _stack(config: dict[str, Any] | None) -> list[Finding]:
     out.append(Finding("ok" if verl == VERL else "FAIL", "verl", f"{verl or 'not installed'} (needs =={VERL}: "
                                                                  "pip install -e '.[verl]')"))  # fmt: skip
     torch_v, transformers_v = _version("torch"), _version("transformers")
-    cuda = _torch_cuda()
+    cuda = torch_cuda()
     out.append(Finding("ok" if torch_v else "FAIL", "torch", f"{torch_v or 'not installed'}, CUDA {cuda or 'none'}"))
     rollout = (config or {}).get("actor_rollout_ref", {}).get("rollout", {}).get("name", "vllm")
     engine = rollout if rollout in ("vllm", "sglang") else None

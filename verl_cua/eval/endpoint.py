@@ -71,6 +71,30 @@ class ChatClient:
         self._failures = 0
         self._lock = threading.Lock()
 
+    def wait_until_answers(self, timeout: float, interval: float = 2.0) -> None:
+        """Return once the endpoint answers HTTP at all (any status); after `timeout` seconds of tries, a fatal
+        `EndpointError` naming the URL. Run before any desktop starts, so a server that is not up costs no reset."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        tries, error = 0, "no attempt"
+        with httpx.Client(timeout=min(10.0, max(1.0, timeout))) as client:
+            while True:
+                tries += 1
+                try:
+                    client.get(self.url, headers=self._headers)
+                    return
+                except httpx.TransportError as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                if time.monotonic() + interval > deadline:
+                    break
+                time.sleep(interval)
+        raise EndpointError(
+            f"{self.url} does not answer ({error}; {tries} tries in {timeout:g} s): start the server or fix "
+            "--base-url (--endpoint-wait S waits longer for a server still starting)",
+            "fatal",
+        )
+
     def complete(self, spec: PromptSpec, turns: list[Turn], history_images: int) -> ModelReply:
         """One model turn for the conversation `turns`; raises `EndpointError` once retries are spent."""
         request = Request(

@@ -15,7 +15,7 @@ from typing import Any
 from verl_cua.envs import EnvPool, GUIEnv, InfraFailure, make_env
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
-from verl_cua.eval.endpoint import ChatClient
+from verl_cua.eval.endpoint import ChatClient, EndpointError
 from verl_cua.eval.episode import EpisodeSettings, RunAborted, run_episode
 from verl_cua.eval.progress import EvalProgress
 from verl_cua.eval.summary import summarise
@@ -51,6 +51,7 @@ class EvalConfig:
     max_tokens: int = 1024  # generation budget per step
     temperature: float = 0.0
     timeout: float = 300.0  # seconds per model request
+    endpoint_wait: float = 30.0  # seconds the endpoint may take to answer at all before the run stops (0: no check)
     success_threshold: float = 1.0  # an evaluator score counted as a success
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to make_env (provider options)
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
@@ -131,6 +132,8 @@ def _check(config: EvalConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
     if config.retries < 0:
         raise ValueError(f"--retries must be >= 0, got {config.retries}")
+    if config.endpoint_wait < 0:
+        raise ValueError(f"--endpoint-wait must be >= 0, got {config.endpoint_wait}")
     if config.env != "osworld" and config.provider:
         raise ValueError(f"--provider is for --env osworld; {config.env} takes none")
     if config.env == "osworld" and config.provider is not None:
@@ -192,6 +195,11 @@ def _run_pending(
     progress: bool,
 ) -> None:
     client = client or _client(config)
+    if config.endpoint_wait > 0 and isinstance(client, ChatClient):  # before any desktop starts
+        try:
+            client.wait_until_answers(config.endpoint_wait)
+        except EndpointError as exc:
+            raise RunAborted(str(exc)) from None
     factory = _first_env_in_foreground(env_factory or _env_factory(config), config)
     settings = EpisodeSettings(
         format=config.format,

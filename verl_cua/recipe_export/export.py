@@ -13,6 +13,7 @@ from verl_cua.recipe_export.readme import readme_text, recipe_row, shared_meanin
 from verl_cua.recipe_export.script import preflight_script, run_script, settings
 
 PREFLIGHT = "osworld_preflight.sh"
+INTERPRETER_CHECK = "preflight.sh"  # osworld_preflight.sh sources it
 MAIN = '''"""{name}: verl-cua's recipe on verl's ppo_trainer (config/{name}_trainer.yaml); see README.md."""
 
 import hydra
@@ -104,7 +105,8 @@ def export_recipe(name: str, out: Path, force: bool = False) -> list[Path]:
         f"run_{name}.sh": run_script(text, name, folder, install),
     }
     if preflight:
-        files[PREFLIGHT] = preflight_script((recipes_dir() / PREFLIGHT).read_text())
+        for shell in (PREFLIGHT, INTERPRETER_CHECK):
+            files[shell] = preflight_script((recipes_dir() / shell).read_text(), folder)
     written = []
     for relative_path, content in files.items():
         path = out / relative_path

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 CD_ROOT = 'cd "$(dirname "$0")/.."'
 PREFLIGHT = "recipes/osworld_preflight.sh"
+INTERPRETER_CHECK = "recipes/preflight.sh"  # sourced by osworld_preflight.sh
 QUICKSTART = "bash recipes/quickstart.sh"
 OSWORLD_CLIENT = "bash envs/osworld/install.sh"
 VARIABLE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)=\$\{\1:-(.*)\}$")
@@ -44,9 +45,12 @@ def run_script(text: str, name: str, folder: str, install: str) -> str:
     return "\n".join([lines[0], *header, *lines[1:]]) + "\n"
 
 
-def preflight_script(text: str) -> str:
-    """recipes/osworld_preflight.sh with its install hint naming OSWorld's client rather than our checkout's script."""
-    return text.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
+def preflight_script(text: str, folder: str) -> str:
+    """recipes/osworld_preflight.sh or preflight.sh in `recipe/<folder>/`: it sources its sibling there, and its
+    install hints name the installed package's commands rather than our checkout's."""
+    out = text.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
+    out = out.replace(f"source {INTERPRETER_CHECK}", f"source recipe/{folder}/preflight.sh")
+    return out.replace("-m pip install -e '.[verl]'", "-m pip install 'verl-cua[verl]'")
 
 
 def settings(text: str) -> list[Setting]:

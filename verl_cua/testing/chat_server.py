@@ -24,7 +24,7 @@ class ScriptedChatServer:
     """`scripts[word] = [reply 0, reply 1, ...]`: the first script whose word is in the instruction answers. A reply
     is model text, a list of Anthropic content blocks, or a whole recorded response body (a dict, sent as it is)."""
 
-    def __init__(self, scripts: dict[str, list], *, fallback: str = "", status: int = 200):
+    def __init__(self, scripts: dict[str, list], *, fallback: str = "", status: int = 200, port: int = 0):
         self.scripts = scripts
         self.fallback = fallback
         self.status = status
@@ -48,7 +48,7 @@ class ScriptedChatServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)  # port 0: any free one
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

@@ -230,6 +230,20 @@ class ResumeConfig(Section):
 
 
 @dataclass(frozen=True)
+class PreflightConfig(Section):
+    """Checks before Ray starts (the GPUs asked against those found, the model path, the Python stack, the desktops'
+    needs) and a bound on Ray's waits for resources while the run starts and runs."""
+
+    skip: bool = setting(False, "start without the checks (SKIP_PREFLIGHT=1 in the environment does the same)")
+    resource_timeout: float = setting(
+        300.0,
+        "seconds Ray may leave a placement group or an actor waiting for resources the cluster lacks (GPUs, CPU "
+        "slots) before the run stops with one line naming them; 0 waits forever",
+        low=0.0,
+    )
+
+
+@dataclass(frozen=True)
 class CuaConfig(Section):
     """verl-cua's own keys (`cua.*`), merged into verl's ppo_trainer config by cua_trainer.yaml."""
 
@@ -242,6 +256,7 @@ class CuaConfig(Section):
     replay: ReplayConfig = setting(ReplayConfig, ReplayConfig.__doc__)
     entropulse: EntropulseConfig = setting(EntropulseConfig, EntropulseConfig.__doc__)
     resume: ResumeConfig = setting(ResumeConfig, ResumeConfig.__doc__)
+    preflight: PreflightConfig = setting(PreflightConfig, PreflightConfig.__doc__)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, prefix: str = "cua") -> CuaConfig:

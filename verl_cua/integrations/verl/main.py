@@ -8,18 +8,21 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_cua.doctor.preflight import PreflightError, check_preflight
 from verl_cua.integrations.verl.attention import resolve_attention
 from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_len
 from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
 from verl_cua.integrations.verl.cua_state import check_resume
+from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
 
 SERVED_ROLLOUTS = ("vllm", "sglang")
 FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH")
 
 
 def run(config: DictConfig) -> None:
-    """Validate the config as verl's `main` does, plus our own checks, then train with verl's `run_ppo` and
-    `CuaTaskRunner` (so verl's launch settings hold: `rollout.full_determinism`, nsys profiling, Ray timelines)."""
+    """Validate the config as verl's `main` does, plus our own checks and the machine's preflight (before Ray
+    starts), then train with verl's `run_ppo` and `CuaTaskRunner` (so verl's launch settings hold:
+    `rollout.full_determinism`, nsys profiling, Ray timelines), Ray's waits for resources bounded."""
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -34,11 +37,13 @@ def run(config: DictConfig) -> None:
             f"trainer.v1.trainer_mode={config.trainer.v1.trainer_mode!r} is not valid; valid: {TRAINER_MODE}"
         )
     prepare_config(config, tuple(ADV_ESTIMATOR_REGISTRY))
+    check_preflight(OmegaConf.to_container(config, resolve=True))
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     check_resume(OmegaConf.to_container(config, resolve=True))
     forward_environment(config)
-    run_ppo(config, task_runner_class=CuaTaskRunner)
+    with ResourceWatchdog(float(config.cua.preflight.resource_timeout)):
+        run_ppo(config, task_runner_class=CuaTaskRunner)
 
 
 def forward_environment(config: DictConfig) -> None:
@@ -67,12 +72,19 @@ def prepare_config(config: DictConfig, registered: tuple[str, ...] = ()) -> None
 
 
 def run_or_exit(config: DictConfig, prog: str = "verl-cua") -> None:
-    """`run`, with a bad `cua.*` or trainer setting reported in one line (exit 2) instead of a traceback."""
+    """`run`, with a bad `cua.*` or trainer setting reported in one line (exit 2), and a machine that cannot run
+    it (the preflight's blockers, a line each) or a Ray wait past its bound in one line (exit 1), not a traceback."""
     try:
         run(config)
     except CuaConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         sys.exit(2)
+    except PreflightError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)
+    except ResourceWaitError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 @hydra.main(config_path="config", config_name="cua_trainer", version_base=None)

@@ -1,8 +1,9 @@
 """`python -m verl_cua.integrations.verl_agent.main <overrides>`: verl-agent's `main_ppo` with verl-cua installed.
 
 The same Hydra config and overrides as `python3 -m verl.trainer.main_ppo` (run from the verl-agent checkout).
-Before Ray starts it checks the estimator and our env section; then it swaps in a TaskRunner actor that calls
-`install()` first, since make_envs, the trainer and compute_advantage all run in that actor, not here.
+Before Ray starts it checks the estimator, our env section and the machine (the preflight: GPUs, model, stack);
+then it swaps in a TaskRunner actor that calls `install()` first, since make_envs, the trainer and
+compute_advantage all run in that actor, not here. Ray's waits for resources are bounded as in our trainer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ def check_config(config: Any) -> None:
     name = env_name(config.env.env_name)
     if name is not None:
         read_settings(name, config.env.get(name))
+
+
+def resource_timeout(config: dict[str, Any]) -> float:
+    """The bound on Ray's waits for resources: `+cua.preflight.resource_timeout=S` (verl-agent's config has no `cua`
+    section of its own), else our trainer's default."""
+    from verl_cua.integrations.verl.cua_schema import PreflightConfig
+
+    preflight = (config.get("cua") or {}).get("preflight") or {}
+    return float(preflight.get("resource_timeout", PreflightConfig().resource_timeout))
 
 
 def task_runner(original: Any) -> Any:
@@ -52,12 +62,25 @@ def main(argv: list[str] | None = None) -> None:
 
     @hydra.main(config_path=config_dir, config_name="ppo_trainer", version_base=None)
     def run(config) -> None:
+        from omegaconf import OmegaConf
+
+        from verl_cua.doctor.preflight import PreflightError, check_preflight
+        from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
+
         try:
             check_config(config)
+            resolved = OmegaConf.to_container(config, resolve=True)
+            check_preflight(resolved)
         except ValueError as exc:
             raise SystemExit(f"verl-cua: {exc}") from None
+        except PreflightError as exc:
+            raise SystemExit(str(exc)) from None
         main_ppo.TaskRunner = task_runner(main_ppo.TaskRunner)
-        main_ppo.run_ppo(config)
+        try:
+            with ResourceWatchdog(resource_timeout(resolved)):
+                main_ppo.run_ppo(config)
+        except ResourceWaitError as exc:
+            raise SystemExit(f"verl-cua: {exc}") from None
 
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]

@@ -1,0 +1,45 @@
+# Sourced by the GPU recipes after their variable block (needs PYTHON): the interpreter PYTHON names must exist and
+# import verl-cua, verl and the modules given to `require_python` (OSWorld's client for the OSWorld recipes); one
+# line per missing piece, naming the interpreter's path and PYTHON=. The rest of the preflight (GPUs against the
+# run's ask, the model path, the stack's versions, the desktops' needs) runs in Python on the composed config
+# before Ray starts (`verl_cua.main`), or before torchrun (`python -m verl_cua.doctor.preflight`). SKIP_PREFLIGHT=1
+# skips both.
+
+die() {
+    set +x
+    echo "$(basename "$0"): $*" >&2
+    exit 1
+}
+
+# require_python [MODULE=WHAT=FIX ...]: verl_cua and verl always (installed), each extra MODULE (imported) with what
+# it is and the fix.
+require_python() {
+    { [ "${SKIP_PREFLIGHT:-0}" = 1 ] || [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; } && return 0
+    local exe
+    exe=$(command -v "${PYTHON}") || die "PYTHON=${PYTHON} is not an interpreter on PATH; set PYTHON= to the" \
+        "python of the environment that has verl-cua (e.g. PYTHON=.venv/bin/python)"
+    local lines
+    lines=$("${exe}" - "${exe}" "${PYTHON}" \
+        "~verl_cua=verl-cua=install it there (${exe} -m pip install -e '.[verl]')" \
+        "~verl=verl 0.9.1=install it there (${exe} -m pip install -e '.[verl]')" \
+        "$@" 2>&1 <<'EOF'
+import importlib, importlib.util, sys
+exe, named = sys.argv[1], sys.argv[2]
+for spec in sys.argv[3:]:
+    module, what, fix = spec.split("=", 2)
+    try:  # ~module: installed is enough (verl takes seconds to import; main imports it next)
+        if module.startswith("~") and importlib.util.find_spec(module[1:]) is None:
+            raise ImportError(f"No module named {module[1:]!r}")
+        if not module.startswith("~"):
+            importlib.import_module(module)
+    except Exception as exc:
+        print(f"{exe} (PYTHON={named}) lacks {what} ({type(exc).__name__}: {exc}): {fix}, or set PYTHON= to an "
+              "interpreter that has it")
+EOF
+    ) || die "PYTHON=${PYTHON} (${exe}) does not run: ${lines}"
+    if [ -n "${lines}" ]; then
+        set +x
+        while IFS= read -r line; do echo "$(basename "$0"): ${line}" >&2; done <<< "${lines}"
+        exit 1
+    fi
+}

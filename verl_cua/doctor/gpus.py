@@ -1,0 +1,117 @@
+"""The GPUs a run asks for (`trainer.nnodes` x `trainer.n_gpus_per_node`, the rollout's tensor parallelism) against
+the GPUs this machine shows (nvidia-smi, narrowed by CUDA_VISIBLE_DEVICES as CUDA and Ray narrow them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from verl_cua.doctor.report import Finding
+
+MIN_DRIVER_CUDA13 = 580  # CUDA 13 (torch 2.11's PyPI wheels) needs an R580+ driver
+SERVED_ROLLOUTS = ("vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """What nvidia-smi reports: (name, driver, memory) per GPU, narrowed to the visible ones; `error` if it failed."""
+
+    rows: tuple[tuple[str, str, str], ...] = ()
+    error: str | None = None
+
+    @property
+    def count(self) -> int:
+        """GPUs this process may use."""
+        return len(self.rows)
+
+    def describe(self) -> str:
+        """`2 x NVIDIA H100 (81559 MiB), driver 580.1`, or why there are none."""
+        if self.error:
+            return self.error
+        if not self.rows:
+            return "no GPU visible (CUDA_VISIBLE_DEVICES hides them all)"
+        name, driver, memory = self.rows[0]
+        return f"{self.count} x {name} ({memory}), driver {driver}"
+
+
+def visible_gpus() -> Gpus:
+    """The GPUs nvidia-smi lists, only those CUDA_VISIBLE_DEVICES names (by index or UUID) when it is set."""
+    smi = shutil.which("nvidia-smi") or "nvidia-smi"
+    query = [smi, "--query-gpu=index,uuid,name,driver_version,memory.total", "--format=csv,noheader"]
+    try:
+        lines = subprocess.run(query, capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return Gpus(error="no NVIDIA driver answers (nvidia-smi missing or failing)")
+    fields = [(line.split(", ") + ["?"] * 5)[:5] for line in lines if line.strip()]
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if shown is not None:
+        wanted = [part.strip() for part in shown.split(",") if part.strip()]
+        fields = [f for w in wanted for f in fields if w == f[0] or (len(w) > 4 and f[1].startswith(w))]
+    return Gpus(rows=tuple((f[2], f[3], f[4]) for f in fields))
+
+
+def gpu_findings(config: dict[str, Any] | None, gpus: Gpus) -> list[Finding]:
+    """The `gpu` finding (what the run needs against what is here) and the driver's fitness for torch's CUDA."""
+    trainer = (config or {}).get("trainer", {})
+    gpu_run = config is None or trainer.get("device", "cuda") != "cpu"
+    out = [_need(config, gpus) if config is not None and gpu_run else
+           Finding("info" if gpus.error or not gpu_run else "ok", "gpu", gpus.describe())]  # fmt: skip
+    if config is not None and gpu_run:
+        out += _tensor_parallel(config)
+    if gpus.rows:
+        driver = gpus.rows[0][1]
+        cuda = torch_cuda()
+        major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else 0
+        if cuda and cuda.startswith("13") and major < MIN_DRIVER_CUDA13:
+            out.append(Finding("FAIL", "driver", f"torch is built for CUDA {cuda}, which needs driver >= "
+                                                 f"{MIN_DRIVER_CUDA13}; this one is {driver}"))  # fmt: skip
+    return out
+
+
+def _need(config: dict[str, Any], gpus: Gpus) -> Finding:
+    trainer = config["trainer"]
+    nnodes, per_node = int(trainer.get("nnodes", 1)), int(trainer.get("n_gpus_per_node", 1))
+    asked = f"trainer.nnodes={nnodes} x trainer.n_gpus_per_node={per_node}"
+    found = gpus.describe() if gpus.error or not gpus.rows else f"{gpus.count} visible: {gpus.describe()}"
+    if _external_cluster(config):
+        return Finding("info", "gpu", f"the run needs {nnodes * per_node} GPUs ({asked}) on the Ray cluster it joins; "
+                                      f"this machine: {found}")  # fmt: skip
+    if gpus.count >= per_node:
+        return Finding("ok", "gpu", f"the run needs {per_node} GPUs on this node ({asked}); {found}")
+    fix = f"; set N_GPUS_PER_NODE={gpus.count} (trainer.n_gpus_per_node)" if gpus.count else ""
+    where = "this machine" if nnodes == 1 else "each node, this one included"
+    return Finding("FAIL", "gpu", f"the run needs {nnodes * per_node} GPUs ({asked}), {per_node} on {where}; "
+                                  f"found {gpus.count}: {found}{fix}")  # fmt: skip
+
+
+def _tensor_parallel(config: dict[str, Any]) -> list[Finding]:
+    rollout = config.get("actor_rollout_ref", {}).get("rollout", {})
+    if rollout.get("name") not in SERVED_ROLLOUTS:
+        return []
+    trainer = config["trainer"]
+    total = int(trainer.get("nnodes", 1)) * int(trainer.get("n_gpus_per_node", 1))
+    replica = 1
+    for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+        replica *= int(rollout.get(key) or 1)
+    if replica <= total and total % replica == 0:
+        return []
+    return [Finding("FAIL", "rollout gpus", f"a {rollout['name']} replica takes {replica} GPUs (tensor x data x "
+                                            f"pipeline parallel; TP in the recipes), which does not divide the "
+                                            f"run's {total}; set TP to a divisor of {total}")]  # fmt: skip
+
+
+def _external_cluster(config: dict[str, Any]) -> bool:
+    """Whether the run joins a Ray cluster started elsewhere (whose GPUs this machine cannot count)."""
+    address = ((config.get("ray_kwargs") or {}).get("ray_init") or {}).get("address") or os.environ.get("RAY_ADDRESS")
+    return bool(address) and address not in ("local",)
+
+
+def torch_cuda() -> str | None:
+    try:
+        import torch
+    except Exception:
+        return None
+    return torch.version.cuda

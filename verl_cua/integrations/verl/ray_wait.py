@@ -1,0 +1,165 @@
+"""A bound on Ray's silent waits. verl asks Ray for placement groups (GPU bundles) and actors (workers,
+TransferQueue's storage units, the agent loop's workers) and waits for them in a `ray.get` without a timeout: on
+a cluster that lacks what is asked, a run waits forever and prints nothing. `ResourceWatchdog` watches the
+cluster's pending demands from the driver and, once a placement group or an actor has waited for resources longer
+than `cua.preflight.resource_timeout`, stops the run with one line naming what was asked and what the cluster has."""
+
+from __future__ import annotations
+
+import _thread
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+SETTING = "cua.preflight.resource_timeout"
+HINTS = {
+    "GPU": "ask for fewer (trainer.nnodes x trainer.n_gpus_per_node; NNODES, N_GPUS_PER_NODE in the recipes) or add "
+    "GPU nodes",
+    "CPU": "declare more Ray CPU slots (ray_kwargs.ray_init.num_cpus=32; slots are scheduling tokens, not cores) or "
+    "add nodes",
+}
+
+
+class ResourceWaitError(RuntimeError):
+    """Ray waited longer than the bound for resources the cluster lacks; the message names them."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One thing Ray cannot place yet: a placement group or the actors behind a pending demand."""
+
+    key: str
+    what: str
+    bundles: tuple[tuple[dict[str, float], int], ...]  # (resource shape, how many of it)
+
+
+class ResourceWatchdog:
+    """Context manager around the code that starts Ray and waits on it (verl's `run_ppo`): if a wait outlives
+    `timeout` seconds, the main thread is interrupted and `ResourceWaitError` leaves the `with` block instead."""
+
+    def __init__(self, timeout: float, poll: float | None = None):
+        self.timeout = float(timeout)
+        self.poll = poll if poll is not None else max(0.5, min(5.0, self.timeout / 5))
+        self.message: str | None = None
+        self._since: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ResourceWatchdog:
+        if self.timeout > 0:
+            self._thread = threading.Thread(target=self._watch, name="verl-cua-resource-watchdog", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self._stop.set()
+        if self.message and (kind is None or issubclass(kind, (KeyboardInterrupt, Exception))):
+            raise ResourceWaitError(self.message) from None
+
+    def _watch(self) -> None:
+        import ray
+
+        while not self._stop.wait(self.poll):
+            if not ray.is_initialized():
+                continue
+            try:
+                message = self.check(time.monotonic())
+            except Exception as exc:  # a Ray without this API, or a cluster going down: never fail the run for it
+                logger.debug("resource watchdog: %s", exc)
+                continue
+            if message:
+                self.message = message
+                _thread.interrupt_main()
+                return
+
+    def check(self, now: float) -> str | None:
+        """The message once something has waited past the bound, else None (and the waits so far are noted)."""
+        waiting, total, free = pending()
+        for key in list(self._since):
+            if key not in {w.key for w in waiting}:
+                del self._since[key]
+        for item in waiting:
+            self._since.setdefault(item.key, now)
+        late = [w for w in waiting if now - self._since[w.key] >= self.timeout]
+        if not late:
+            return None
+        return describe(late, total, free, self.timeout)
+
+
+def pending() -> tuple[list[Waiting], dict[str, float], dict[str, float]]:
+    """What the cluster cannot place now (placement groups; actors pending creation behind an unmet demand) and the
+    cluster's total and free resources."""
+    import ray
+    from ray.autoscaler.v2.sdk import get_cluster_status
+
+    status = get_cluster_status(ray.get_runtime_context().gcs_address)
+    demands = status.resource_demands
+    names = _placement_group_names()
+    waiting = [
+        Waiting(
+            key=f"pg:{demand.pg_id}",
+            what=f"placement group {names.get(demand.pg_id) or demand.pg_id} ({demand.strategy})",
+            bundles=tuple((dict(b.bundle), int(b.count)) for b in demand.bundles_by_count),
+        )
+        for demand in demands.placement_group_demand
+    ]
+    shapes = tuple((dict(b.bundle), int(b.count)) for d in demands.ray_task_actor_demand for b in d.bundles_by_count)
+    if shapes:
+        for actor_id, name in _pending_actors():
+            waiting.append(Waiting(key=f"actor:{actor_id}", what=f"actor {name}", bundles=shapes))
+    return waiting, _plain(status.total_resources()), _plain(status.available_resources())
+
+
+def describe(late: list[Waiting], total: dict[str, float], free: dict[str, float], timeout: float) -> str:
+    """One line: what waited, what it asks, what the cluster has, the fix, and the setting that bounds the wait."""
+    short = sorted({r for w in late for bundle, _ in w.bundles for r, n in bundle.items() if n > free.get(r, 0.0)})
+    groups = [w for w in late if w.key.startswith("pg:")][:3]
+    actors = Counter(w.what.removeprefix("actor ") for w in late if w.key.startswith("actor:"))
+    parts = [f"{w.what} asks {_bundles(w.bundles)}" for w in groups]
+    if actors:
+        names = ", ".join(name + (f" x{n}" if n > 1 else "") for name, n in sorted(actors.items()))
+        shapes = next(w.bundles for w in late if w.key.startswith("actor:"))
+        parts.append(f"actor{'s' if sum(actors.values()) > 1 else ''} {names} (pending demand {_bundles(shapes)})")
+    has = ", ".join(f"{r} {total.get(r, 0.0):g} ({free.get(r, 0.0):g} free)" for r in short or sorted(total)[:2])
+    hints = "; ".join(HINTS.get(r, f"add nodes with {r}") for r in short)
+    return (
+        f"Ray has waited {timeout:g} s for resources the cluster lacks: {'; '.join(parts)}; the cluster has {has}"
+        + (f": {hints}" if hints else "")
+        + f" ({SETTING}={timeout:g} bounds this wait; 0: none)"
+    )
+
+
+def _bundles(bundles: tuple[tuple[dict[str, float], int], ...]) -> str:
+    return " + ".join(f"{count} x {_shape(bundle)}" for bundle, count in bundles)
+
+
+def _shape(bundle: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(bundle.items())) + "}"
+
+
+def _plain(resources: dict[str, float]) -> dict[str, float]:
+    """Scheduling resources only (no per-node labels, memory or object store)."""
+    skip = ("node:", "memory", "object_store_memory", "accelerator_type:")
+    return {k: float(v) for k, v in resources.items() if not k.startswith(skip)}
+
+
+def _placement_group_names() -> dict[str, str]:
+    from ray.util.placement_group import placement_group_table
+
+    return {pg_id: info.get("name") or "" for pg_id, info in placement_group_table().items()}
+
+
+def _pending_actors() -> list[tuple[str, str]]:
+    """(id, class name) of the actors Ray has not created yet (GCS's actor table)."""
+    from ray._private import state
+
+    return [
+        (actor_id, info.get("ActorClassName") or "?")
+        for actor_id, info in state.actors().items()
+        if info.get("State") == "PENDING_CREATION"
+    ]
