@@ -31,7 +31,7 @@ def fake_nvidia_smi(tmp_path, monkeypatch):
 
     def install(driver):
         exe = tmp_path / "nvidia-smi"
-        exe.write_text(f"#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, {driver}, 81559 MiB'\n")
+        exe.write_text(f"#!/bin/sh\necho '0, GPU-0-fake, NVIDIA H100 80GB HBM3, {driver}, 81559 MiB'\n")
         exe.chmod(0o755)
         monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
 

@@ -85,8 +85,10 @@ def _cached(repo: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")  # read now, as a worker would see it
     try:
-        found = try_to_load_from_cache(repo, "config.json")
+        found = try_to_load_from_cache(repo, "config.json", cache_dir=cache)
     except Exception:  # a malformed name or cache: treated as not cached
         return None
     return str(Path(found).parent) if isinstance(found, str) else None

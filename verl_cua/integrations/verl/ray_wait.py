@@ -48,7 +48,9 @@ class ResourceWatchdog:
         self.message: str | None = None
         self._since: dict[str, float] = {}
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the watchdog never interrupts a main thread that has left the block
         self._thread: threading.Thread | None = None
+        self._failed = False
 
     def __enter__(self) -> ResourceWatchdog:
         if self.timeout > 0:
@@ -57,7 +59,8 @@ class ResourceWatchdog:
         return self
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
         if self.message and (kind is None or issubclass(kind, (KeyboardInterrupt, Exception))):
             raise ResourceWaitError(self.message) from None
 
@@ -70,11 +73,17 @@ class ResourceWatchdog:
             try:
                 message = self.check(time.monotonic())
             except Exception as exc:  # a Ray without this API, or a cluster going down: never fail the run for it
-                logger.debug("resource watchdog: %s", exc)
+                if not self._failed:
+                    logger.warning("cannot read Ray's pending resources (%s: %s); waits are not bounded while this "
+                                   "lasts", type(exc).__name__, exc)  # fmt: skip
+                self._failed = True
                 continue
+            self._failed = False
             if message:
-                self.message = message
-                _thread.interrupt_main()
+                with self._lock:
+                    if not self._stop.is_set():
+                        self.message = message
+                        _thread.interrupt_main()
                 return
 
     def check(self, now: float) -> str | None:
@@ -92,13 +101,14 @@ class ResourceWatchdog:
 
 
 def pending() -> tuple[list[Waiting], dict[str, float], dict[str, float]]:
-    """What the cluster cannot place now (placement groups; actors pending creation behind an unmet demand) and the
-    cluster's total and free resources."""
+    """What the cluster cannot place now, and its total and free resources: placement groups pending (the
+    autoscaler's demand), and actors pending creation whose resources exceed what is free (GCS's actor table; a
+    queue of tasks waiting its turn is not a stall, so task demand does not count)."""
     import ray
     from ray.autoscaler.v2.sdk import get_cluster_status
 
     status = get_cluster_status(ray.get_runtime_context().gcs_address)
-    demands = status.resource_demands
+    total, free = _plain(status.total_resources()), _plain(status.available_resources())
     names = _placement_group_names()
     waiting = [
         Waiting(
@@ -106,13 +116,12 @@ def pending() -> tuple[list[Waiting], dict[str, float], dict[str, float]]:
             what=f"placement group {names.get(demand.pg_id) or demand.pg_id} ({demand.strategy})",
             bundles=tuple((dict(b.bundle), int(b.count)) for b in demand.bundles_by_count),
         )
-        for demand in demands.placement_group_demand
+        for demand in status.resource_demands.placement_group_demand
     ]
-    shapes = tuple((dict(b.bundle), int(b.count)) for d in demands.ray_task_actor_demand for b in d.bundles_by_count)
-    if shapes:
-        for actor_id, name in _pending_actors():
-            waiting.append(Waiting(key=f"actor:{actor_id}", what=f"actor {name}", bundles=shapes))
-    return waiting, _plain(status.total_resources()), _plain(status.available_resources())
+    for actor_id, name, needs in _pending_actors():
+        if any(amount > free.get(resource, 0.0) for resource, amount in needs.items()):
+            waiting.append(Waiting(key=f"actor:{actor_id}", what=f"actor {name}", bundles=((needs, 1),)))
+    return waiting, total, free
 
 
 def describe(late: list[Waiting], total: dict[str, float], free: dict[str, float], timeout: float) -> str:
@@ -121,10 +130,10 @@ def describe(late: list[Waiting], total: dict[str, float], free: dict[str, float
     groups = [w for w in late if w.key.startswith("pg:")][:3]
     actors = Counter(w.what.removeprefix("actor ") for w in late if w.key.startswith("actor:"))
     parts = [f"{w.what} asks {_bundles(w.bundles)}" for w in groups]
-    if actors:
-        names = ", ".join(name + (f" x{n}" if n > 1 else "") for name, n in sorted(actors.items()))
-        shapes = next(w.bundles for w in late if w.key.startswith("actor:"))
-        parts.append(f"actor{'s' if sum(actors.values()) > 1 else ''} {names} (pending demand {_bundles(shapes)})")
+    for name, count in sorted(actors.items()):
+        bundles = next(w.bundles for w in late if w.what == f"actor {name}")
+        shape = _shape(bundles[0][0])
+        parts.append(f"{count} actors {name} ask {shape} each" if count > 1 else f"actor {name} asks {shape}")
     has = ", ".join(f"{r} {total.get(r, 0.0):g} ({free.get(r, 0.0):g} free)" for r in short or sorted(total)[:2])
     hints = "; ".join(HINTS.get(r, f"add nodes with {r}") for r in short)
     return (
@@ -154,12 +163,12 @@ def _placement_group_names() -> dict[str, str]:
     return {pg_id: info.get("name") or "" for pg_id, info in placement_group_table().items()}
 
 
-def _pending_actors() -> list[tuple[str, str]]:
-    """(id, class name) of the actors Ray has not created yet (GCS's actor table)."""
+def _pending_actors() -> list[tuple[str, str, dict[str, float]]]:
+    """(id, class name, resources asked) of the actors Ray has not created yet (GCS's actor table)."""
     from ray._private import state
+    from ray.core.generated import gcs_pb2
 
-    return [
-        (actor_id, info.get("ActorClassName") or "?")
-        for actor_id, info in state.actors().items()
-        if info.get("State") == "PENDING_CREATION"
-    ]
+    table = state.state._connect_and_get_accessor().get_actor_table(None, "PENDING_CREATION")
+    actors = [gcs_pb2.ActorTableData.FromString(raw) for raw in table]
+    return [(a.actor_id.hex(), a.class_name or "?", {k: float(v) for k, v in a.required_resources.items()})
+            for a in actors]  # fmt: skip
