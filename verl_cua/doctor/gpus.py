@@ -77,14 +77,18 @@ def _need(config: dict[str, Any], gpus: Gpus) -> Finding:
     asked = f"trainer.nnodes={nnodes} x trainer.n_gpus_per_node={per_node}"
     found = gpus.describe() if gpus.error or not gpus.rows else f"{gpus.count} visible: {gpus.describe()}"
     if _external_cluster(config):
-        return Finding("info", "gpu", f"the run needs {nnodes * per_node} GPUs ({asked}) on the Ray cluster it joins; "
-                                      f"this machine: {found}")  # fmt: skip
+        return Finding("info", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}) on the Ray cluster it "
+                                      f"joins; this machine: {found}")  # fmt: skip
     if gpus.count >= per_node:
-        return Finding("ok", "gpu", f"the run needs {per_node} GPUs on this node ({asked}); {found}")
+        return Finding("ok", "gpu", f"the run needs {_gpus(per_node)} on this node ({asked}); {found}")
     fix = f"; set N_GPUS_PER_NODE={gpus.count} (trainer.n_gpus_per_node)" if gpus.count else ""
     where = "this machine" if nnodes == 1 else "each node, this one included"
-    return Finding("FAIL", "gpu", f"the run needs {nnodes * per_node} GPUs ({asked}), {per_node} on {where}; "
+    return Finding("FAIL", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}), {per_node} on {where}; "
                                   f"found {gpus.count}: {found}{fix}")  # fmt: skip
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
 def _tensor_parallel(config: dict[str, Any]) -> list[Finding]:
@@ -98,7 +102,7 @@ def _tensor_parallel(config: dict[str, Any]) -> list[Finding]:
         replica *= int(rollout.get(key) or 1)
     if replica <= total and total % replica == 0:
         return []
-    return [Finding("FAIL", "rollout gpus", f"a {rollout['name']} replica takes {replica} GPUs (tensor x data x "
+    return [Finding("FAIL", "rollout gpus", f"a {rollout['name']} replica takes {_gpus(replica)} (tensor x data x "
                                             f"pipeline parallel; TP in the recipes), which does not divide the "
                                             f"run's {total}; set TP to a divisor of {total}")]  # fmt: skip
 
