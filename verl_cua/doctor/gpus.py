@@ -75,7 +75,7 @@ def _need(config: dict[str, Any], gpus: Gpus) -> Finding:
     trainer = config["trainer"]
     nnodes, per_node = int(trainer.get("nnodes", 1)), int(trainer.get("n_gpus_per_node", 1))
     asked = f"trainer.nnodes={nnodes} x trainer.n_gpus_per_node={per_node}"
-    found = gpus.describe() if gpus.error or not gpus.rows else f"{gpus.count} visible: {gpus.describe()}"
+    found = gpus.describe()
     if _external_cluster(config):
         return Finding("info", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}) on the Ray cluster it "
                                       f"joins; this machine: {found}")  # fmt: skip
