@@ -12,8 +12,7 @@ if [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then  # `verl-cua doctor RECIPE` reads t
     if [ "${PROVIDER}" = docker ]; then VM_ARGS=("${KWARGS_PREFIX:-+cua.env.kwargs}.path_to_vm=${VM_PATH}"); fi
     return 0
 fi
-OSWORLD_INSTALL="PYTHON=$(command -v "${PYTHON}" || echo "${PYTHON}") bash envs/osworld/install.sh"
-require_python "desktop_env=OSWorld's client (desktop-env)=install it there (${OSWORLD_INSTALL})"
+require_python "$(osworld_client)"
 if [ "${PROVIDER}" = docker ]; then
     if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
         docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"

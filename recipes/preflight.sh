@@ -43,3 +43,9 @@ EOF
         exit 1
     fi
 }
+
+# osworld_client: the require_python argument for OSWorld's client (desktop-env, installed with --no-deps).
+osworld_client() {
+    echo "desktop_env=OSWorld's client (desktop-env)=install it there" \
+        "(PYTHON=$(command -v "${PYTHON}" || echo "${PYTHON}") bash envs/osworld/install.sh)"
+}

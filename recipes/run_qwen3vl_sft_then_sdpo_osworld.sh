@@ -18,6 +18,12 @@ ENTROPULSE=${ENTROPULSE:-fixed}                   # the ladder alternates RL and
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sft_then_sdpo_osworld}
 SFT_CKPT_DIR=${SFT_CKPT_DIR:-checkpoints/verl_cua/${EXPERIMENT_NAME}_sft}
 
+# Both stages' interpreter before the hours of SFT (each stage runs its own preflight too: GPUs, model, desktops)
+PYTHON=${PYTHON:-python3}
+# shellcheck source=recipes/preflight.sh
+source recipes/preflight.sh
+require_python "$(osworld_client)"
+
 # 1. SFT (skipped when its final checkpoint exists: a rerun resumes at RL)
 if [ ! -f "${SFT_CKPT_DIR}/latest_checkpointed_iteration.txt" ]; then
     # shellcheck disable=SC2086

@@ -251,13 +251,15 @@ def test_cpu_recipe_names_the_quickstart_without_a_venv(tmp_path):
     assert "bash recipes/quickstart.sh" in proc.stderr.strip().splitlines()[-1]
 
 
-def test_osworld_recipe_names_the_install_script_without_the_client(tmp_path):
-    """A python3 that cannot import desktop_env: the recipe stops with one line naming envs/osworld/install.sh."""
+def test_an_osworld_recipe_whose_interpreter_does_not_run_says_so_in_one_line(tmp_path):
+    """PYTHON names a program that is no working Python (tests/doctor/test_preflight_on_cpu.py has the interpreters
+    that lack a package): the recipe stops with one line naming it, before the dataset step."""
     recipe = ROOT / "recipes" / "run_qwen3vl_sdpo_osworld.sh"
     env = {"PATH": os.environ["PATH"], "PYTHON": "false", "DATA_DIR": str(tmp_path / "data")}
     proc = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
-    assert "bash envs/osworld/install.sh" in proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and not (tmp_path / "data").exists()
+    assert proc.stderr.strip().splitlines()[-1].startswith("run_qwen3vl_sdpo_osworld.sh: PYTHON=false (")
+    assert "does not run" in proc.stderr.strip().splitlines()[-1]
 
 
 def test_gpu_smoke_runs_each_estimator_with_lora_off_and_on(stubs, tmp_path):
