@@ -17,6 +17,7 @@ import pytest
 from verl_cua.doctor.gpus import gpu_findings, visible_gpus
 from verl_cua.doctor.model import model_finding
 from verl_cua.doctor.preflight import PreflightError, check_preflight, standalone_config
+from verl_cua.testing.interpreters import python_without
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
@@ -54,22 +55,10 @@ def test_the_flagship_on_the_local_desktop_stops_before_ray_naming_the_gpus_it_n
     assert (tmp_path / "data" / "train.parquet").is_file()  # the steps before it ran for real
 
 
-def _no_osworld_python(tmp_path):
-    """An interpreter like ours on which OSWorld's client does not import (a shadowing package raises)."""
-    shadow = tmp_path / "shadow" / "desktop_env"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ImportError('desktop-env is not installed in this interpreter')\n")
-    exe = tmp_path / "bin" / "python-without-osworld"
-    exe.parent.mkdir()
-    exe.write_text(f'#!/bin/sh\nPYTHONPATH={shadow.parent} exec "{sys.executable}" "$@"\n')
-    exe.chmod(0o755)
-    return exe
-
-
 @pytest.mark.parametrize("recipe", ["run_qwen3vl_sdpo_osworld.sh", "run_qwen3vl_gigpo_osworld.sh",
                                     "run_qwen25vl_grpo_osworld.sh"])  # fmt: skip
 def test_a_recipe_run_with_an_interpreter_lacking_osworlds_client_names_that_interpreter(tmp_path, recipe):
-    exe = _no_osworld_python(tmp_path)
+    exe = python_without("desktop_env", tmp_path)
     proc, seconds = _run_recipe(recipe, tmp_path, PYTHON=str(exe), PROVIDER="local")
     lines = _lines(proc.stderr)
     assert proc.returncode == 1 and seconds < 20 and len(lines) == 1, lines

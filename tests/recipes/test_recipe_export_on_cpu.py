@@ -4,6 +4,7 @@ recipe's own config (its overrides, collected by the stub run, composed on `cua_
 verl's. The exported script runs (with stubs) the same steps with the same overrides, through the exported main."""
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from verl_cua.recipe_export.catalog import recipe_names, recipes_dir
 from verl_cua.recipe_export.config import default_overrides
 from verl_cua.recipe_export.export import export_recipe
 from verl_cua.recipe_export.record import main_overrides, record_calls, write_stubs
+from verl_cua.testing.interpreters import python_without
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTED = {"qwen3vl_sdpo_osworld": "sdpo", "tiny_grpo_miniwob_cpu": "grpo"}  # the flagship and the CPU recipe
@@ -118,6 +120,19 @@ def test_exported_script_runs_the_recipe_through_the_exported_main(name, exporte
     original = _relative(record_calls(checkout / "recipes" / f"run_{name}.sh", stubs, tmp_path, env=env), checkout)
     assert steps == [c for c in original if c[1:3] != ["-m", "verl_cua.main"]]
     assert any(c[1:3] == ["-m", "verl_cua.integrations.verl.dataset"] for c in steps)  # the dataset step is kept
+
+
+def test_an_exported_osworld_recipe_checks_its_interpreter_from_its_own_folder(exported, tmp_path):
+    """The export carries recipes/preflight.sh beside osworld_preflight.sh, and its hint installs OSWorld's client
+    into the interpreter the recipe runs, with the installed package's command (no checkout script)."""
+    _, folders = exported
+    exe = python_without("desktop_env", tmp_path)
+    script = folders["qwen3vl_sdpo_osworld"] / "run_qwen3vl_sdpo_osworld.sh"
+    env = {**os.environ, "PYTHON": str(exe), "PROVIDER": "local", "DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith(f"run_qwen3vl_sdpo_osworld.sh: {exe} (PYTHON={exe}) lacks OSWorld")
+    assert f"({exe} -m verl_cua.cli install-osworld)" in last and "envs/osworld" not in last
 
 
 @pytest.mark.parametrize("name", EXPORTED)

@@ -48,7 +48,9 @@ def run_script(text: str, name: str, folder: str, install: str) -> str:
 def preflight_script(text: str, folder: str) -> str:
     """recipes/osworld_preflight.sh or preflight.sh in `recipe/<folder>/`: it sources its sibling there, and its
     install hints name the installed package's commands rather than our checkout's."""
-    out = text.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
+    into = 'PYTHON=$(command -v "${PYTHON}" || echo "${PYTHON}") ' + OSWORLD_CLIENT  # into the recipe's interpreter
+    out = text.replace(into, '$(command -v "${PYTHON}" || echo "${PYTHON}") -m verl_cua.cli install-osworld')
+    out = out.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
     out = out.replace(f"source {INTERPRETER_CHECK}", f"source recipe/{folder}/preflight.sh")
     return out.replace("-m pip install -e '.[verl]'", "-m pip install 'verl-cua[verl]'")
 
