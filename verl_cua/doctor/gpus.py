@@ -55,12 +55,13 @@ def visible_gpus() -> Gpus:
 
 def gpu_findings(config: dict[str, Any] | None, gpus: Gpus) -> list[Finding]:
     """The `gpu` finding (what the run needs against what is here) and the driver's fitness for torch's CUDA."""
-    trainer = (config or {}).get("trainer", {})
-    gpu_run = config is None or trainer.get("device", "cuda") != "cpu"
-    out = [_need(config, gpus) if config is not None and gpu_run else
-           Finding("info" if gpus.error or not gpu_run else "ok", "gpu", gpus.describe())]  # fmt: skip
-    if config is not None and gpu_run:
-        out += _tensor_parallel(config)
+    device = (config or {}).get("trainer", {}).get("device", "cuda")
+    if config is not None and device == "cuda":
+        out = [_need(config, gpus), *_tensor_parallel(config)]
+    elif config is not None and device != "cpu":  # another accelerator (npu, ...): nvidia-smi cannot count it
+        out = [Finding("info", "gpu", f"trainer.device={device}: not counted here")]
+    else:
+        out = [Finding("info" if gpus.error or device == "cpu" else "ok", "gpu", gpus.describe())]
     if gpus.rows:
         driver = gpus.rows[0][1]
         cuda = torch_cuda()

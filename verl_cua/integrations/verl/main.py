@@ -37,10 +37,11 @@ def run(config: DictConfig) -> None:
             f"trainer.v1.trainer_mode={config.trainer.v1.trainer_mode!r} is not valid; valid: {TRAINER_MODE}"
         )
     prepare_config(config, tuple(ADV_ESTIMATOR_REGISTRY))
-    check_preflight(OmegaConf.to_container(config, resolve=True))
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    check_resume(OmegaConf.to_container(config, resolve=True))
+    resolved = OmegaConf.to_container(config, resolve=True)
+    check_resume(resolved)
+    check_preflight(resolved)  # the machine, once the config itself holds
     forward_environment(config)
     with ResourceWatchdog(float(config.cua.preflight.resource_timeout)):
         run_ppo(config, task_runner_class=CuaTaskRunner)
