@@ -1,5 +1,7 @@
-# Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH): checks the interpreter
-# (recipes/preflight.sh: verl-cua, verl and OSWorld's client) and, for the docker provider, Docker and KVM; then
+# Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH, N_GPUS_PER_NODE,
+# MODEL_PATH; reads NNODES, TP, ENGINE, PREFLIGHT_HOST): checks the interpreter (recipes/preflight.sh: verl-cua, verl
+# and OSWorld's client), the GPUs, model and stack (`python -m verl_cua.doctor.preflight`, with the recipe's
+# appended overrides) and, for the docker provider, Docker and KVM; then
 # fetches the osworld-docker image and the Ubuntu VM image (downloaded once, here, so that no Ray worker downloads it
 # by itself); sets VM_ARGS, the overrides that pass the image on (under KWARGS_PREFIX: +cua.env.kwargs by default,
 # +env.osworld.kwargs for verl-agent). SKIP_PREFLIGHT=1 skips the checks, not the downloads.
@@ -13,8 +15,13 @@ if [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then  # `verl-cua doctor RECIPE` reads t
     return 0
 fi
 require_python "$(osworld_client)"
+if ! skip_preflight; then  # the machine, before the downloads below (main checks the composed config again)
+    "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --host "${PREFLIGHT_HOST:-verl}" \
+        --gpus "${N_GPUS_PER_NODE}" --nnodes "${NNODES:-1}" --tp "${TP:-1}" --rollout "${ENGINE:-vllm}" \
+        --model "${MODEL_PATH}" -- "$@" || exit 1
+fi
 if [ "${PROVIDER}" = docker ]; then
-    if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
+    if ! skip_preflight; then
         docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
         [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
     fi

@@ -11,18 +11,23 @@ die() {
     exit 1
 }
 
+# skip_preflight: whether SKIP_PREFLIGHT says so (1, true, yes or on, as the Python side reads it).
+skip_preflight() {
+    case "${SKIP_PREFLIGHT:-}" in 1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss] | [Oo][Nn]) return 0 ;; *) return 1 ;; esac
+}
+
 # require_python [MODULE=WHAT=FIX ...]: verl_cua and verl always (installed), each extra MODULE (imported) with what
 # it is and the fix.
 require_python() {
-    { [ "${SKIP_PREFLIGHT:-0}" = 1 ] || [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; } && return 0
-    local exe
+    if skip_preflight || [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then return 0; fi
+    local exe lines errors
     exe=$(command -v "${PYTHON}") || die "PYTHON=${PYTHON} is not an interpreter on PATH; set PYTHON= to the" \
         "python of the environment that has verl-cua (e.g. PYTHON=.venv/bin/python)"
-    local lines
+    errors=$(mktemp)
     lines=$("${exe}" - "${exe}" "${PYTHON}" \
         "~verl_cua=verl-cua=install it there (${exe} -m pip install -e '.[verl]')" \
         "~verl=verl 0.9.1=install it there (${exe} -m pip install -e '.[verl]')" \
-        "$@" 2>&1 <<'EOF'
+        "$@" 2>"${errors}" <<'EOF'
 import importlib, importlib.util, sys
 exe, named = sys.argv[1], sys.argv[2]
 for spec in sys.argv[3:]:
@@ -33,13 +38,20 @@ for spec in sys.argv[3:]:
         if not module.startswith("~"):
             importlib.import_module(module)
     except Exception as exc:
-        print(f"{exe} (PYTHON={named}) lacks {what} ({type(exc).__name__}: {exc}): {fix}, or set PYTHON= to an "
-              "interpreter that has it")
+        print(f"lacks: {exe} (PYTHON={named}) lacks {what} ({type(exc).__name__}: {exc}): {fix}, or set PYTHON= "
+              "to an interpreter that has it")
 EOF
-    ) || die "PYTHON=${PYTHON} (${exe}) does not run: ${lines}"
+    ) || {
+        local rc=$? why
+        why=$(tail -n 1 "${errors}")
+        rm -f "${errors}"
+        die "PYTHON=${PYTHON} (${exe}) does not run as Python (exit ${rc})${why:+: ${why}}"
+    }
+    rm -f "${errors}"
+    lines=$(grep '^lacks: ' <<< "${lines}" || true)  # an import's own output is not a blocker
     if [ -n "${lines}" ]; then
         set +x
-        while IFS= read -r line; do echo "$(basename "$0"): ${line}" >&2; done <<< "${lines}"
+        while IFS= read -r line; do echo "$(basename "$0"): ${line#lacks: }" >&2; done <<< "${lines}"
         exit 1
     fi
 }

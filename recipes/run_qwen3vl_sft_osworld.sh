@@ -38,7 +38,10 @@ LOGGER=${LOGGER:-[console,wandb]}
 # shellcheck source=recipes/preflight.sh
 source recipes/preflight.sh
 require_python
-"${PYTHON}" -m verl_cua.doctor.preflight --gpus "${N_GPUS_PER_NODE}" --model "${MODEL_PATH}" --prog "$(basename "$0")"
+if ! skip_preflight; then  # before torchrun starts a process per GPU
+    "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --gpus "${N_GPUS_PER_NODE}" \
+        --model "${MODEL_PATH}" -- "$@" || exit 1
+fi
 
 IFS=, read -r -a RUNS <<< "${SFT_RUNS}"
 "${PYTHON}" -m verl_cua.cli sft-data "${RUNS[@]}" \

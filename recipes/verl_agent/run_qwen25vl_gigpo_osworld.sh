@@ -53,6 +53,7 @@ SAVE_FREQ=${SAVE_FREQ:-20}
 TEST_FREQ=${TEST_FREQ:--1}
 
 KWARGS_PREFIX=+env.osworld.kwargs
+PREFLIGHT_HOST=verl-agent                         # its own verl: no 0.9.1 pin in the preflight
 # shellcheck source=recipes/osworld_preflight.sh
 source recipes/osworld_preflight.sh
 (cd "${VERL_AGENT_DIR}" && "${PYTHON}" -c "import agent_system.environments, gigpo.core_gigpo") \

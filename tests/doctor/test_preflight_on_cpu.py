@@ -21,15 +21,14 @@ from verl_cua.testing.interpreters import python_without
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
-PREFLIGHT_LINE = re.compile(r"^verl-cua: [\w -]+: \S")
 
 
-def _run_recipe(recipe, tmp_path, timeout=120, **env):
+def _run_recipe(recipe, tmp_path, timeout=120, args=(), **env):
     run_env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1", "DATA_DIR": str(tmp_path / "data"),
                "VERL_FILE_LOGGER_PATH": str(tmp_path / "metrics.jsonl"), **env}  # fmt: skip
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(RECIPES / recipe)], cwd=tmp_path, env=run_env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    proc = subprocess.run(["bash", str(RECIPES / recipe), *args], cwd=tmp_path, env=run_env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
     return proc, time.monotonic() - start
 
 
@@ -42,17 +41,27 @@ def test_the_flagship_on_the_local_desktop_stops_before_ray_naming_the_gpus_it_n
                                 TASKS="files-make-dirs,calc-sum-column")  # fmt: skip
     lines = _lines(proc.stderr)
     assert proc.returncode == 1 and seconds < 60, (seconds, lines[-5:])
-    gpu = next(line for line in lines if line.startswith("verl-cua: gpu: "))
+    prefix = "run_qwen3vl_sdpo_osworld.sh: "
+    gpu = next(line for line in lines if line.startswith(f"{prefix}gpu: "))
     assert "needs 8 GPUs (trainer.nnodes=1 x trainer.n_gpus_per_node=8)" in gpu and "found 0" in gpu
     assert "no NVIDIA driver answers" in gpu
-    model = next(line for line in lines if line.startswith("verl-cua: model: "))
+    model = next(line for line in lines if line.startswith(f"{prefix}model: "))
     assert "Qwen/Qwen3-VL-8B-Instruct" in model and "HF_HUB_OFFLINE=1" in model and "MODEL_PATH=" in model
-    blockers = [line for line in lines if PREFLIGHT_LINE.match(line) and "blocker(s)" not in line]
+    assert any(line.startswith(f"{prefix}vllm: not installed") for line in lines)  # the rollout's engine
+    blockers = [line for line in lines if re.match(rf"^{prefix}[\w -]+: \S", line) and "blocker(s)" not in line]
     summary = lines[-1]  # closes the list: one line per blocker above it
-    assert re.match(r"verl-cua: \d+ blocker\(s\) before the run starts; SKIP_PREFLIGHT=1 starts it anyway", summary)
-    assert int(summary.split()[1]) == len(blockers) >= 2
+    assert re.match(rf"{prefix}\d+ blocker\(s\) before the run starts; SKIP_PREFLIGHT=1 starts it anyway", summary)
+    assert int(summary.split()[1]) == len(blockers) >= 3
     assert "ray init kwargs" not in proc.stdout + proc.stderr  # Ray never started
-    assert (tmp_path / "data" / "train.parquet").is_file()  # the steps before it ran for real
+    assert not (tmp_path / "data").exists()  # nor the dataset step (a VM image download would come before it)
+
+
+def test_appended_overrides_reach_the_recipes_early_check(tmp_path):
+    args = ["trainer.n_gpus_per_node=2", "trainer.total_epochs=1"]
+    proc, _ = _run_recipe("run_qwen3vl_sdpo_osworld.sh", tmp_path, PROVIDER="local", TASKS="files-make-dirs",
+                          N_GPUS_PER_NODE="4", args=args)  # fmt: skip
+    gpu = next(line for line in _lines(proc.stderr) if ": gpu: " in line)
+    assert "needs 2 GPUs (trainer.nnodes=1 x trainer.n_gpus_per_node=2)" in gpu  # the override, not the variable
 
 
 @pytest.mark.parametrize("recipe", ["run_qwen3vl_sdpo_osworld.sh", "run_qwen3vl_gigpo_osworld.sh",
@@ -136,8 +145,14 @@ def test_gpus_asked_are_counted_against_the_visible_ones(fake_gpus, monkeypatch)
     assert ok.level == "ok" and "4 x NVIDIA H100" in ok.detail
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,GPU-00000003")  # by index and by UUID prefix, as CUDA reads it
     assert visible_gpus().count == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,7,1")  # CUDA stops at the first entry it cannot use
+    assert visible_gpus().count == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-1a2b3c4d-0000")
+    assert visible_gpus().count == 1 and "MIG instance of NVIDIA H100" in visible_gpus().describe()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert visible_gpus().count == 0 and "hides them all" in visible_gpus().describe()
+    assert visible_gpus().count == 0 and "CUDA_VISIBLE_DEVICES='' leaves no GPU of the 4" in visible_gpus().describe()
+    (need,) = gpu_findings(_gpu_config(4), visible_gpus())
+    assert need.level == "FAIL" and "found 0: CUDA_VISIBLE_DEVICES=''" in need.detail
 
 
 def test_a_rollout_replica_that_does_not_divide_the_gpus_is_a_blocker(fake_gpus):
@@ -148,16 +163,25 @@ def test_a_rollout_replica_that_does_not_divide_the_gpus_is_a_blocker(fake_gpus)
     assert [f.level for f in gpu_findings(_gpu_config(1, tp=2, rollout="hf"), visible_gpus())] == ["ok"]
 
 
-def test_multi_node_and_ray_clusters(fake_gpus, monkeypatch):
+def test_multi_node_and_ray_clusters(fake_gpus, monkeypatch, tmp_path):
     fake_gpus(8)
     (need,) = gpu_findings(_gpu_config(8, nnodes=2), visible_gpus())
     assert need.level == "ok" and "needs 8 GPUs on this node" in need.detail
+    fake_gpus(2)  # the driver's node need not hold a node's worth: a warning, the Ray wait judges the cluster
+    (need,) = gpu_findings(_gpu_config(8, nnodes=2), visible_gpus())
+    assert need.level == "warn" and "needs 16 GPUs" in need.detail and "this one has 2" in need.detail
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # a cluster `ray start` left here: ray.init() joins it
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("10.0.0.1:6379")
+    assert gpu_findings(_gpu_config(8), visible_gpus())[0].level == "info"
+    monkeypatch.delenv("RAY_TMPDIR")
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # never contacted: only its presence is read
     fake_gpus(0)
     (need,) = gpu_findings(_gpu_config(8, nnodes=2), visible_gpus())
     assert need.level == "info" and "on the Ray cluster it joins" in need.detail
     cpu = {"trainer": {"device": "cpu", "nnodes": 1, "n_gpus_per_node": 2}}
     assert [f.level for f in gpu_findings(cpu, visible_gpus())] == ["info"]
+    assert gpu_findings({"trainer": {"n_gpus_per_node": None}}, visible_gpus())[0].check == "gpu"  # no KeyError
 
 
 class _Hub:
@@ -246,6 +270,27 @@ def test_a_cpu_recipe_with_an_unreachable_model_stops_in_one_line_before_ray(tmp
                                 VENV=str(Path(sys.executable).parents[1]))  # fmt: skip
     lines = [line for line in _lines(proc.stderr) if line.startswith("verl-cua: ")]
     assert proc.returncode == 1 and seconds < 90, proc.stderr[-2000:]
-    assert len(lines) == 2 and lines[0].startswith("verl-cua: model: nobody/no-such-model: not a local folder, and "
+    assert len(lines) == 2 and lines[0].startswith("verl-cua: model: nobody/no-such-model: no such folder here, and "
                                                    f"the hub ({server.url}) did not answer")  # fmt: skip
     assert "ray init kwargs" not in proc.stdout
+
+
+def test_verl_agents_own_verl_and_config_are_not_judged_by_our_trainers_pins(monkeypatch, tmp_path):
+    """verl-agent ships its own verl (0.3.x) and has no `cua.env` of ours: its preflight checks GPUs, model and
+    stack presence, never our verl pin or desktops (a `+cua.preflight.*` override must not make it read them)."""
+    from verl_cua.doctor import system
+
+    real = system._version
+    monkeypatch.setattr(system, "_version", lambda name: "0.3.1.dev" if name == "verl" else real(name))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = {"trainer": {"device": "cpu", "nnodes": 1, "n_gpus_per_node": 1},
+              "actor_rollout_ref": {"model": {"path": str(model)}, "rollout": {"name": "hf"}},
+              "env": {"env_name": "osworld"}, "cua": {"preflight": {"resource_timeout": 60}}}  # fmt: skip
+    ours = PreflightError
+    with pytest.raises(ours, match=r"verl: 0\.3\.1\.dev \(needs ==0\.9\.1"):
+        check_preflight(config)
+    check_preflight(config, host="verl-agent")
+    checks = {f.check: f for f in system.system_findings(config, host="verl-agent")}
+    assert checks["verl"].detail == "0.3.1.dev (verl-agent's)" and "memory" not in checks and "flash-attn" not in checks

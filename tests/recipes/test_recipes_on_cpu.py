@@ -259,7 +259,7 @@ def test_an_osworld_recipe_whose_interpreter_does_not_run_says_so_in_one_line(tm
     proc = subprocess.run(["bash", str(recipe)], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and not (tmp_path / "data").exists()
     assert proc.stderr.strip().splitlines()[-1].startswith("run_qwen3vl_sdpo_osworld.sh: PYTHON=false (")
-    assert "does not run" in proc.stderr.strip().splitlines()[-1]
+    assert "does not run as Python (exit 1)" in proc.stderr.strip().splitlines()[-1]
 
 
 def test_gpu_smoke_runs_each_estimator_with_lora_off_and_on(stubs, tmp_path):

@@ -29,16 +29,15 @@ class Gpus:
 
     def describe(self) -> str:
         """`2 x NVIDIA H100 (81559 MiB), driver 580.1`, or why there are none."""
-        if self.error:
-            return self.error
-        if not self.rows:
-            return "no GPU visible (CUDA_VISIBLE_DEVICES hides them all)"
+        if self.error or not self.rows:
+            return self.error or "no GPU"
         name, driver, memory = self.rows[0]
         return f"{self.count} x {name} ({memory}), driver {driver}"
 
 
 def visible_gpus() -> Gpus:
-    """The GPUs nvidia-smi lists, only those CUDA_VISIBLE_DEVICES names (by index or UUID) when it is set."""
+    """The GPUs nvidia-smi lists, narrowed as CUDA narrows them when CUDA_VISIBLE_DEVICES is set: entries by index,
+    GPU UUID (or its prefix) or MIG UUID, up to the first entry CUDA could not use."""
     smi = shutil.which("nvidia-smi") or "nvidia-smi"
     query = [smi, "--query-gpu=index,uuid,name,driver_version,memory.total", "--format=csv,noheader"]
     try:
@@ -47,10 +46,18 @@ def visible_gpus() -> Gpus:
         return Gpus(error="no NVIDIA driver answers (nvidia-smi missing or failing)")
     fields = [(line.split(", ") + ["?"] * 5)[:5] for line in lines if line.strip()]
     shown = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if shown is not None:
-        wanted = [part.strip() for part in shown.split(",") if part.strip()]
-        fields = [f for w in wanted for f in fields if w == f[0] or (len(w) > 4 and f[1].startswith(w))]
-    return Gpus(rows=tuple((f[2], f[3], f[4]) for f in fields))
+    if shown is None:
+        return Gpus(rows=tuple((f[2], f[3], f[4]) for f in fields), error=None if fields else "nvidia-smi lists no GPU")
+    kept = []
+    for entry in (part.strip() for part in shown.split(",")):
+        match = [f for f in fields if entry == f[0] or (entry.startswith("GPU-") and f[1].startswith(entry))]
+        if entry.startswith("MIG-") and fields:  # a MIG instance of one of the GPUs listed
+            match = [(fields[0][0], entry, f"MIG instance of {fields[0][2]}", fields[0][3], "?")]
+        if not match or any(k[1] == match[0][1] for k in kept):  # CUDA stops at the first unusable entry
+            break
+        kept.append(match[0])
+    error = None if kept else f"CUDA_VISIBLE_DEVICES={shown!r} leaves no GPU of the {len(fields)} listed"
+    return Gpus(rows=tuple((f[2], f[3], f[4]) for f in kept), error=error)
 
 
 def gpu_findings(config: dict[str, Any] | None, gpus: Gpus) -> list[Finding]:
@@ -73,19 +80,24 @@ def gpu_findings(config: dict[str, Any] | None, gpus: Gpus) -> list[Finding]:
 
 
 def _need(config: dict[str, Any], gpus: Gpus) -> Finding:
-    trainer = config["trainer"]
-    nnodes, per_node = int(trainer.get("nnodes", 1)), int(trainer.get("n_gpus_per_node", 1))
+    trainer = config.get("trainer") or {}
+    nnodes, per_node = int(trainer.get("nnodes") or 1), int(trainer.get("n_gpus_per_node") or 1)
     asked = f"trainer.nnodes={nnodes} x trainer.n_gpus_per_node={per_node}"
     found = gpus.describe()
+    if _torch_hip():
+        return Finding("info", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}); ROCm GPUs are not counted "
+                                      "here")  # fmt: skip
     if _external_cluster(config):
         return Finding("info", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}) on the Ray cluster it "
                                       f"joins; this machine: {found}")  # fmt: skip
     if gpus.count >= per_node:
         return Finding("ok", "gpu", f"the run needs {_gpus(per_node)} on this node ({asked}); {found}")
+    if nnodes > 1:  # the driver may run on a node without GPUs; Ray's bounded wait judges the cluster
+        return Finding("warn", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}) across its nodes; this "
+                                      f"one has {gpus.count}: {found}")  # fmt: skip
     fix = f"; set N_GPUS_PER_NODE={gpus.count} (trainer.n_gpus_per_node)" if gpus.count else ""
-    where = "this machine" if nnodes == 1 else "each node, this one included"
-    return Finding("FAIL", "gpu", f"the run needs {_gpus(nnodes * per_node)} ({asked}), {per_node} on {where}; "
-                                  f"found {gpus.count}: {found}{fix}")  # fmt: skip
+    return Finding("FAIL", "gpu", f"the run needs {_gpus(per_node)} ({asked}) on this machine; found "
+                                  f"{gpus.count}: {found}{fix}")  # fmt: skip
 
 
 def _gpus(n: int) -> str:
@@ -96,8 +108,8 @@ def _tensor_parallel(config: dict[str, Any]) -> list[Finding]:
     rollout = config.get("actor_rollout_ref", {}).get("rollout", {})
     if rollout.get("name") not in SERVED_ROLLOUTS:
         return []
-    trainer = config["trainer"]
-    total = int(trainer.get("nnodes", 1)) * int(trainer.get("n_gpus_per_node", 1))
+    trainer = config.get("trainer") or {}
+    total = int(trainer.get("nnodes") or 1) * int(trainer.get("n_gpus_per_node") or 1)
     replica = 1
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         replica *= int(rollout.get(key) or 1)
@@ -109,9 +121,21 @@ def _tensor_parallel(config: dict[str, Any]) -> list[Finding]:
 
 
 def _external_cluster(config: dict[str, Any]) -> bool:
-    """Whether the run joins a Ray cluster started elsewhere (whose GPUs this machine cannot count)."""
+    """Whether the run joins a Ray cluster started elsewhere (whose GPUs this machine cannot count): an address
+    in the config or RAY_ADDRESS, or, as `ray.init()` finds it, a cluster `ray start` left running on this machine."""
     address = ((config.get("ray_kwargs") or {}).get("ray_init") or {}).get("address") or os.environ.get("RAY_ADDRESS")
-    return bool(address) and address not in ("local",)
+    if address:
+        return address != "local"
+    current = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp/ray", "ray_current_cluster")
+    return os.path.isfile(current) and os.path.getsize(current) > 0
+
+
+def _torch_hip() -> bool:
+    try:
+        import torch
+    except Exception:
+        return False
+    return bool(getattr(torch.version, "hip", None))
 
 
 def torch_cuda() -> str | None:

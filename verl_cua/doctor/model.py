@@ -43,7 +43,7 @@ def _hub_finding(repo: str, timeout: float) -> Finding:
     download = f"download it where the hub answers (hf download {repo} --local-dir DIR) and set MODEL_PATH=DIR"
     offline = [v for v in OFFLINE_VARS if os.environ.get(v, "").lower() in ("1", "true", "yes", "on")]
     if offline:
-        return Finding("FAIL", "model", f"{repo}: not a local folder and not in the Hugging Face cache, and "
+        return Finding("FAIL", "model", f"{repo}: no such folder here, not in the Hugging Face cache, and "
                                         f"{offline[0]}=1 forbids the download; {download}")  # fmt: skip
     endpoint = os.environ.get("HF_ENDPOINT", HUB).rstrip("/")
     url = f"{endpoint}/api/models/{repo}"
@@ -54,15 +54,18 @@ def _hub_finding(repo: str, timeout: float) -> Finding:
         return Finding("FAIL", "model", f"{repo}: the hub ({endpoint}) refuses it (HTTP {status}): a gated or private "
                                         "model needs a token with access (HF_TOKEN or `hf auth login`)")  # fmt: skip
     if status == 404:
-        return Finding("FAIL", "model", f"{repo}: not a local folder, and the hub ({endpoint}) has no such model")
-    return Finding("FAIL", "model", f"{repo}: not a local folder, and the hub ({endpoint}) did not answer in "
+        return Finding("FAIL", "model", f"{repo}: no such folder here, and the hub ({endpoint}) has no such model")
+    if status == 429:
+        return Finding("warn", "model", f"{repo}: the hub ({endpoint}) answers but rate-limits this machine (HTTP "
+                                        "429); not checked")  # fmt: skip
+    return Finding("FAIL", "model", f"{repo}: no such folder here, and the hub ({endpoint}) did not answer in "
                                     f"{HUB_TRIES} tries of {timeout:g} s ({error}); {download}")  # fmt: skip
 
 
 def _ask(url: str, timeout: float) -> tuple[int | None, str]:
     """The hub's HTTP status for `url` (None with the error when it does not answer), tried HUB_TRIES times."""
     headers = {"User-Agent": "verl-cua-preflight"}
-    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    token = _token()
     if token:
         headers["Authorization"] = f"Bearer {token}"
     error = "no attempt"
@@ -85,10 +88,25 @@ def _cached(repo: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")  # read now, as a worker would see it
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    home = os.environ.get("HF_HOME") or os.path.join(xdg, "huggingface")
+    cache = (
+        os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    )  # fmt: skip  (read now, with huggingface_hub's precedence)
     try:
         found = try_to_load_from_cache(repo, "config.json", cache_dir=cache)
     except Exception:  # a malformed name or cache: treated as not cached
         return None
     return str(Path(found).parent) if isinstance(found, str) else None
+
+
+def _token() -> str | None:
+    """The token huggingface_hub would send: HF_TOKEN, or the one `hf auth login` saved."""
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    try:
+        return get_token()
+    except Exception:
+        return None

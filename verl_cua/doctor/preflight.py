@@ -1,8 +1,9 @@
 """The preflight: `verl-cua doctor`'s machine checks on a run's resolved config, before Ray or torchrun starts.
 Every blocker is one printed line; `SKIP_PREFLIGHT=1` (or `cua.preflight.skip=true`) skips them.
 
-`python -m verl_cua.doctor.preflight --gpus N --model PATH` checks a run that has no trainer config to compose
-(the SFT recipe, before torchrun starts N processes)."""
+`python -m verl_cua.doctor.preflight --gpus N --model PATH` checks what a recipe's variables (and appended
+overrides) ask before a slow step: the SFT recipe before torchrun starts N processes, the OSWorld recipes before
+they download the VM image. `verl_cua.main` checks the composed config again before Ray starts."""
 
 from __future__ import annotations
 
@@ -28,42 +29,71 @@ def skipped(config: dict[str, Any] | None = None) -> bool:
     return bool((((config or {}).get("cua") or {}).get("preflight") or {}).get("skip"))
 
 
-def blockers(config: dict[str, Any]) -> list[Finding]:
+def blockers(config: dict[str, Any], host: str = "verl") -> list[Finding]:
     """The doctor's system findings for `config` that block the run."""
     from verl_cua.doctor.system import system_findings
 
-    return [finding for finding in system_findings(config) if finding.level == "FAIL"]
+    return [finding for finding in system_findings(config, host) if finding.level == "FAIL"]
 
 
-def check_preflight(config: dict[str, Any], prog: str = "verl-cua") -> None:
-    """Raise `PreflightError` naming every blocker of `config` (a resolved trainer config), unless skipped."""
+def check_preflight(config: dict[str, Any], prog: str = "verl-cua", host: str = "verl") -> None:
+    """Raise `PreflightError` naming every blocker of `config` (a resolved trainer config, of our trainer or of
+    verl-agent's as `host` says), unless skipped."""
     if skipped(config):
         return
-    found = blockers(config)
+    found = blockers(config, host)
     if found:
         lines = [f"{prog}: {finding.check}: {finding.detail}" for finding in found]
         lines.append(f"{prog}: {len(found)} blocker(s) before the run starts; {SKIP_VAR}=1 starts it anyway")
         raise PreflightError("\n".join(lines))
 
 
-def standalone_config(gpus: int, model: str, nnodes: int = 1) -> dict[str, Any]:
-    """The parts of a trainer config the checks read, for a run with `gpus` GPUs per node on `model`."""
-    return {
-        "trainer": {"device": "cuda" if gpus > 0 else "cpu", "nnodes": nnodes, "n_gpus_per_node": gpus},
-        "actor_rollout_ref": {"model": {"path": model}, "rollout": {"name": "none"}},
+OVERRIDES = {  # Hydra keys a recipe's appended overrides may set that the standalone checks read
+    "trainer.nnodes": ("trainer", "nnodes"),
+    "trainer.n_gpus_per_node": ("trainer", "n_gpus_per_node"),
+    "trainer.device": ("trainer", "device"),
+    "actor_rollout_ref.model.path": ("model", "path"),
+    "model.path": ("model", "path"),  # the SFT trainer's key
+    "actor_rollout_ref.rollout.name": ("rollout", "name"),
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": ("rollout", "tensor_model_parallel_size"),
+}
+
+
+def standalone_config(
+    gpus: int, model: str, nnodes: int = 1, tp: int = 1, rollout: str = "none", overrides: list[str] | None = None
+) -> dict[str, Any]:
+    """The parts of a trainer config the checks read, for a run with `gpus` GPUs per node on `model`; Hydra
+    `overrides` (`key=value`, as appended to a recipe) win for the keys in OVERRIDES, the others are ignored."""
+    trainer: dict[str, Any] = {"device": "cuda" if gpus > 0 else "cpu", "nnodes": nnodes, "n_gpus_per_node": gpus}
+    parts: dict[str, dict[str, Any]] = {
+        "trainer": trainer,
+        "model": {"path": model},
+        "rollout": {"name": rollout, "tensor_model_parallel_size": tp},
     }
+    for override in overrides or []:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key in OVERRIDES and value:
+            section, field = OVERRIDES[key]
+            parts[section][field] = int(value) if value.isdigit() else value
+    return {"trainer": trainer, "actor_rollout_ref": {"model": parts["model"], "rollout": parts["rollout"]}}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m verl_cua.doctor.preflight --gpus N --model PATH [--nnodes K]`: 1 and a line per blocker, else 0."""
+    """`python -m verl_cua.doctor.preflight --gpus N --model PATH [...] [-- HYDRA OVERRIDES]`: the checks a recipe
+    runs before a slow step (a download, torchrun); 1 and a line per blocker, else 0."""
     parser = argparse.ArgumentParser(prog="verl-cua preflight", description=main.__doc__)
     parser.add_argument("--gpus", type=int, required=True, help="GPUs per node the run starts processes on")
     parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--tp", type=int, default=1, help="the rollout's tensor parallel size")
+    parser.add_argument("--rollout", default="none", help="the rollout engine (vllm, sglang), checked as installed")
     parser.add_argument("--model", required=True, help="the model folder or hub name the run loads")
+    parser.add_argument("--host", default="verl", choices=("verl", "verl-agent"), help="whose trainer runs")
     parser.add_argument("--prog", default="verl-cua", help="the name the lines start with (the recipe's)")
+    parser.add_argument("overrides", nargs="*", help="the recipe's appended Hydra overrides (after --)")
     args = parser.parse_args(argv)
+    config = standalone_config(args.gpus, args.model, args.nnodes, args.tp, args.rollout, args.overrides)
     try:
-        check_preflight(standalone_config(args.gpus, args.model, args.nnodes), prog=args.prog)
+        check_preflight(config, prog=args.prog, host=args.host)
     except PreflightError as exc:
         print(exc, file=sys.stderr)
         return 1

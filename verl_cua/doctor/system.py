@@ -32,33 +32,40 @@ def _gpu_run(config: dict[str, Any] | None) -> bool:
     return config is None or config["trainer"].get("device", "cuda") != "cpu"
 
 
-def system_findings(config: dict[str, Any] | None) -> list[Finding]:
-    """Every system check; `config` (the recipe's resolved config, or None) says which ones matter."""
-    findings = [*gpu_findings(config, visible_gpus()), *_stack(config)]
+def system_findings(config: dict[str, Any] | None, host: str = "verl") -> list[Finding]:
+    """Every system check; `config` (the recipe's resolved config, or None) says which ones matter. `host`:
+    `verl` (our trainer on verl 0.9.1) or `verl-agent` (its own verl: no version pins, its own env settings)."""
+    findings = [*gpu_findings(config, visible_gpus()), *_stack(config, host)]
     if config is not None:
-        model = config.get("actor_rollout_ref", {}).get("model", {}).get("path")
+        model = ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
         if model:
             findings.append(model_finding(model))
-        if "cua" in config:
+        if host == "verl" and (config.get("cua") or {}).get("env"):
             findings += _desktops(config)
     return findings
 
 
-def _stack(config: dict[str, Any] | None) -> list[Finding]:
+def _stack(config: dict[str, Any] | None, host: str = "verl") -> list[Finding]:
     out = []
     verl = _version("verl")
-    out.append(Finding("ok" if verl == VERL else "FAIL", "verl", f"{verl or 'not installed'} (needs =={VERL}: "
-                                                                 "pip install -e '.[verl]')"))  # fmt: skip
+    if host == "verl-agent":  # verl-agent's own verl (0.3.x): installed is all we ask
+        out.append(Finding("ok" if verl else "FAIL", "verl", f"{verl} (verl-agent's)" if verl else "not installed: "
+                                                             "verl-agent's checkout installs it"))  # fmt: skip
+    else:
+        out.append(Finding("ok" if verl == VERL else "FAIL", "verl", f"{verl or 'not installed'} (needs =={VERL}: "
+                                                                     "pip install -e '.[verl]')"))  # fmt: skip
     torch_v, transformers_v = _version("torch"), _version("transformers")
     cuda = torch_cuda()
     out.append(Finding("ok" if torch_v else "FAIL", "torch", f"{torch_v or 'not installed'}, CUDA {cuda or 'none'}"))
-    rollout = (config or {}).get("actor_rollout_ref", {}).get("rollout", {}).get("name", "vllm")
+    rollout = (((config or {}).get("actor_rollout_ref") or {}).get("rollout") or {}).get("name", "vllm")
     engine = rollout if rollout in ("vllm", "sglang") else None
     if engine:
         installed = _version(engine)
         if installed is None:
             out.append(Finding("FAIL" if config else "warn", engine,
                                f"not installed: pip install -e '.[{engine}]'"))  # fmt: skip
+        elif host == "verl-agent":
+            out.append(Finding("ok", engine, f"{installed} (verl-agent's pins apply)"))
         else:
             wanted = _pinned_torch(engine)
             ok = wanted is None or torch_v == wanted
@@ -67,7 +74,8 @@ def _stack(config: dict[str, Any] | None) -> list[Finding]:
             if installed != PINS[engine]:
                 out.append(Finding("warn", engine, f"{installed} is not the tested {PINS[engine]}"))
     out.append(Finding("ok" if transformers_v else "FAIL", "transformers", transformers_v or "not installed"))
-    out.append(_flash_attn(config))
+    if host == "verl":  # our sdpa fallback; verl-agent's verl loads its attention itself
+        out.append(_flash_attn(config))
     return out
 
 
@@ -95,7 +103,8 @@ def _flash_attn(config: dict[str, Any] | None) -> Finding:
 def _desktops(config: dict[str, Any]) -> list[Finding]:
     env = CuaConfig.from_mapping(config["cua"]).env
     provider = env.kwargs.get("provider", "docker") if env.name == "osworld" else env.name
-    count = int(config["actor_rollout_ref"]["rollout"]["agent"]["num_workers"]) * env.pool_size
+    agent = ((config.get("actor_rollout_ref") or {}).get("rollout") or {}).get("agent") or {}
+    count = int(agent.get("num_workers") or 1) * env.pool_size
     out = []
     if provider == "docker":
         out += _docker(env)

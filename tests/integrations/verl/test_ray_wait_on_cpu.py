@@ -51,8 +51,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(case, bound):
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, case, str(bound)], capture_output=True, text=True, timeout=180)
+def _run(case, bound, background=False):
+    cmd = [sys.executable, "-c", SCRIPT, case, str(bound)]
+    if background:  # a job a non-interactive shell starts with `&` ignores SIGINT (launchers, sbatch scripts)
+        cmd = ["bash", "-c", 'trap "" INT; "$@" & wait $!', "bash", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     line = next((x for x in proc.stdout.splitlines() if x.startswith(("FINISHED", "STOPPED"))), None)
     assert proc.returncode == 0 and line, proc.stderr[-3000:]
     kind, seconds, *message = line.split(" ", 2)
@@ -65,6 +68,21 @@ def test_a_placement_group_asking_for_gpus_the_cluster_lacks_stops_naming_them()
     assert "placement group global_pool (STRICT_PACK) asks 2 x {CPU: 1, GPU: 1}" in message
     assert "GPU 0 (0 free)" in message and "trainer.n_gpus_per_node" in message
     assert "cua.preflight.resource_timeout=4" in message and "\n" not in message
+
+
+def test_a_run_started_in_the_background_with_sigint_ignored_is_stopped_too():
+    kind, seconds, message = _run("gpus", 4, background=True)
+    assert kind == "STOPPED" and 4 <= seconds < 20 and "GPU 0 (0 free)" in message, (seconds, message)
+
+
+def test_the_message_sums_a_groups_bundles_against_what_is_free():
+    from verl_cua.integrations.verl.ray_wait import Waiting, describe
+
+    group = Waiting("pg:1", "placement group global_pool (STRICT_PACK)", (({"GPU": 1.0, "CPU": 1.0}, 8),))
+    total = {"GPU": 4.0, "CPU": 64.0, "CPU_group_abc": 1.0}
+    message = describe([group], total, {"GPU": 4.0, "CPU": 60.0}, 300)
+    assert "asks 8 x {CPU: 1, GPU: 1}" in message and "the cluster has GPU 4 (4 free)" in message
+    assert "add GPU nodes" in message and "CPU 64" not in message and "_group_" not in message
 
 
 def test_an_actor_waiting_for_a_cpu_slot_stops_naming_the_slots_and_the_fix():

@@ -30,7 +30,7 @@ def check_config(config: Any) -> None:
 
 def resource_timeout(config: dict[str, Any]) -> float:
     """The bound on Ray's waits for resources: `+cua.preflight.resource_timeout=S` (verl-agent's config has no `cua`
-    section of its own), else our trainer's default."""
+    section of its own; the preflight reads nothing else of such a section there), else our trainer's default."""
     from verl_cua.integrations.verl.cua_schema import PreflightConfig
 
     preflight = (config.get("cua") or {}).get("preflight") or {}
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             check_config(config)
             resolved = OmegaConf.to_container(config, resolve=True)
-            check_preflight(resolved)
+            check_preflight(resolved, host="verl-agent")
         except ValueError as exc:
             raise SystemExit(f"verl-cua: {exc}") from None
         except PreflightError as exc:
