@@ -10,6 +10,8 @@ from hypothesis import settings
 # No test reaches Hugging Face's hub (the model preflight asks it about hub names): a closed loopback port stands in;
 # tests of the hub check start their own hub on 127.0.0.1.
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+for _proxy in ("NO_PROXY", "no_proxy"):  # loopback servers of the tests are reached directly, never via a proxy
+    os.environ[_proxy] = ",".join(filter(None, [os.environ.get(_proxy), "127.0.0.1", "localhost", "::1"]))
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None)
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
