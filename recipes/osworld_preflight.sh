@@ -21,10 +21,7 @@ if ! skip_preflight; then  # the machine, before the downloads below (main check
         --model "${MODEL_PATH}" -- "$@" || exit 1
 fi
 if [ "${PROVIDER}" = docker ]; then
-    if ! skip_preflight; then
-        docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
-        [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
-    fi
+    skip_preflight || require_docker
     docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker
     if [ ! -f "${VM_PATH}" ]; then
         "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"

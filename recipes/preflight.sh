@@ -61,3 +61,9 @@ osworld_client() {
     echo "desktop_env=OSWorld's client (desktop-env)=install it there" \
         "(PYTHON=$(command -v "${PYTHON}" || echo "${PYTHON}") bash envs/osworld/install.sh)"
 }
+
+# require_docker: OSWorld's docker provider needs a daemon this user can reach; KVM, or the VMs crawl.
+require_docker() {
+    docker info >/dev/null 2>&1 || die "the docker provider needs a Docker daemon this user can reach (docker info failed)"
+    [ -e /dev/kvm ] || echo "$(basename "$0"): no /dev/kvm: OSWorld's VMs will run without KVM, too slowly to train" >&2
+}

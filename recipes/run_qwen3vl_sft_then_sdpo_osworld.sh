@@ -18,11 +18,17 @@ ENTROPULSE=${ENTROPULSE:-fixed}                   # the ladder alternates RL and
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sft_then_sdpo_osworld}
 SFT_CKPT_DIR=${SFT_CKPT_DIR:-checkpoints/verl_cua/${EXPERIMENT_NAME}_sft}
 
-# Both stages' interpreter before the hours of SFT (each stage runs its own preflight too: GPUs, model, desktops)
+# The RL stage's needs before the hours of SFT (each stage runs its own preflight too): its interpreter, GPUs and
+# stack (checked on BASE_MODEL: the SFT checkpoint does not exist yet), and Docker for the docker provider
 PYTHON=${PYTHON:-python3}
 # shellcheck source=recipes/preflight.sh
 source recipes/preflight.sh
 require_python "$(osworld_client)"
+if ! skip_preflight; then
+    "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --gpus "${N_GPUS_PER_NODE:-8}" \
+        --nnodes "${NNODES:-1}" --tp "${TP:-2}" --rollout vllm --model "${BASE_MODEL}" -- "$@" || exit 1
+    if [ "${PROVIDER:-docker}" = docker ]; then require_docker; fi
+fi
 
 # 1. SFT (skipped when its final checkpoint exists: a rerun resumes at RL)
 if [ ! -f "${SFT_CKPT_DIR}/latest_checkpointed_iteration.txt" ]; then
