@@ -147,6 +147,8 @@ def test_gpus_asked_are_counted_against_the_visible_ones(fake_gpus, monkeypatch)
     assert visible_gpus().count == 2
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,7,1")  # CUDA stops at the first entry it cannot use
     assert visible_gpus().count == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,1")  # and shows nothing for a list naming a GPU twice
+    assert visible_gpus().count == 0 and "names a GPU twice" in visible_gpus().describe()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-1a2b3c4d-0000")
     assert visible_gpus().count == 1 and "MIG instance of NVIDIA H100" in visible_gpus().describe()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -53,7 +53,9 @@ def visible_gpus() -> Gpus:
         match = [f for f in fields if entry == f[0] or (entry.startswith("GPU-") and f[1].startswith(entry))]
         if entry.startswith("MIG-") and fields:  # a MIG instance of one of the GPUs listed
             match = [(fields[0][0], entry, f"MIG instance of {fields[0][2]}", fields[0][3], "?")]
-        if not match or any(k[1] == match[0][1] for k in kept):  # CUDA stops at the first unusable entry
+        if match and any(k[1] == match[0][1] for k in kept):  # CUDA refuses a list naming a GPU twice
+            return Gpus(error=f"CUDA_VISIBLE_DEVICES={shown!r} names a GPU twice, and CUDA then shows none")
+        if not match:  # CUDA stops at the first unusable entry
             break
         kept.append(match[0])
     error = None if kept else f"CUDA_VISIBLE_DEVICES={shown!r} leaves no GPU of the {len(fields)} listed"
