@@ -174,10 +174,10 @@ def test_multi_node_and_ray_clusters(fake_gpus, monkeypatch, tmp_path):
     assert need.level == "warn" and "needs 16 GPUs" in need.detail and "this one has 2" in need.detail
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # a cluster `ray start` left here: ray.init() joins it
     (tmp_path / "ray").mkdir()
-    (tmp_path / "ray" / "ray_current_cluster").write_text("10.0.0.1:6379")
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:6379")
     assert gpu_findings(_gpu_config(8), visible_gpus())[0].level == "info"
     monkeypatch.delenv("RAY_TMPDIR")
-    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # never contacted: only its presence is read
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # never contacted: only its presence is read
     fake_gpus(0)
     (need,) = gpu_findings(_gpu_config(8, nnodes=2), visible_gpus())
     assert need.level == "info" and "on the Ray cluster it joins" in need.detail

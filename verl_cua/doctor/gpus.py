@@ -132,17 +132,19 @@ def _external_cluster(config: dict[str, Any]) -> bool:
     return os.path.isfile(current) and os.path.getsize(current) > 0
 
 
-def _torch_hip() -> bool:
-    try:
-        import torch
-    except Exception:
-        return False
-    return bool(getattr(torch.version, "hip", None))
-
-
-def torch_cuda() -> str | None:
+def _torch_version(field: str) -> str | None:
+    """`torch.version.<field>` (cuda, hip), or None without torch."""
     try:
         import torch
     except Exception:
         return None
-    return torch.version.cuda
+    return getattr(torch.version, field, None)
+
+
+def _torch_hip() -> bool:
+    return bool(_torch_version("hip"))
+
+
+def torch_cuda() -> str | None:
+    """The CUDA version torch is built for (None: no torch or a CPU build)."""
+    return _torch_version("cuda")

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from verl_cua.doctor.gpus import gpu_findings, torch_cuda, visible_gpus
+from verl_cua.doctor.gpus import SERVED_ROLLOUTS, gpu_findings, torch_cuda, visible_gpus
 from verl_cua.doctor.model import model_finding
 from verl_cua.doctor.report import Finding
 from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig
@@ -58,7 +58,7 @@ def _stack(config: dict[str, Any] | None, host: str = "verl") -> list[Finding]:
     cuda = torch_cuda()
     out.append(Finding("ok" if torch_v else "FAIL", "torch", f"{torch_v or 'not installed'}, CUDA {cuda or 'none'}"))
     rollout = (((config or {}).get("actor_rollout_ref") or {}).get("rollout") or {}).get("name", "vllm")
-    engine = rollout if rollout in ("vllm", "sglang") else None
+    engine = rollout if rollout in SERVED_ROLLOUTS else None
     if engine:
         installed = _version(engine)
         if installed is None:

@@ -8,6 +8,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_cua.doctor.gpus import SERVED_ROLLOUTS
 from verl_cua.doctor.preflight import PreflightError, check_preflight
 from verl_cua.integrations.verl.attention import resolve_attention
 from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_len
@@ -15,7 +16,6 @@ from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_c
 from verl_cua.integrations.verl.cua_state import check_resume
 from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
 
-SERVED_ROLLOUTS = ("vllm", "sglang")
 FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH")
 
 

@@ -115,11 +115,7 @@ class ResourceWatchdog:
     def check(self, now: float) -> str | None:
         """The message once something has waited past the bound, else None (and the waits so far are noted)."""
         waiting, total, free = pending()
-        for key in list(self._since):
-            if key not in {w.key for w in waiting}:
-                del self._since[key]
-        for item in waiting:
-            self._since.setdefault(item.key, now)
+        self._since = {w.key: self._since.get(w.key, now) for w in waiting}  # a wait that ended starts anew
         late = [w for w in waiting if now - self._since[w.key] >= self.timeout]
         if not late:
             return None
@@ -137,14 +133,15 @@ def pending() -> tuple[list[Waiting], dict[str, float], dict[str, float]]:
     job = ray.get_runtime_context().get_job_id()  # hex; placement group and actor ids end with it
     status = get_cluster_status(ray.get_runtime_context().gcs_address)
     total, free = _plain(status.total_resources()), _plain(status.available_resources())
-    names = _placement_group_names()
+    demands = status.resource_demands.placement_group_demand
+    names = _placement_group_names() if demands else {}
     waiting = [
         Waiting(
             key=f"pg:{demand.pg_id}",
             what=f"placement group {names.get(demand.pg_id) or demand.pg_id} ({demand.strategy})",
             bundles=tuple((dict(b.bundle), int(b.count)) for b in demand.bundles_by_count),
         )
-        for demand in status.resource_demands.placement_group_demand
+        for demand in demands
         if str(demand.pg_id).endswith(job)
     ]
     for actor_id, name, needs in _pending_actors(job):
