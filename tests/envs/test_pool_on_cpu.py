@@ -1,6 +1,7 @@
 """EnvPool over real MiniWoB browsers: parallel episodes, and faults (killed or frozen browser) that become
 infra failures instead of exceptions, with the pool rebuilding the env for the next episode."""
 
+import contextlib
 import os
 import signal
 import time
@@ -28,7 +29,43 @@ def test_parallel_episodes_on_two_browsers(chromium):
     with EnvPool(factory, 2) as pool:
         results = pool.map(solve, ["click-button", "enter-text", "click-test", "click-button"])
         assert results == [(1.0, 1.0, False)] * 4
-        assert pool.stats() == {"size": 2, "alive": 2, "restarts": 0, "infra_failures": 0}
+        assert pool.stats() == {"size": 2, "alive": 2, "parked": 0, "switches": 0, "restarts": 0, "infra_failures": 0}
+
+
+def _mixed_batch(keep_idle: int | None) -> tuple[set, dict]:
+    """Four rounds of two episodes over a pool of 2, the rounds alternating two tasks (as a step's groups of
+    click-test and click-button come one after the other): every browser seen (its keeper's pid and start time: one
+    per browser start) and the pool's stats."""
+    browsers = set()
+    with EnvPool(lambda: make_env("miniwob", action_format="pyautogui"), 2, keep_idle=keep_idle) as pool:
+        for seed, name in enumerate(["click-test", "click-button"] * 2):
+            tasks = [{"task": name, "seed": seed}, {"task": name, "seed": seed + 10}]
+            leases = [pool.acquire(task=task) for task in tasks]  # both held at once: the pool's two slots
+            for lease, task in zip(leases, tasks, strict=True):
+                obs = lease.reset(task)
+                assert obs.extra["task"] == name and not lease.infra_failure
+                keeper = psutil.Process(lease.env.pids()[0])
+                browsers.add((keeper.pid, keeper.create_time()))
+            for lease in leases:
+                lease.release()
+        return browsers, pool.stats()
+
+
+def test_a_mixed_task_batch_reuses_its_browsers(chromium):
+    # each task keeps its browsers: two leased, two parked, so a task switch swaps envs and starts no browser
+    browsers, stats = _mixed_batch(keep_idle=None)
+    assert len(browsers) == 4, browsers  # 2 tasks x 2 slots, each started once
+    assert stats["switches"] == 6 and stats["parked"] == 2 and stats["restarts"] == 0
+    # the negative control: with nothing parked every switch closes one browser and starts another
+    restarted, stats = _mixed_batch(keep_idle=0)
+    assert stats["switches"] == 6 and stats["parked"] == 0 and len(restarted) == 2 + 6
+
+
+def _signal(pids, sig):
+    """Send `sig` to each pid still there (a browser's children die with it while the loop runs)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
 
 
 def _browser_pids(env):
@@ -40,8 +77,7 @@ def test_killed_browser_is_an_infra_failure_and_the_pool_recovers(chromium):
         lease = pool.acquire()
         obs = lease.reset("click-button")
         move = solution(lease.env, obs)[0]
-        for pid in _browser_pids(lease.env):
-            os.kill(pid, signal.SIGKILL)
+        _signal(_browser_pids(lease.env), signal.SIGKILL)
         started = time.monotonic()
         result = lease.step(move)  # must not raise
         assert result.info["infra_failure"] and result.done and result.reward == 0.0
@@ -59,8 +95,7 @@ def test_frozen_browser_times_out_and_is_killed_and_rebuilt(chromium):
         obs = lease.reset("click-button")
         move = solution(lease.env, obs)[0]
         frozen = lease.env.pids()
-        for pid in frozen:
-            os.kill(pid, signal.SIGSTOP)
+        _signal(frozen, signal.SIGSTOP)
         result = lease.step(move)
         assert result.info["infra_failure"] and "timed out" in result.info["error"]
         lease.release()  # kills the frozen processes by PID

@@ -49,7 +49,11 @@ class EnvUsageError(ValueError):
 
 @runtime_checkable
 class GUIEnv(Protocol):
-    """A desktop that resets to a task, takes actions and scores the result."""
+    """A desktop that resets to a task, takes actions and scores the result.
+
+    `EnvPool` also uses, where an env has them: `healthy()`, `pids()` or `kill()` (health checks and rebuilds), and
+    `task_key(task)` with `loaded_key` (an env that loads a task at a cost, such as a MiniWoB++ browser on one task
+    page, is leased for tasks it has loaded)."""
 
     def reset(self, task: Any) -> Observation:
         """Start `task`; return the first observation."""

@@ -218,7 +218,17 @@ class MiniWoBEnv:
             shutil.rmtree(path, ignore_errors=True)
         self._temporary = []
 
-    # -- health and processes (used by EnvPool and the fault tests) ----------------------------------------------
+    # -- task keys, health and processes (used by EnvPool and the fault tests) -----------------------------------
+    @staticmethod
+    def task_key(task: Any) -> str | None:
+        """The task page `task` needs: a browser opened on another one restarts to serve it."""
+        return None if task is None else _task_spec(task, None)[0]
+
+    @property
+    def loaded_key(self) -> str | None:
+        """The task page this env's browser has open (None before the first reset)."""
+        return self._task if self._gym_env is not None else None
+
     def healthy(self) -> bool:
         """Whether the browser answers a trivial script."""
         instance = self._instance()

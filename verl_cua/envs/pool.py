@@ -4,6 +4,11 @@ Threads on one host: every env call waits on a browser or a desktop server (I/O)
 without the start-up and memory cost of processes. A call that fails or times out is an infra failure: the
 lease answers `infra_failure=True` instead of raising, the env's processes are killed, and the slot is rebuilt
 for the next episode.
+
+Envs that load a task at a cost (a MiniWoB++ browser opens one task page) say so with `task_key(task)` and
+`loaded_key`; `acquire(task=...)` then leases a free env already loaded for that task, and an env it must switch
+is parked (kept idle, up to `keep_idle` of them, least recently used closed first) in exchange for a parked one
+loaded for the task, so a batch mixing tasks restarts no browser once each task has its envs.
 """
 
 from __future__ import annotations
@@ -163,6 +168,7 @@ class EnvPool:
     (`env.pids()`, when it has them) and rebuilt. `map(fn, items)` runs `fn(lease, item)` over items on all envs.
     `backend="ray"` builds each env in a Ray actor instead, on `hosts` (custom resource
     `verl_cua_desktop:<host>`, see `verl_cua.envs.ray_backend`), for fleets larger than one machine.
+    `keep_idle`: envs parked beside the `size` leased ones for tasks not running now (default `size`; 0: none).
     """
 
     def __init__(
@@ -178,6 +184,7 @@ class EnvPool:
         backend: str = "thread",
         hosts: list[str] | None = None,
         ray_num_cpus: float = 0.0,
+        keep_idle: int | None = None,
     ):
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"pool size must be a positive integer, got {size!r}")
@@ -190,22 +197,57 @@ class EnvPool:
         self.start_timeout, self.start_retries = start_timeout, start_retries
         self._slots = [_Slot(i) for i in range(size)]
         self._free = list(self._slots)
+        self.keep_idle = size if keep_idle is None else int(keep_idle)
+        self._idle: list[tuple[Any, GUIEnv]] = []  # parked envs and their loaded keys, least recently used first
+        self.switches = 0  # leases whose env had to change task (a parked env taken or a fresh one built)
         self._cond = threading.Condition()
         self._closed = False
         self.infra_failures = 0
         self.last_errors: list[str] = []
 
     # -- leasing ---------------------------------------------------------------------------------------------------
-    def acquire(self, timeout: float | None = None) -> EnvLease:
-        """Lease a healthy env (building or rebuilding it if needed); waits for a free slot up to `timeout`."""
+    def acquire(self, timeout: float | None = None, task: Any = None) -> EnvLease:
+        """Lease a healthy env (building or rebuilding it if needed); waits for a free slot up to `timeout`.
+        With `task`, an env already loaded for it is preferred, and one loaded for another task is parked for a
+        parked env of this task (see the module docstring)."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._free or self._closed, timeout):
                 raise TimeoutError(f"no free env in the pool of {self.size} after {timeout}s")
             if self._closed:
                 raise RuntimeError("the env pool is closed")
-            slot = self._free.pop(0)
+            slot = self._free.pop(self._pick(task))
         self._ensure_healthy(slot)
+        if task is not None:
+            self._load_for(slot, task)
         return EnvLease(self, slot)
+
+    def _pick(self, task: Any) -> int:
+        """Index in `_free` of the slot to lease: the first loaded for `task`, else the first (callers hold _cond)."""
+        if task is not None:
+            for i, slot in enumerate(self._free):
+                key = _task_key(slot.env, task)
+                if key is not None and _loaded_key(slot.env) == key:
+                    return i
+        return 0
+
+    def _load_for(self, slot: _Slot, task: Any) -> None:
+        """Give `slot` an env loaded for `task` if its own is loaded for another: a parked one, else a fresh one."""
+        env = slot.env
+        key = _task_key(env, task)
+        loaded = _loaded_key(env)
+        if key is None or loaded is None or loaded == key:
+            return
+        with self._cond:
+            self.switches += 1
+            found = next((i for i, (k, _) in enumerate(self._idle) if k == key), None)
+            parked = self._idle.pop(found)[1] if found is not None else None
+            self._idle.append((loaded, env))
+            evicted = self._idle[: max(0, len(self._idle) - self.keep_idle)]
+            del self._idle[: len(evicted)]
+        for _, old in evicted:
+            _retire(old)
+        slot.env = parked
+        self._ensure_healthy(slot)
 
     def _release(self, lease: EnvLease) -> None:
         if lease._released:
@@ -238,6 +280,8 @@ class EnvPool:
         return {
             "size": self.size,
             "alive": sum(s.env is not None for s in self._slots),
+            "parked": len(self._idle),
+            "switches": self.switches,
             "restarts": sum(s.restarts for s in self._slots),
             "infra_failures": self.infra_failures,
         }
@@ -250,6 +294,10 @@ class EnvPool:
         for slot in self._slots:
             if slot.env is not None:
                 self._discard(slot, count=False)
+        with self._cond:
+            idle, self._idle = self._idle, []
+        for _, env in idle:
+            _retire(env)
 
     def __enter__(self) -> EnvPool:
         return self
@@ -300,17 +348,42 @@ class EnvPool:
             return
         if count:
             slot.restarts += 1
-        _kill(env)
-        try:
-            call_with_timeout(env.close, 15.0)
-        except Exception:
-            logger.debug("closing a broken env failed", exc_info=True)
+        _close(env)
 
     def _count_infra(self, slot: _Slot, error: str) -> None:
         with self._cond:
             self.infra_failures += 1
             self.last_errors = (self.last_errors + [f"env {slot.index}: {error}"])[-20:]
         logger.warning("infra failure on env %d: %s", slot.index, error)
+
+
+def _task_key(env: GUIEnv | None, task: Any) -> Any:
+    """What an env must have loaded to serve `task` without a restart (None: any env serves any task alike)."""
+    key = getattr(env, "task_key", None)
+    return None if key is None else key(task)
+
+
+def _loaded_key(env: GUIEnv | None) -> Any:
+    """The task key an env has loaded now (None: nothing loaded yet, or the env does not say)."""
+    return getattr(env, "loaded_key", None)
+
+
+def _close(env: GUIEnv) -> None:
+    """Kill a broken env's processes, then close it (a close that hangs is given up after 15 s)."""
+    _kill(env)
+    try:
+        call_with_timeout(env.close, 15.0)
+    except Exception:
+        logger.debug("closing a broken env failed", exc_info=True)
+
+
+def _retire(env: GUIEnv) -> None:
+    """Close a healthy env no longer needed; its processes are killed only if closing fails or hangs."""
+    try:
+        call_with_timeout(env.close, 15.0)
+    except Exception:
+        logger.debug("closing a parked env failed; killing it", exc_info=True)
+        _kill(env)
 
 
 def _kill(env: GUIEnv) -> None:

@@ -221,7 +221,7 @@ def _run_pending(
         for attempt in range(1, config.retries + 2):
             writer = EpisodeWriter(out / ref.key)
             try:
-                with pool.acquire() as lease:
+                with pool.acquire(task=ref.task) as lease:
                     result = run_episode(lease, ref, client, settings, writer)
             except RunAborted as exc:
                 writer.close()

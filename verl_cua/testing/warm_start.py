@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 from pathlib import Path
 
 from verl_cua.testing.model_cache import derived_model
@@ -92,21 +93,14 @@ def _train(
     tokenizer = processor.tokenizer
     model = AutoModelForImageTextToText.from_pretrained(src, dtype=torch.float32)
     model.train()
-    spec = build_prompt("pyautogui", screen=screen)
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     left, top, right, bottom = region or (0, 0, *screen)
-    for _ in range(steps):
+    prompts = Prompts(processor, build_prompt("pyautogui", screen=screen))
+    progress = Progress(steps, f"warm start of {src.name}")
+    for step in range(steps):
         image = _page(screen, rng)
-        messages = [
-            {"role": "system", "content": spec.system},
-            {
-                "role": "user",
-                "content": [{"type": "image"}, {"type": "text", "text": spec.user_text(variety.choice(instructions))}],
-            },
-        ]
-        prefix = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        inputs = processor(text=[prefix], images=[image], return_tensors="pt")  # shared by both forks
+        inputs = prompts.inputs(variety.choice(instructions), image)  # shared by both forks
         x, y = rng.randrange(left, right), rng.randrange(top, bottom)
         if not typo_rate:
             _nll(model, tokenizer, inputs, click_text(x, y), end).backward()
@@ -115,10 +109,56 @@ def _train(
                 (weight * _nll(model, tokenizer, inputs, turn, end, total=True)).backward()
         optim.step()
         optim.zero_grad()
+        progress.update(step + 1)
     model.save_pretrained(dst)
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
             shutil.copy2(f, dst / f.name)
+
+
+class Prompts:
+    """A turn's processed prompt: the text of each instruction is tokenized once (every page has the screen's
+    size, so the same number of image tokens); each step only turns its page into patches."""
+
+    def __init__(self, processor, spec):
+        self.processor, self.spec = processor, spec
+        self._text: dict[str, dict] = {}
+
+    def inputs(self, instruction: str, image) -> dict:
+        """What `processor(text=[prompt], images=[image])` returns for this instruction's prompt and `image`."""
+        text = self._text.get(instruction)
+        if text is None:
+            content = [{"type": "image"}, {"type": "text", "text": self.spec.user_text(instruction)}]
+            messages = [{"role": "system", "content": self.spec.system}, {"role": "user", "content": content}]
+            prompt = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            full = self.processor(text=[prompt], images=[image], return_tensors="pt")
+            self._text[instruction] = {k: v for k, v in full.items() if k != "pixel_values"}
+            return dict(full)
+        pixels = self.processor.image_processor(images=[image], return_tensors="pt")
+        if not bool((pixels["image_grid_thw"] == text["image_grid_thw"]).all()):
+            raise ValueError(f"warm start: a page of size {image.size} has another image grid than the first page")
+        return {**text, "pixel_values": pixels["pixel_values"]}
+
+
+class Progress:
+    """One line on stderr at every tenth of the steps: where the loop is and how long the rest should take."""
+
+    def __init__(self, total: int, what: str):
+        import time
+
+        self.total, self.what, self.start, self._clock = total, what, time.monotonic(), time.monotonic
+        self._next = 0
+        print(f"{what}: {total} steps (built once, then cached)", file=sys.stderr, flush=True)
+
+    def update(self, done: int) -> None:
+        """Report `done` steps when it crosses the next tenth."""
+        if done < self._next and done < self.total:
+            return
+        self._next = done + max(1, self.total // 10)
+        elapsed = self._clock() - self.start
+        left = elapsed / done * (self.total - done) if done else 0.0
+        print(f"{self.what}: {done}/{self.total} steps, {elapsed:.0f} s, about {left:.0f} s left", file=sys.stderr,
+              flush=True)  # fmt: skip
 
 
 def _nll(model, tokenizer, prompt, turn: str, end: int, total: bool = False):

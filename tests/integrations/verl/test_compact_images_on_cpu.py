@@ -120,3 +120,41 @@ def test_the_grid_of_an_image_without_its_patches_is_the_processors(tiny_model, 
     image_processor = AutoProcessor.from_pretrained(tiny_model[1]).image_processor
     image = Image.new("RGB", size, (10, 20, 30))
     assert torch.equal(image_grid(image, image_processor), image_processor(images=[image])["image_grid_thw"])
+
+
+def _count_verl_passes(monkeypatch, extra: dict | None = None) -> list[int]:
+    """Counts calls of verl's own multi-modal step (decode the row, run the whole processor), optionally adding
+    `extra` keys to what it returns (a processor that gives more than grids and token types)."""
+    owner = next(c for c in CuaAgentLoopWorker.__mro__[1:] if "_compute_multi_modal_inputs" in vars(c))  # verl's
+    calls = []
+    upstream = owner._compute_multi_modal_inputs
+
+    def counted(self, output, input_ids):
+        calls.append(1)
+        return {**upstream(self, output, input_ids), **(extra or {})}
+
+    monkeypatch.setattr(owner, "_compute_multi_modal_inputs", counted)
+    return calls
+
+
+def test_after_a_worker_checks_its_first_row_png_rows_skip_verls_processor_pass(rows, monkeypatch):
+    verl_worker, ours, output, input_ids = rows
+    reference = verl_worker._compute_multi_modal_inputs(output, input_ids)
+    calls = _count_verl_passes(monkeypatch)
+    first = ours._compute_multi_modal_inputs(output, input_ids)  # built both ways, compared
+    later = [ours._compute_multi_modal_inputs(output, input_ids) for _ in range(3)]
+    assert len(calls) == 1 and ours._fast_rows is True
+    for row in (first, *later):
+        assert set(row) == set(reference) - {"pixel_values"} | {KEY}
+        assert torch.equal(row["image_grid_thw"], reference["image_grid_thw"])
+        assert torch.equal(row["images_seqlens"], reference["images_seqlens"])
+        assert row[KEY] == first[KEY]
+        assert torch.equal(expand(row, ours.processor.image_processor)["pixel_values"], reference["pixel_values"])
+
+
+def test_a_processor_that_gives_more_than_grids_keeps_verls_pass_for_every_row(rows, monkeypatch):
+    _verl, ours, output, input_ids = rows
+    calls = _count_verl_passes(monkeypatch, extra={"second_per_grid_ts": torch.tensor([1.0])})
+    rows_out = [ours._compute_multi_modal_inputs(output, input_ids) for _ in range(3)]
+    assert len(calls) == 3 and ours._fast_rows is False
+    assert all("second_per_grid_ts" in row and is_compact(row) for row in rows_out)

@@ -203,6 +203,50 @@ def test_image_placeholder_mismatch_raises_a_clear_error(server):
         _generate(server, prompt)
 
 
+def _together(server: HFServer, requests: list[tuple[list[int], list | None, dict]]) -> list:
+    """The requests sent at once, as a step's concurrent episodes send them; each its outcome or its exception."""
+
+    async def run():
+        calls = [
+            server.generate(prompt_ids=p, sampling_params={**GREEDY, **params}, request_id=str(i), image_data=images)
+            for i, (p, images, params) in enumerate(requests)
+        ]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    return asyncio.run(run())
+
+
+def test_concurrent_requests_share_a_batch_and_get_what_each_alone_gets(server):
+    # screenshots of three sizes (so three image-token counts) and prompts of different lengths, left-padded in one
+    # batch; each row keeps its own token budget
+    images = [_image((40 * i, 200 - 30 * i, 90)).resize((120 + 28 * (i % 3), 90)) for i in range(5)]
+    requests = [(_image_prompt(server, im), [im], {"max_tokens": 3 + i}) for i, im in enumerate(images)]
+    requests.append((_text_prompt(server, "a text-only prompt in the same batch"), None, {"max_tokens": 6}))
+    alone = [_generate(server, p, images, **params) for p, images, params in requests]
+    server.batch_sizes.clear()
+    together = _together(server, requests)
+    assert max(server.batch_sizes) >= 2, server.batch_sizes  # the waiting requests went as one batch
+    for (_, _, params), a, b in zip(requests, alone, together, strict=True):
+        assert b.token_ids == a.token_ids and len(b.token_ids) <= params["max_tokens"]
+        assert b.log_probs == pytest.approx(a.log_probs, abs=1e-5)
+
+
+def test_a_bad_request_fails_alone_and_seeded_ones_are_never_batched(server):
+    image = _image((200, 10, 10))
+    good = _image_prompt(server, image)
+    bad = list(good)
+    bad.remove(server.image_token_id)
+    server.batch_sizes.clear()
+    outcomes = _together(server, [(good, [image], {}), (bad, [image], {}), (good, [image], {})])
+    assert isinstance(outcomes[1], ValueError) and "image placeholder tokens" in str(outcomes[1])
+    assert outcomes[0].token_ids == outcomes[2].token_ids == _generate(server, good, [image]).token_ids
+    hot = {"temperature": 5.0, "max_tokens": 16, "ignore_eos": True}
+    server.batch_sizes.clear()
+    seeded = _together(server, [(good, [image], {**hot, "seed": s}) for s in (1, 1, 2)])
+    assert set(server.batch_sizes) == {1}  # each seeded request draws from its own RNG stream, alone
+    assert seeded[0].token_ids == seeded[1].token_ids != seeded[2].token_ids
+
+
 def test_load_weights_changes_generation_and_accepts_trainer_names(pristine):
     server = pristine
     prompt = _text_prompt(server)

@@ -109,7 +109,7 @@ class GUIAgentLoop(AgentLoopBase):
         service = env_service(self.env_cfg)
         ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task))
         async with service.slot():
-            lease = await service.call(service.pool.acquire)
+            lease = await service.call(service.pool.acquire, task=task)
             try:
                 if self.env_cfg.rows == "step":
                     return await self._run_steps(ep, lease, service, sampling_params)

@@ -206,7 +206,7 @@ class GUIEnvironmentManager:
     # -- one env ----------------------------------------------------------------------------------------------------
     def _reset_one(self, st: _EnvState) -> None:
         try:
-            st.lease = self.envs.acquire(timeout=self.settings.reset_timeout)
+            st.lease = self.envs.acquire(timeout=self.settings.reset_timeout, task=st.ref.task)
         except (TimeoutError, RuntimeError) as exc:
             self._fail(st, f"no env: {exc}")
             return

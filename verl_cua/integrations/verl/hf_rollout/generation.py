@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,16 @@ def sampled_log_probs(
     return log_probs.gather(-1, torch.tensor(token_ids).unsqueeze(-1)).squeeze(-1).tolist()
 
 
-@dataclass
+@dataclass(frozen=True)
+class Prompt:
+    """One request of a batch: its prompt ids, its images and its own token budget."""
+
+    ids: list[int]
+    images: list[Any] | None
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
 class Sampling:
     """One request's decoding settings (vLLM's meaning: temperature <= 1e-5 is greedy, top_k <= 0 is off)."""
 
@@ -134,7 +143,6 @@ class Generator:
         self.video_token_id = get_processor_token_id(processor, "video")
         self.banned_token_ids = self._banned_token_ids()
 
-    @torch.no_grad()
     def generate(
         self,
         prompt_ids: list[int],
@@ -143,10 +151,23 @@ class Generator:
         mm_kwargs: dict[str, Any] | None = None,
     ) -> tuple[list[int], list[float] | None]:
         """Response ids for one prompt (up to and including the first stop id) and, if asked, their log-probs."""
-        input_ids = torch.tensor([prompt_ids], dtype=torch.long)
-        inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
-        inputs.update(self.vision_inputs(input_ids, images, mm_kwargs or {}))
-        config = self._generation_config(sampling)
+        return self.generate_batch([Prompt(prompt_ids, images, sampling.max_new_tokens)], sampling, mm_kwargs)[0]
+
+    @torch.no_grad()
+    def generate_batch(
+        self, prompts: list[Prompt], sampling: Sampling, mm_kwargs: dict[str, Any] | None = None
+    ) -> list[tuple[list[int], list[float] | None]]:
+        """One `generate` call for several prompts that share `sampling` (left-padded; each row keeps its own
+        `max_new_tokens`): per prompt, its response ids up to its first stop id and, if asked, their log-probs."""
+        if len(prompts) > 1 and sampling.seed is not None:
+            raise ValueError(f"{self.name}: a seeded request is generated alone (its RNG stream is its own)")
+        width = max(len(p.ids) for p in prompts)
+        pad = self.pad_token_id if self.pad_token_id is not None else 0
+        input_ids = torch.tensor([[pad] * (width - len(p.ids)) + list(p.ids) for p in prompts], dtype=torch.long)
+        attention_mask = torch.tensor([[0] * (width - len(p.ids)) + [1] * len(p.ids) for p in prompts])
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        inputs.update(self._batch_vision_inputs(input_ids, attention_mask, prompts, mm_kwargs or {}))
+        config = self._generation_config(replace(sampling, max_new_tokens=max(p.max_new_tokens for p in prompts)))
         seeded = sampling.seed is not None
         with torch.random.fork_rng(devices=[]) if seeded else contextlib.nullcontext():
             if seeded:
@@ -156,11 +177,37 @@ class Generator:
                 generation_config=config,
                 logits_processor=LogitsProcessorList([BannedTokens(self.banned_token_ids)]),
             )
-        token_ids = truncate_at_stop(out.sequences[0, len(prompt_ids) :].tolist(), sampling.stop_ids)
-        if not sampling.logprobs:
-            return token_ids, None
         temperature = 0.0 if sampling.greedy else sampling.temperature
-        return token_ids, sampled_log_probs(out.logits, token_ids, self.banned_token_ids, temperature)
+        results = []
+        for row, prompt in enumerate(prompts):
+            new = out.sequences[row, width : width + prompt.max_new_tokens].tolist()
+            token_ids = truncate_at_stop(new, sampling.stop_ids)
+            if not sampling.logprobs:
+                results.append((token_ids, None))
+                continue
+            logits = tuple(step[row : row + 1] for step in out.logits)
+            results.append((token_ids, sampled_log_probs(logits, token_ids, self.banned_token_ids, temperature)))
+        return results
+
+    def _batch_vision_inputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompts: list[Prompt], mm_kwargs: dict[str, Any]
+    ) -> dict[str, torch.Tensor]:
+        """The vision inputs of every row, checked row by row, concatenated in row order (M-RoPE types padded)."""
+        rows = [self.vision_inputs(input_ids[i : i + 1][attention_mask[i : i + 1] == 1].unsqueeze(0), p.images,
+                                   mm_kwargs) for i, p in enumerate(prompts)]  # fmt: skip
+        if len(rows) == 1:
+            return rows[0]
+        inputs: dict[str, torch.Tensor] = {}
+        for key in ("pixel_values", "image_grid_thw"):
+            parts = [r[key] for r in rows if key in r]
+            if parts:
+                inputs[key] = torch.cat(parts)
+        if self.is_vl:
+            types = torch.zeros_like(input_ids, dtype=torch.int)
+            for i, r in enumerate(rows):
+                types[i, input_ids.shape[1] - r["mm_token_type_ids"].shape[1] :] = r["mm_token_type_ids"][0]
+            inputs["mm_token_type_ids"] = types
+        return inputs
 
     def _generation_config(self, sampling: Sampling) -> GenerationConfig:
         """A fresh GenerationConfig for `sampling` (logits kept for the log-probs)."""

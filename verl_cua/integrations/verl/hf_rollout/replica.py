@@ -12,7 +12,7 @@ from typing import Any
 import ray
 from verl.workers.rollout.replica import RolloutReplica
 
-from verl_cua.integrations.verl.hf_rollout.server import HFServer
+from verl_cua.integrations.verl.hf_rollout.server import DEFAULT_MAX_BATCH, HFServer
 
 DEFAULT_NUM_CPUS = 1
 
@@ -40,6 +40,11 @@ class HFReplica(RolloutReplica):
         """Ray CPU slots (and torch threads) of the server: `rollout.engine_kwargs.hf.num_cpus`, default 1."""
         return int(hf_engine_kwargs(self.config).get("num_cpus", DEFAULT_NUM_CPUS))
 
+    @property
+    def max_batch(self) -> int:
+        """Most requests one batched generate takes: `rollout.engine_kwargs.hf.max_batch`, default 32."""
+        return int(hf_engine_kwargs(self.config).get("max_batch", DEFAULT_MAX_BATCH))
+
     async def init_standalone(self) -> None:
         """Not supported: verl's standalone mode builds GPU worker groups."""
         raise NotImplementedError("hf rollout supports hybrid mode only (rollout on the trainer's workers)")
@@ -64,6 +69,7 @@ class HFReplica(RolloutReplica):
                 model_config=self.model_config,
                 replica_rank=self.replica_rank,
                 num_cpus=self.num_cpus,
+                max_batch=self.max_batch,
             )
         )
         await server.init.remote()

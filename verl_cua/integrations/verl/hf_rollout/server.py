@@ -1,15 +1,19 @@
 """`HFServer`: the `hf` rollout's server, transformers `generate` on CPU behind verl's token-in/token-out API.
 
 For CPU runs and tests only; production rollouts use vLLM/SGLang. A plain class: `HFReplica` wraps it with
-`ray.remote` and verl's `LLMServerClient` calls `generate` on the actor. One request runs at a time (an
-`asyncio.Lock` shared with `load_weights`), in a worker thread so the actor keeps answering control calls.
+`ray.remote` and verl's `LLMServerClient` calls `generate` on the actor. Requests that arrive while a generation
+runs wait, and then go as one batch (those with the same sampling settings; a seeded one alone), so a step's
+concurrent episodes share forward passes. One batch runs at a time (an `asyncio.Lock` shared with `load_weights`),
+in a worker thread so the actor keeps answering control calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -19,6 +23,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from verl_cua.integrations.verl.hf_rollout.generation import (
     Generator,
+    Prompt,
     Sampling,
     load_model,
     max_position_embeddings,
@@ -29,6 +34,24 @@ from verl_cua.integrations.verl.hf_rollout.names import normalize_param_name
 __all__ = ["HFServer", "normalize_param_name", "stop_token_ids"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BATCH = 32  # requests in one batched generate (`rollout.engine_kwargs.hf.max_batch`)
+
+
+@dataclass(eq=False)  # compared by identity
+class _Request:
+    """A request waiting for its batch: its prompt, its sampling, and the future its caller awaits."""
+
+    prompt: Prompt
+    sampling: Sampling
+    mm_kwargs: dict[str, Any]
+    future: asyncio.Future
+
+    def batch_key(self) -> tuple:
+        """Requests with equal keys can share one `generate` call (the token budget is per row)."""
+        if self.sampling.seed is not None:
+            return (id(self),)
+        return (replace(self.sampling, max_new_tokens=0), repr(sorted(self.mm_kwargs.items())))
 
 
 def stop_token_ids(model_config: HFModelConfig) -> list[int]:
@@ -48,10 +71,12 @@ class HFServer:
         model_config: Any,
         replica_rank: int = 0,
         num_cpus: int | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
     ):
         self.config: RolloutConfig = omega_conf_to_dataclass(config, dataclass_type=RolloutConfig)
         self.model_config: HFModelConfig = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
         self.replica_rank = replica_rank
+        self.max_batch = max(1, int(max_batch))
         if num_cpus:
             torch.set_num_threads(int(num_cpus))
         self.tokenizer = self.model_config.tokenizer
@@ -76,6 +101,9 @@ class HFServer:
         self.global_steps: int | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: list[_Request] = []
+        self._batcher: asyncio.Task | None = None
+        self.batch_sizes: Counter[int] = Counter()  # how many batches of each size ran (tests read it)
 
     async def init(self) -> bool:
         """Ready check: the model is loaded once the actor's constructor has returned."""
@@ -100,10 +128,16 @@ class HFServer:
             raise NotImplementedError("hf rollout supports text and image inputs only; use vLLM/SGLang for video/audio")
         prompt_ids = [int(t) for t in prompt_ids]
         params = dict(sampling_params)
-        async with self._get_lock():
-            token_ids, log_probs = await asyncio.to_thread(
-                self._generate_blocking, prompt_ids, params, image_data, mm_processor_kwargs or {}
-            )
+        if params.get("prompt_logprobs"):
+            raise NotImplementedError("hf rollout does not compute prompt_logprobs; use vLLM/SGLang")
+        sampling = self._sampling(params, len(prompt_ids))
+        prompt = Prompt(prompt_ids, list(image_data) if image_data else None, sampling.max_new_tokens)
+        future = asyncio.get_running_loop().create_future()
+        request = _Request(prompt, sampling, dict(mm_processor_kwargs or {}), future)
+        self._waiting.append(request)
+        if self._batcher is None or self._batcher.done():
+            self._batcher = asyncio.create_task(self._run_batches())
+        token_ids, log_probs = await request.future
         return TokenOutput(
             token_ids=token_ids,
             log_probs=log_probs,
@@ -111,17 +145,40 @@ class HFServer:
             extra_fields={"global_steps": self.global_steps},
         )
 
-    def _generate_blocking(
-        self,
-        prompt_ids: list[int],
-        params: dict[str, Any],
-        image_data: list[Any] | None,
-        mm_kwargs: dict[str, Any],
-    ) -> tuple[list[int], list[float] | None]:
-        """Run `model.generate` for one prompt; returns response ids and (when asked) their log-probs."""
-        if params.get("prompt_logprobs"):
-            raise NotImplementedError("hf rollout does not compute prompt_logprobs; use vLLM/SGLang")
-        return self.generator.generate(prompt_ids, self._sampling(params, len(prompt_ids)), image_data, mm_kwargs)
+    async def _run_batches(self) -> None:
+        """Generate the waiting requests, a batch at a time, until none waits (new ones join the next batch)."""
+        while self._waiting:
+            key = self._waiting[0].batch_key()
+            batch = [r for r in self._waiting if r.batch_key() == key][: self.max_batch]
+            self._waiting = [r for r in self._waiting if r not in batch]
+            async with self._get_lock():
+                try:
+                    results = await asyncio.to_thread(self._generate_batch, batch)
+                except Exception as exc:  # noqa: BLE001 - every caller gets its own request's outcome
+                    results = await self._one_by_one(batch) if len(batch) > 1 else [exc]
+            for request, result in zip(batch, results, strict=True):
+                if request.future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    request.future.set_exception(result)
+                else:
+                    request.future.set_result(result)
+
+    async def _one_by_one(self, batch: list[_Request]) -> list[Any]:
+        """A failed batch again, request by request: a bad request fails alone, the others get their tokens."""
+        results: list[Any] = []
+        for request in batch:
+            try:
+                results.append((await asyncio.to_thread(self._generate_batch, [request]))[0])
+            except Exception as exc:  # noqa: BLE001
+                results.append(exc)
+        return results
+
+    def _generate_batch(self, batch: list[_Request]) -> list[tuple[list[int], list[float] | None]]:
+        """Run `model.generate` once for `batch` (same sampling); per request its ids and (when asked) log-probs."""
+        self.batch_sizes[len(batch)] += 1
+        prompts = [r.prompt for r in batch]
+        return self.generator.generate_batch(prompts, batch[0].sampling, batch[0].mm_kwargs)
 
     def _sampling(self, params: dict[str, Any], prompt_len: int) -> Sampling:
         """vLLM-style sampling params (falling back to the rollout config) as one request's `Sampling`."""

@@ -1,0 +1,51 @@
+"""The warm start's data path: each instruction's prompt is tokenized once and each page only turned into patches,
+which must give exactly what the processor gives for the whole prompt; progress lines at every tenth."""
+
+import random
+
+import pytest
+import torch
+from transformers import AutoProcessor
+
+from verl_cua.actions.prompts import build_prompt
+from verl_cua.testing.tiny_models import build_tiny_model
+from verl_cua.testing.warm_start import Progress, Prompts, _page
+
+SCREEN = (160, 210)
+
+
+@pytest.mark.parametrize("family", ["qwen25vl", "qwen3vl"])
+def test_cached_prompts_equal_the_processors_whole_output(family):
+    processor = AutoProcessor.from_pretrained(build_tiny_model(family))
+    spec = build_prompt("pyautogui", screen=SCREEN)
+    prompts, rng = Prompts(processor, spec), random.Random(0)
+    for instruction in ["Click the button.", "Focus into the textbox.", "Click the button."] * 2:
+        page = _page(SCREEN, rng)
+        content = [{"type": "image"}, {"type": "text", "text": spec.user_text(instruction)}]
+        messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]
+        text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        want = processor(text=[text], images=[page], return_tensors="pt")
+        got = prompts.inputs(instruction, page)
+        assert set(got) == set(want)
+        for key, value in want.items():
+            assert torch.equal(got[key], value), key
+    assert len(prompts._text) == 2  # each instruction's text processed once
+
+
+def test_a_page_of_another_size_is_refused():
+    processor = AutoProcessor.from_pretrained(build_tiny_model("qwen25vl"))
+    prompts, rng = Prompts(processor, build_prompt("pyautogui", screen=SCREEN)), random.Random(0)
+    prompts.inputs("Click the button.", _page(SCREEN, rng))
+    with pytest.raises(ValueError, match="another image grid"):
+        prompts.inputs("Click the button.", _page((320, 420), rng))
+
+
+def test_progress_prints_a_line_at_every_tenth(capsys):
+    progress = Progress(95, "warm start of m")
+    for step in range(1, 96):
+        progress.update(step)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "warm start of m: 95 steps (built once, then cached)"
+    done = [int(line.split(": ")[1].split("/")[0]) for line in lines[1:]]
+    assert done[0] == 1 and done[-1] == 95 and 10 <= len(done) <= 12
+    assert all("s left" in line for line in lines[1:])
