@@ -68,7 +68,8 @@ PYTHON="$VENV/bin/python" bash envs/osworld/install.sh
 
 set +e
 # shellcheck disable=SC2086
-"$VENV/bin/python" -m pytest ${PYTEST_ARGS:--q} tests
+# --durations: the 25 slowest tests and their seconds close every run, so CI's minutes can be read off its log
+"$VENV/bin/python" -m pytest ${PYTEST_ARGS:--q --durations=25} tests
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

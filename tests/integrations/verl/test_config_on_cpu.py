@@ -36,6 +36,20 @@ def test_cpu_preset_sets_the_cpu_stack():
     assert cfg.ray_kwargs.ray_init.num_cpus >= 16  # TransferQueue + workers need more Ray slots than 2 cores
 
 
+def test_cpu_presets_compute_in_fp32():
+    # verl's FSDP engine computes in bf16 unless `mixed_precision` says otherwise (its `dtype` key does not): a CPU
+    # without bf16 units then runs the update 5x slower, and its log-probs differ from the fp32 hf rollout's
+    import torch
+    from verl.utils.torch_dtypes import PrecisionType
+
+    cfg = _compose("preset=cpu")
+    with initialize_config_module("verl_cua.integrations.verl.config.sft", version_base=None):
+        sft = compose("cua_sft", overrides=["preset=cpu"])
+    for engine in (cfg.actor_rollout_ref.actor.fsdp_config, cfg.actor_rollout_ref.ref.fsdp_config, sft.engine):
+        for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
+            assert PrecisionType.to_dtype(engine.mixed_precision[key]) == torch.float32, (key, engine)
+
+
 def test_cli_overrides_reach_cua_keys():
     cfg = _compose("preset=cpu", "cua.env.rows=step", "cua.env.history_images=2", "cua.action.format=qwen25vl")
     assert (cfg.cua.env.rows, cfg.cua.env.history_images, cfg.cua.action.format) == ("step", 2, "qwen25vl")

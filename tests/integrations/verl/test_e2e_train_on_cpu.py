@@ -116,6 +116,9 @@ def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, 
         "trainer.logger=[console,file,tensorboard]",
     )
     _check_step_metrics(run["steps"], episodes=2 * N)
+    # the CPU preset trains in fp32, as the hf rollout samples (verl's FSDP default is bf16): the trainer's
+    # log-probs of the sampled tokens are the rollout's own
+    assert all(m["training/rollout_probs_diff_max"] < 1e-4 for m in run["steps"]), run["steps"][0]
     _check_logged_images(tmp_path / "tb", steps=2, per_step=2)
     assert [m["cua/logged_episodes"] for m in run["steps"]] == [2, 2]
     # the reference is the initial policy: no divergence before the first update, some after it

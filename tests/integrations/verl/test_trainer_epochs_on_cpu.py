@@ -1,5 +1,6 @@
 """`trainer.total_training_steps` is never cut short by `trainer.total_epochs` (verl 0.9.1 stops at the epochs' end
-without a word); the learning test runs the real trainer with total_epochs=1 and counts its steps."""
+without a word; the learning test runs the real trainer with total_epochs=1 and counts its steps), and the replay
+buffer's poll is short."""
 
 import pytest
 
@@ -21,3 +22,20 @@ from verl_cua.integrations.verl.trainer import epochs_for_steps
 )
 def test_epochs_cover_the_steps_asked_for(steps, per_epoch, epochs, expected):
     assert epochs_for_steps(steps, per_epoch, epochs) == expected
+
+
+def test_the_replay_buffer_looks_for_finished_rollouts_every_tenth_of_a_second(monkeypatch):
+    # verl's sync buffer polls TransferQueue every 2 s (no config key reaches it): every rollout phase lasted a whole
+    # number of 2-second ticks. The trainer lowers it; a custom sampler that polls faster keeps its own interval.
+    from types import SimpleNamespace
+
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from verl_cua.integrations.verl.trainer import SAMPLE_POLL_S, CuaTrainer
+
+    for given, kept in ((2.0, SAMPLE_POLL_S), (0.01, 0.01)):
+        built = SimpleNamespace(poll_interval=given)
+        monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self, b=built: b)
+        buffer = CuaTrainer._build_replay_buffer(object.__new__(CuaTrainer))
+        assert buffer.poll_interval == kept
+    assert SAMPLE_POLL_S <= 0.1

@@ -62,6 +62,16 @@ def stop_token_ids(model_config: HFModelConfig) -> list[int]:
     return sorted({int(i) for i in ids if i is not None})
 
 
+def _settle(future: asyncio.Future, result: Any) -> None:
+    """Give a waiting caller its tokens or its exception (a caller that went away is skipped)."""
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+
+
 class HFServer:
     """One `hf` rollout server: a CPU transformers model answering verl's `generate` and lifecycle calls."""
 
@@ -146,23 +156,27 @@ class HFServer:
         )
 
     async def _run_batches(self) -> None:
-        """Generate the waiting requests, a batch at a time, until none waits (new ones join the next batch)."""
-        while self._waiting:
-            key = self._waiting[0].batch_key()
-            batch = [r for r in self._waiting if r.batch_key() == key][: self.max_batch]
-            self._waiting = [r for r in self._waiting if r not in batch]
-            async with self._get_lock():
-                try:
-                    results = await asyncio.to_thread(self._generate_batch, batch)
-                except Exception as exc:  # noqa: BLE001 - every caller gets its own request's outcome
-                    results = await self._one_by_one(batch) if len(batch) > 1 else [exc]
-            for request, result in zip(batch, results, strict=True):
-                if request.future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    request.future.set_exception(result)
-                else:
-                    request.future.set_result(result)
+        """Generate the waiting requests, a batch at a time, until none waits (new ones join the next batch). No
+        request is left waiting: if this task itself ends abnormally (cancelled), every pending caller is told."""
+        batch: list[_Request] = []
+        try:
+            while self._waiting:
+                key = self._waiting[0].batch_key()
+                batch = [r for r in self._waiting if r.batch_key() == key][: self.max_batch]
+                self._waiting = [r for r in self._waiting if r not in batch]
+                async with self._get_lock():
+                    try:
+                        results = await asyncio.to_thread(self._generate_batch, batch)
+                    except Exception as exc:  # noqa: BLE001 - every caller gets its own request's outcome
+                        results = await self._one_by_one(batch) if len(batch) > 1 else [exc]
+                for request, result in zip(batch, results, strict=True):
+                    _settle(request.future, result)
+                batch = []
+        except BaseException as exc:
+            stranded, self._waiting = [*batch, *self._waiting], []
+            for request in stranded:
+                _settle(request.future, RuntimeError(f"hf rollout: generation stopped ({type(exc).__name__})"))
+            raise
 
     async def _one_by_one(self, batch: list[_Request]) -> list[Any]:
         """A failed batch again, request by request: a bad request fails alone, the others get their tokens."""

@@ -1,0 +1,47 @@
+"""bench.step's bookkeeping on recorded steps (its training runs are the recipe's, run by the learning test): the
+phases' medians after the warm-up steps, the driver's share per step, the rollout's split per episode, the table
+with ratios to the anchor, and one-line errors for bad arguments."""
+
+import pytest
+
+from bench import step as bench_step
+
+
+def _step(i, gen, update, env=0.2, gen_per=0.1):
+    phases = {"gen": gen, "old_log_prob": 1.0, "ref": 0.5, "adv": 0.1, "update_actor": update, "update_weights": 0.1}
+    record = {f"timing_s/{k}": v for k, v in phases.items()}
+    record["timing_s/step"] = sum(phases.values()) + 0.2 + i * 0.01  # the driver's own share grows a little
+    record.update({"cua/episodes": 32, "cua/steps_mean": 1.0, "cua/env_seconds_mean": env,
+                   "cua/generate_seconds_mean": gen_per, "step": i + 1})  # fmt: skip
+    return record
+
+
+def test_profile_takes_medians_after_the_warmup_and_the_driver_per_step():
+    steps = [_step(0, gen=30.0, update=20.0)] + [_step(i, gen=4.0 + i, update=2.0) for i in range(1, 6)]
+    profile = bench_step.profile(steps, warmup=1)
+    assert profile["steps_measured"] == 5
+    assert profile["gen"] == 7.0 and profile["update_actor"] == 2.0  # the first step's 30 s are left out
+    assert profile["driver"] == pytest.approx(0.23)  # the median of step - phases, not step's median - medians
+    assert profile["gen_per_episode"] == pytest.approx(7.0 / 32)
+    assert (profile["env_per_episode"], profile["generate_per_episode"], profile["episodes"]) == (0.2, 0.1, 32)
+    assert "sdpo_teacher" not in profile  # a phase no step ran is not a row
+
+
+def test_the_table_shows_ratios_to_the_anchor(capsys):
+    anchor = bench_step.profile([_step(i, gen=6.0, update=12.0) for i in range(4)], warmup=1)
+    faster = bench_step.profile([_step(i, gen=3.0, update=3.0) for i in range(4)], warmup=1)
+    runs = [{"label": "before", "profile": anchor, "wall_s": 100, "steps": 4, "overrides": []},
+            {"label": "after", "profile": faster, "wall_s": 60, "steps": 4, "overrides": ["x=1"]}]  # fmt: skip
+    bench_step.print_table("miniwob", runs)
+    out = capsys.readouterr().out
+    assert "x anchor" in out and "0.50" in out and "0.25" in out  # gen 3/6, update 3/12
+    assert "before: 100 s wall for 4 steps" in out and "overrides: x=1" in out
+
+
+def test_a_run_without_steps_and_bad_arguments_are_one_line_errors(capsys):
+    with pytest.raises(ValueError, match="logged no training step"):
+        bench_step.profile([], warmup=1)
+    assert bench_step.main(["--setting", "windows"]) == 2
+    assert "valid: miniwob, miniwob2, osworld" in capsys.readouterr().err
+    assert bench_step.main(["--steps", "1", "--warmup", "1"]) == 2
+    assert "must exceed --warmup" in capsys.readouterr().err
