@@ -216,9 +216,9 @@ class EnvPool:
             if self._closed:
                 raise RuntimeError("the env pool is closed")
             slot = self._free.pop(self._pick(task))
-        self._ensure_healthy(slot)
         if task is not None:
             self._load_for(slot, task)
+        self._ensure_healthy(slot)  # one check, of the env the lease gets
         return EnvLease(self, slot)
 
     def _pick(self, task: Any) -> int:
@@ -231,7 +231,8 @@ class EnvPool:
         return 0
 
     def _load_for(self, slot: _Slot, task: Any) -> None:
-        """Give `slot` an env loaded for `task` if its own is loaded for another: a parked one, else a fresh one."""
+        """Give `slot` an env loaded for `task` if its own is loaded for another: a parked one, else none (the caller
+        then builds a fresh one)."""
         env = slot.env
         key = _task_key(env, task)
         loaded = _loaded_key(env)
@@ -246,8 +247,7 @@ class EnvPool:
             del self._idle[: len(evicted)]
         for _, old in evicted:
             _retire(old)
-        slot.env = parked
-        self._ensure_healthy(slot)
+        slot.env = parked  # checked (or, when None, built) by the caller
 
     def _release(self, lease: EnvLease) -> None:
         if lease._released:
