@@ -34,7 +34,10 @@ def test_the_table_shows_ratios_to_the_anchor(capsys):
             {"label": "after", "profile": faster, "wall_s": 60, "steps": 4, "overrides": ["x=1"]}]  # fmt: skip
     bench_step.print_table("miniwob", runs)
     out = capsys.readouterr().out
-    assert "x anchor" in out and "0.50" in out and "0.25" in out  # gen 3/6, update 3/12
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 4}
+    assert "x anchor" in out
+    assert rows["rollout (gen)"].split("│")[-2].strip() == "0.50"  # 3 s against the anchor's 6
+    assert rows["actor update"].split("│")[-2].strip() == "0.25"  # 3 s against 12
     assert "before: 100 s wall for 4 steps" in out and "overrides: x=1" in out
 
 

@@ -62,6 +62,14 @@ def test_the_cpu_recipe_needs_no_gpu_and_passes_here():
     assert code == 0, found
 
 
+def test_parked_miniwob_browsers_count_in_the_memory_check():
+    # the pool keeps cua.env.idle_envs browsers loaded for other tasks beside its pool_size ones
+    _code, found = _doctor(CPU_RECIPE)
+    assert ": 4 miniwob desktops x 0.4 GB" in found["memory"], found["memory"]
+    _code, found = _doctor(CPU_RECIPE, "cua.env.idle_envs=0")
+    assert ": 2 miniwob desktops x 0.4 GB" in found["memory"], found["memory"]
+
+
 def test_a_driver_too_old_for_torchs_cuda_is_a_blocker(fake_nvidia_smi):
     import torch
 

@@ -32,7 +32,7 @@ def test_parallel_episodes_on_two_browsers(chromium):
         assert pool.stats() == {"size": 2, "alive": 2, "parked": 0, "switches": 0, "restarts": 0, "infra_failures": 0}
 
 
-def _mixed_batch(keep_idle: int | None) -> tuple[set, dict]:
+def _mixed_batch(keep_idle: int) -> tuple[set, dict]:
     """Four rounds of two episodes over a pool of 2, the rounds alternating two tasks (as a step's groups of
     click-test and click-button come one after the other): every browser seen (its keeper's pid and start time: one
     per browser start) and the pool's stats."""
@@ -48,12 +48,23 @@ def _mixed_batch(keep_idle: int | None) -> tuple[set, dict]:
                 browsers.add((keeper.pid, keeper.create_time()))
             for lease in leases:
                 lease.release()
-        return browsers, pool.stats()
+        stats = pool.stats()
+    running = {b for b in browsers if _alive(*b)}
+    assert not running, f"browsers outlived the pool's close (parked ones included): {running}"
+    return browsers, stats
+
+
+def _alive(pid: int, started: float) -> bool:
+    """Whether the process `pid` that started at `started` still runs (not a later process given the same pid)."""
+    try:
+        return psutil.Process(pid).create_time() == started
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_a_mixed_task_batch_reuses_its_browsers(chromium):
     # each task keeps its browsers: two leased, two parked, so a task switch swaps envs and starts no browser
-    browsers, stats = _mixed_batch(keep_idle=None)
+    browsers, stats = _mixed_batch(keep_idle=2)
     assert len(browsers) == 4, browsers  # 2 tasks x 2 slots, each started once
     assert stats["switches"] == 6 and stats["parked"] == 2 and stats["restarts"] == 0
     # the negative control: with nothing parked every switch closes one browser and starts another

@@ -104,7 +104,8 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
     env = CuaConfig.from_mapping(config["cua"]).env
     provider = env.kwargs.get("provider", "docker") if env.name == "osworld" else env.name
     agent = ((config.get("actor_rollout_ref") or {}).get("rollout") or {}).get("agent") or {}
-    count = int(agent.get("num_workers") or 1) * env.pool_size
+    parked = env.idle_envs if provider == "miniwob" else 0  # only MiniWoB++ envs are kept loaded for other tasks
+    count = int(agent.get("num_workers") or 1) * (env.pool_size + parked)
     out = []
     if provider == "docker":
         out += _docker(env)

@@ -168,7 +168,8 @@ class EnvPool:
     (`env.pids()`, when it has them) and rebuilt. `map(fn, items)` runs `fn(lease, item)` over items on all envs.
     `backend="ray"` builds each env in a Ray actor instead, on `hosts` (custom resource
     `verl_cua_desktop:<host>`, see `verl_cua.envs.ray_backend`), for fleets larger than one machine.
-    `keep_idle`: envs parked beside the `size` leased ones for tasks not running now (default `size`; 0: none).
+    `keep_idle`: envs parked beside the `size` leased ones for tasks not running now (default 0: a task switch
+    restarts the env; each parked MiniWoB++ browser holds ~0.4 GB).
     """
 
     def __init__(
@@ -184,7 +185,7 @@ class EnvPool:
         backend: str = "thread",
         hosts: list[str] | None = None,
         ray_num_cpus: float = 0.0,
-        keep_idle: int | None = None,
+        keep_idle: int = 0,
     ):
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"pool size must be a positive integer, got {size!r}")
@@ -197,7 +198,7 @@ class EnvPool:
         self.start_timeout, self.start_retries = start_timeout, start_retries
         self._slots = [_Slot(i) for i in range(size)]
         self._free = list(self._slots)
-        self.keep_idle = size if keep_idle is None else int(keep_idle)
+        self.keep_idle = int(keep_idle)
         self._idle: list[tuple[Any, GUIEnv]] = []  # parked envs and their loaded keys, least recently used first
         self.switches = 0  # leases whose env had to change task (a parked env taken or a fresh one built)
         self._cond = threading.Condition()
@@ -219,16 +220,22 @@ class EnvPool:
         if task is not None:
             self._load_for(slot, task)
         self._ensure_healthy(slot)  # one check, of the env the lease gets
+        if self._closed:  # closed meanwhile: what this lease built or took is nobody's to close
+            self._discard(slot, count=False)
+            raise RuntimeError("the env pool is closed")
         return EnvLease(self, slot)
 
     def _pick(self, task: Any) -> int:
-        """Index in `_free` of the slot to lease: the first loaded for `task`, else the first (callers hold _cond)."""
-        if task is not None:
-            for i, slot in enumerate(self._free):
-                key = _task_key(slot.env, task)
-                if key is not None and _loaded_key(slot.env) == key:
-                    return i
-        return 0
+        """Index in `_free` of the slot to lease (callers hold _cond): one loaded for `task`, else one with nothing
+        loaded (empty or fresh), else the first."""
+        if task is None:
+            return 0
+        loaded = [_loaded_key(slot.env) for slot in self._free]
+        for i, slot in enumerate(self._free):
+            key = _task_key(slot.env, task)
+            if key is not None and loaded[i] == key:
+                return i
+        return next((i for i, key in enumerate(loaded) if key is None), 0)
 
     def _load_for(self, slot: _Slot, task: Any) -> None:
         """Give `slot` an env loaded for `task` if its own is loaded for another: a parked one, else none (the caller
@@ -239,6 +246,8 @@ class EnvPool:
         if key is None or loaded is None or loaded == key:
             return
         with self._cond:
+            if self._closed:
+                raise RuntimeError("the env pool is closed")
             self.switches += 1
             found = next((i for i, (k, _) in enumerate(self._idle) if k == key), None)
             parked = self._idle.pop(found)[1] if found is not None else None

@@ -231,7 +231,7 @@ def test_concurrent_requests_share_a_batch_and_get_what_each_alone_gets(server):
         assert b.log_probs == pytest.approx(a.log_probs, abs=1e-5)
 
 
-def test_a_bad_request_fails_alone_and_seeded_ones_are_never_batched(server):
+def test_a_bad_request_fails_alone_and_seeded_or_penalised_ones_are_never_batched(server):
     image = _image((200, 10, 10))
     good = _image_prompt(server, image)
     bad = list(good)
@@ -245,6 +245,9 @@ def test_a_bad_request_fails_alone_and_seeded_ones_are_never_batched(server):
     seeded = _together(server, [(good, [image], {**hot, "seed": s}) for s in (1, 1, 2)])
     assert set(server.batch_sizes) == {1}  # each seeded request draws from its own RNG stream, alone
     assert seeded[0].token_ids == seeded[1].token_ids != seeded[2].token_ids
+    server.batch_sizes.clear()
+    _together(server, [(good, [image], {"repetition_penalty": 1.3})] * 3)
+    assert set(server.batch_sizes) == {1}  # a penalty would count the batch's left padding as repeated tokens
 
 
 def test_load_weights_changes_generation_and_accepts_trainer_names(pristine):

@@ -24,18 +24,30 @@ def test_epochs_cover_the_steps_asked_for(steps, per_epoch, epochs, expected):
     assert epochs_for_steps(steps, per_epoch, epochs) == expected
 
 
-def test_the_replay_buffer_looks_for_finished_rollouts_every_tenth_of_a_second(monkeypatch):
+def test_cpu_runs_look_for_finished_rollouts_every_tenth_of_a_second(monkeypatch):
     # verl's sync buffer polls TransferQueue every 2 s (no config key reaches it): every rollout phase lasted a whole
-    # number of 2-second ticks. The trainer lowers it; a custom sampler that polls faster keeps its own interval.
+    # number of 2-second ticks. On the CPU the trainer lowers it; GPU runs and a faster custom sampler keep theirs.
     from types import SimpleNamespace
 
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1 import replay_buffer
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
     from verl_cua.integrations.verl.trainer import SAMPLE_POLL_S, CuaTrainer
 
-    for given, kept in ((2.0, SAMPLE_POLL_S), (0.01, 0.01)):
-        built = SimpleNamespace(poll_interval=given)
-        monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self, b=built: b)
-        buffer = CuaTrainer._build_replay_buffer(object.__new__(CuaTrainer))
-        assert buffer.poll_interval == kept
-    assert SAMPLE_POLL_S <= 0.1
+    def real_buffer(self):  # verl's own sync buffer: a renamed attribute would fail here, not pass silently
+        return replay_buffer.ReplayBuffer("sync", OmegaConf.create({}), None, "drop", OmegaConf.create({}))
+
+    slept = []
+    monkeypatch.setattr(replay_buffer.time, "sleep", slept.append)
+    monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", real_buffer)
+    for device, want in (("cpu", SAMPLE_POLL_S), ("cuda", 2.0)):
+        trainer = object.__new__(CuaTrainer)
+        trainer.config = OmegaConf.create({"trainer": {"device": device}})
+        buffer = CuaTrainer._build_replay_buffer(trainer)
+        buffer._wait_for_next_poll("train", last_debug_time=0.0)
+        assert slept.pop() == want
+    faster = SimpleNamespace(poll_interval=0.01)
+    monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self: faster)
+    trainer.config = OmegaConf.create({"trainer": {"device": "cpu"}})
+    assert CuaTrainer._build_replay_buffer(trainer).poll_interval == 0.01

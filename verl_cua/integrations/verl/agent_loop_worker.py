@@ -12,7 +12,7 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorke
 from verl.utils.tokenizer import get_processor_token_id
 
 from verl_cua.integrations.verl.compact_images import KEY as PNG_KEY
-from verl_cua.integrations.verl.compact_images import compact, image_grid, png_bytes
+from verl_cua.integrations.verl.compact_images import compact, image_grid, images_seqlens, png_bytes
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 
 logger = logging.getLogger(__name__)
@@ -35,12 +35,19 @@ class CuaAgentLoopWorker(_WorkerBase):
 
     def _compute_multi_modal_inputs(self, output, input_ids) -> dict[str, Any]:
         """verl's processor output (grid, lengths, M-RoPE inputs) with `pixel_values` swapped for the PNGs."""
-        images = (output.multi_modal_data or {}).get("images")
+        data = output.multi_modal_data or {}
+        images = data.get("images")
         if self._png_rows is None:
             self._png_rows = image_storage(self.config) == "png"
-        if not images or not self._png_rows or self._fast_rows is False:
+        only_images = not (data.get("videos") or data.get("audios"))
+        if not images or not self._png_rows or not only_images or self._fast_rows is False:
             return self._verl_rows(output, input_ids, images)
-        fast = self._grid_rows(images, input_ids)
+        try:
+            fast = self._grid_rows(images, input_ids)
+        except Exception as exc:  # noqa: BLE001 - a processor we cannot read the grid of: verl's way, from now on
+            logger.warning("verl-cua: cannot build PNG rows from grids (%s); using verl's processor pass", exc)
+            self._fast_rows = False
+            return self._verl_rows(output, input_ids, images)
         if self._fast_rows is None:
             full = self._verl_rows(output, input_ids, images)
             self._fast_rows = same_inputs(full, fast)
@@ -57,17 +64,12 @@ class CuaAgentLoopWorker(_WorkerBase):
         return inputs
 
     def _grid_rows(self, images: list, input_ids: torch.Tensor) -> dict[str, Any]:
-        """What a PNG row's multi-modal inputs hold, from the images' sizes and the tokens alone."""
+        """What a PNG row's multi-modal inputs hold, from the images' sizes and the tokens alone (the token types'
+        values do not matter: verl pops them and rebuilds them from the tokens)."""
         grid = torch.cat([image_grid(image, self.processor.image_processor) for image in images])
-        ids = input_ids.reshape(1, -1)
-        types = torch.zeros_like(ids)
-        for kind, token in ((1, get_processor_token_id(self.processor, "image")),
-                            (2, get_processor_token_id(self.processor, "video"))):  # fmt: skip
-            if token is not None:
-                types[ids == token] = kind
-        seqlens = torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])
-        return {TOKEN_TYPES: types, "image_grid_thw": grid, "images_seqlens": seqlens,
-                PNG_KEY: [png_bytes(image) for image in images]}  # fmt: skip
+        types = (input_ids.reshape(1, -1) == get_processor_token_id(self.processor, "image")).long()
+        pngs = [png_bytes(image) for image in images]
+        return {TOKEN_TYPES: types, "image_grid_thw": grid, "images_seqlens": images_seqlens(grid), PNG_KEY: pngs}
 
 
 def same_inputs(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -99,5 +99,10 @@ def insert_png(mm: dict[str, Any], index: int, image: Image.Image, grid: torch.T
     new_grid = grid if old_grid is None else torch.cat([old_grid[:index], grid.to(old_grid.dtype), old_grid[index:]])
     out[KEY] = pngs
     out["image_grid_thw"] = new_grid
-    out["images_seqlens"] = torch.repeat_interleave(new_grid[:, 1] * new_grid[:, 2], new_grid[:, 0])
+    out["images_seqlens"] = images_seqlens(new_grid)
     return out
+
+
+def images_seqlens(grid: torch.Tensor) -> torch.Tensor:
+    """Patches per image frame, as verl stores them beside `image_grid_thw` (t x h x w rows)."""
+    return torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])

@@ -43,6 +43,12 @@ class EnvConfig(Section):
         "action_space: pyautogui); add one with +cua.env.kwargs.KEY=VALUE",
     )
     pool_size: int = setting(2, "environments each agent-loop worker process keeps", low=1)
+    idle_envs: int = setting(
+        2,
+        "environments each worker keeps idle beside its pool, loaded for tasks not running now (MiniWoB++ browsers, "
+        "~0.4 GB each), so a batch that mixes tasks restarts no browser; 0: a task switch restarts one",
+        low=0,
+    )
     max_steps: int = setting(5, "model turns an episode may take", low=1)
     history_images: int = setting(3, "screenshots kept in the prompt with rows=step; older turns stay as text", low=1)
     rows: str = setting(

@@ -26,6 +26,7 @@ class EnvService:
             reset_timeout=float(env_cfg["reset_timeout"]),
             step_timeout=float(env_cfg["step_timeout"]),
             evaluate_timeout=float(env_cfg["evaluate_timeout"]),
+            keep_idle=int(env_cfg.get("idle_envs", 0)),
         )
         self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="verl-cua-env")
         self._semaphores: dict[int, asyncio.Semaphore] = {}

@@ -58,9 +58,9 @@ from verl_cua.integrations.verl.trace_logger import log_trace_step
 logger = logging.getLogger(__name__)
 
 # verl's replay buffer looks for finished rollouts every 2 s (a constructor default no config key reaches), so every
-# rollout phase lasted a whole number of 2-second ticks (gen 4.01 / 6.02 s for ~5 s of work, measured). One look is
-# a `kv_list` round trip to TransferQueue's controller (a few ms); at 0.1 s a phase ends at most 0.1 s after its
-# last episode, for ten looks a second.
+# rollout phase lasts a whole number of 2-second ticks: on the CPU, gen read 6.02 / 8.04 s for ~5 s of work. One look
+# is a `kv_list` of every key in TransferQueue; CPU runs (a few dozen keys) look every 0.1 s, so a phase ends within
+# 0.1 s of its last episode. GPU rollouts take minutes and hold far more keys: verl's 2 s stays.
 SAMPLE_POLL_S = 0.1
 
 
@@ -134,7 +134,8 @@ class CuaTrainer(PPOTrainerSync):
     # -- the run's length and its sampling ------------------------------------------------------------------------
     def _build_replay_buffer(self):
         buffer = super()._build_replay_buffer()
-        if isinstance(getattr(buffer, "poll_interval", None), int | float):  # a custom sampler may poll faster
+        cpu = self.config.trainer.get("device") == "cpu"
+        if cpu and isinstance(getattr(buffer, "poll_interval", None), int | float):  # a custom sampler may poll faster
             buffer.poll_interval = min(buffer.poll_interval, SAMPLE_POLL_S)
         return buffer
 

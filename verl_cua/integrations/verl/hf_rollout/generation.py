@@ -210,7 +210,7 @@ class Generator:
         return inputs
 
     def _generation_config(self, sampling: Sampling) -> GenerationConfig:
-        """A fresh GenerationConfig for `sampling` (logits kept for the log-probs)."""
+        """A fresh GenerationConfig for `sampling` (logits kept when log-probs are asked for)."""
         decoding: dict[str, Any] = {"do_sample": False}
         if not sampling.greedy:
             decoding = {
@@ -227,7 +227,7 @@ class Generator:
             eos_token_id=list(sampling.stop_ids) or None,
             pad_token_id=self.pad_token_id,
             return_dict_in_generate=True,
-            output_logits=True,
+            output_logits=sampling.logprobs,  # every step's logits: only when log-probs are asked for
             use_cache=True,
             **decoding,
         )

@@ -42,7 +42,7 @@ class HFReplica(RolloutReplica):
 
     @property
     def max_batch(self) -> int:
-        """Most requests one batched generate takes: `rollout.engine_kwargs.hf.max_batch`, default 32."""
+        """Most requests one batched generate takes: `rollout.engine_kwargs.hf.max_batch`, default 8."""
         return int(hf_engine_kwargs(self.config).get("max_batch", DEFAULT_MAX_BATCH))
 
     async def init_standalone(self) -> None:

@@ -2,9 +2,10 @@
 
 For CPU runs and tests only; production rollouts use vLLM/SGLang. A plain class: `HFReplica` wraps it with
 `ray.remote` and verl's `LLMServerClient` calls `generate` on the actor. Requests that arrive while a generation
-runs wait, and then go as one batch (those with the same sampling settings; a seeded one alone), so a step's
-concurrent episodes share forward passes. One batch runs at a time (an `asyncio.Lock` shared with `load_weights`),
-in a worker thread so the actor keeps answering control calls.
+runs wait, and then go as one batch (those with the same sampling settings; a seeded one, or one with a repetition
+penalty, alone), so a step's concurrent episodes share forward passes: greedy rows get the tokens they get alone,
+with log-probs equal up to float noise; sampled rows draw from the same distributions. One batch runs at a time (an
+`asyncio.Lock` shared with `load_weights`), in a worker thread so the actor keeps answering control calls.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ __all__ = ["HFServer", "normalize_param_name", "stop_token_ids"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_BATCH = 32  # requests in one batched generate (`rollout.engine_kwargs.hf.max_batch`)
+# requests in one batched generate (`rollout.engine_kwargs.hf.max_batch`); a batch that returns log-probs holds every
+# step's logits of every row (rows x tokens x vocabulary floats) until it ends
+DEFAULT_MAX_BATCH = 8
 
 
 @dataclass(eq=False)  # compared by identity
@@ -48,8 +51,9 @@ class _Request:
     future: asyncio.Future
 
     def batch_key(self) -> tuple:
-        """Requests with equal keys can share one `generate` call (the token budget is per row)."""
-        if self.sampling.seed is not None:
+        """Requests with equal keys can share one `generate` call (the token budget is per row). Alone: a seeded
+        request (its own RNG stream) and one with a repetition penalty (it would count the batch's left padding)."""
+        if self.sampling.seed is not None or self.sampling.repetition_penalty != 1.0:
             return (id(self),)
         return (replace(self.sampling, max_new_tokens=0), repr(sorted(self.mm_kwargs.items())))
 
