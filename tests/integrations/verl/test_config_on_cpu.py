@@ -62,7 +62,7 @@ def test_cli_overrides_reach_cua_keys():
         ({"env": {"name": "windows"}}, "cua.env.name='windows' is not valid; valid: miniwob, osworld"),
         ({"env": {"rows": "turn"}}, "cua.env.rows='turn' is not valid; valid: episode, step"),
         ({"action": {"format": "claude"}}, "cua.action.format='claude' is not valid; valid: qwen3vl, qwen25vl"),
-        ({"env": {"max_step": 3}}, "unknown key cua.env.max_step; valid: name, kwargs, pool_size, idle_envs, max_steps"),
+        ({"env": {"max_step": 3}}, "unknown key cua.env.max_step; valid: name, kwargs, pool_size, idle_envs"),
         ({"nonsense": {}}, "unknown key cua.nonsense; valid: env, action"),
         ({"env": {"pool_size": 0}}, "cua.env.pool_size must be a positive integer, got 0"),
         ({"action": {"invalid_penalty": -1}}, "cua.action.invalid_penalty must be a number >= 0, got -1"),
