@@ -10,9 +10,9 @@ training, beside the blind baseline of those layouts: the best a policy that nev
 
 Writes OUT/learn.json ({"runs": [{"estimator", "seed", "success_rate": [...], "heldout_success_rate": [before,
 after], ...}], "blind": ..., "setting": ...}) and OUT/learn.png, and prints a table.
-`--quick`: one seed of grpo and sdpo (about 20 minutes on 2 cores); the full run: 3 seeds of every estimator (about
-2 hours). A rerun with the same OUT and setting keeps the runs already there (resume, or extend --quick to the full
-run).
+`--quick`: one seed of grpo and sdpo (about 30 minutes on the project's 2-core AVX2 machine); the full run: 3 seeds
+of every estimator (15 runs, about 4 hours there). A rerun with the same OUT and setting keeps the runs already there
+(resume, or extend --quick to the full run).
 """
 
 from __future__ import annotations
