@@ -73,7 +73,8 @@ def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):
 def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows(tmp_path, chromium):
     """The defaults (logit-level loss over the student's top-100 ids, EMA teacher, reprompted-token mean) on the
     other model family and the step layout: a cold tiny Qwen3-VL, whose invalid outputs give every failed row
-    feedback to learn from."""
+    feedback to learn from. In the second step the EMA teacher differs from the policy, and the student's top-k
+    ids must still come from the policy: a worker refuses a student_topk or train pass while the EMA is in."""
     model = str(build_tiny_model("qwen3vl"))
     train = tmp_path / "train.parquet"
     assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84", "--out", str(train)]) == 0
@@ -91,13 +92,16 @@ def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows(tmp_path, chr
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
         "algorithm.adv_estimator=sdpo",
-        steps=1,
+        steps=2,
     )
-    (m,) = run["steps"]
-    assert m["sdpo/teacher_is_ema"] == 1.0 and m["sdpo/reprompt_fraction"] > 0
-    assert m["cua/steps_mean"] > 1  # episodes of two steps: two rows each
-    assert m["actor/sdpo/divergence"] > 0 and m["actor/grad_norm"] > 0  # the top-k divergence trains the policy
-    assert m["actor/pg_loss"] > 0  # a divergence, not -A log pi (which the token loss gives, of either sign)
+    first, second = run["steps"]
+    for m in (first, second):
+        assert m["sdpo/teacher_is_ema"] == 1.0 and m["sdpo/reprompt_fraction"] > 0
+        assert m["cua/steps_mean"] > 1  # episodes of two steps: two rows each
+        assert m["actor/sdpo/divergence"] > 0 and m["actor/grad_norm"] > 0  # the top-k divergence trains the policy
+        assert m["actor/pg_loss"] > 0  # a divergence, not -A log pi (which the token loss gives, of either sign)
+    # the EMA starts as the policy; after one update it lags behind it
+    assert first["sdpo/ema_actor_distance"] == 0.0 and second["sdpo/ema_actor_distance"] > 1e-6
 
 
 def test_gigpo_step_groups(setup, tmp_path):

@@ -131,6 +131,31 @@ def test_a_missing_pass_flag_is_one_line():
         logit.logits_processor(torch.randn(1, 18, VOCAB), batch, TOPK, 0.5, True)
 
 
+def test_only_the_teacher_gather_pass_runs_on_the_ema_teachers_weights():
+    """Between cua_ema_swap_in and _out a worker's actor holds the EMA teacher: the student's top-k ids (and the
+    update) would then be the teacher's, so those passes refuse; the teacher's gather runs."""
+    from types import SimpleNamespace
+
+    from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker as W
+
+    module = torch.nn.Linear(2, 1, bias=False)
+    worker = SimpleNamespace(actor=SimpleNamespace(engine=SimpleNamespace(module=module)))
+    worker._cua_params = lambda: W._cua_params(worker)
+    W.cua_ema_update(worker, 1.0)
+    logits = torch.randn(1, sum(PROMPTS) + sum(RESPONSES), VOCAB)
+    ids = [torch.zeros(r, TOPK, dtype=torch.long) for r in RESPONSES]
+    teacher = [torch.full((r, TOPK), -3.0) for r in RESPONSES]
+    W.cua_ema_swap_in(worker)
+    try:
+        for mode in ("student_topk", "train"):
+            with pytest.raises(RuntimeError, match=f"SDPO {mode} pass ran on the EMA teacher's weights"):
+                logit.logits_processor(logits, _batch(mode, ids, teacher), TOPK, 0.5, True)
+        assert logit.field(0) in logit.logits_processor(logits, _batch("teacher_gather", ids, teacher), TOPK, 0.5, True)
+    finally:
+        W.cua_ema_swap_out(worker)
+    assert logit.field(0) in logit.logits_processor(logits, _batch("student_topk"), TOPK, 0.5, True)
+
+
 def _loss_batch(loss_mask_rows):
     """A two-row micro-batch as the SDPO actor loss reads it: row 0 reprompted (2 model tokens), row 1 not (3)."""
     prompts = [torch.ones(2, dtype=torch.long), torch.ones(2, dtype=torch.long)]

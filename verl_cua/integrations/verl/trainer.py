@@ -277,24 +277,35 @@ class CuaTrainer(PPOTrainerSync):
         if self._teacher_builder is None:
             self._teacher_builder = TeacherContextBuilder(self.tokenizer, self.processor)
         with marked_timer("sdpo_teacher", self.timing_raw, color="purple"):
-            if self.ema_teacher:
-                self.actor_rollout_wg.cua_ema_swap_in()
-            try:
-                result = run_teacher_pass(
-                    self.actor_rollout_wg,
-                    self._teacher_builder,
-                    batch,
-                    self.cua.sdpo,
-                    self.config.actor_rollout_ref.rollout.temperature,
-                    multiple=self._row_multiple(),
-                    buffer_demos=demos(self.success_buffer),
-                )
-            finally:
-                if self.ema_teacher:
-                    self.actor_rollout_wg.cua_ema_swap_out()
+            result = run_teacher_pass(
+                self.actor_rollout_wg,
+                self._teacher_builder,
+                batch,
+                self.cua.sdpo,
+                self.config.actor_rollout_ref.rollout.temperature,
+                multiple=self._row_multiple(),
+                buffer_demos=demos(self.success_buffer),
+                teacher_weights=self._teacher_weights,
+            )
         metrics.update(result.metrics)
         metrics["sdpo/teacher_is_ema"] = float(self.ema_teacher)
+        if self.ema_teacher:  # how far the teacher's weights are from the policy's (relative L2, all ranks)
+            gaps, norms = zip(*self.actor_rollout_wg.cua_ema_distance(), strict=True)
+            metrics["sdpo/ema_actor_distance"] = math.sqrt(sum(gaps) / max(sum(norms), 1e-30))
         return result
+
+    @contextmanager
+    def _teacher_weights(self) -> Iterator[None]:
+        """The teacher's weights on the actor for the teacher's scoring: the EMA swapped in and out, or the live
+        policy's. The student's top-k ids (logit loss) are taken outside it, from the live policy."""
+        if not self.ema_teacher:
+            yield
+            return
+        self.actor_rollout_wg.cua_ema_swap_in()
+        try:
+            yield
+        finally:
+            self.actor_rollout_wg.cua_ema_swap_out()
 
     def _row_multiple(self) -> int:
         """Batches our extra passes send to the actor must split over its ranks and micro-batches."""

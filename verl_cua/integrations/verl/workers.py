@@ -9,6 +9,7 @@ from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, save_tensor_file
+from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -78,6 +79,7 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
             self._cua_backup = [p.detach().to("cpu", copy=True) for p in params]
             for p, shadow in zip(params, self._cua_ema, strict=True):
                 p.copy_(shadow.to(p.device, p.dtype))
+        mark_teacher_weights(True)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def cua_ema_swap_out(self) -> None:
@@ -89,3 +91,18 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
             for p, saved in zip(self._cua_params(), backup, strict=True):
                 p.copy_(saved.to(p.device, p.dtype))
         self._cua_backup = None
+        mark_teacher_weights(False)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def cua_ema_distance(self) -> tuple[float, float]:
+        """This rank's squared L2 distance between the EMA teacher and the actor, and the actor's squared norm."""
+        ema = getattr(self, "_cua_ema", None)
+        if ema is None:
+            return 0.0, 0.0
+        gap = norm = 0.0
+        with torch.no_grad():
+            for shadow, p in zip(ema, self._cua_params(), strict=True):
+                live = p.detach().to("cpu", torch.float32)
+                gap += float((shadow - live).pow(2).sum())
+                norm += float(live.pow(2).sum())
+        return gap, norm

@@ -21,6 +21,15 @@ IDS = "cua_sdpo_ids"  # per row [response_len, k]: the student's top-k ids (floa
 TEACHER = "cua_sdpo_teacher_logp"  # per row [response_len, k]: the teacher's log-probs at IDS
 LOSS = "cua_sdpo_logit_loss"  # per-token output of the train pass
 _EXACT_IDS = 2**24
+# On a worker: whether the actor's module holds the EMA teacher's weights (between cua_ema_swap_in and _out). Only
+# the teacher_gather pass may run then; the student's top-k ids and the update need the live policy's weights.
+_teacher_weights_in = False
+
+
+def mark_teacher_weights(swapped_in: bool) -> None:
+    """Record on this worker whether the EMA teacher's weights are in the actor (the passes check it)."""
+    global _teacher_weights_in
+    _teacher_weights_in = swapped_in
 
 
 def field(j: int) -> str:
@@ -43,6 +52,8 @@ def logits_processor(student_logits: torch.Tensor, data, topk: int, alpha: float
     mode = tu.get_non_tensor_data(data=data, key=PASS, default=None)
     if mode not in PASSES:
         raise ValueError(f"the SDPO logits processor needs {PASS} in {PASSES}, got {mode!r}")
+    if _teacher_weights_in and mode != "teacher_gather":
+        raise RuntimeError(f"the SDPO {mode} pass ran on the EMA teacher's weights; it needs the live policy's")
     logits = student_logits.squeeze(0)
     nnz, vocab = logits.shape
     if vocab >= _EXACT_IDS:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,9 +48,12 @@ def run_teacher_pass(
     temperature: float,
     multiple: int = 1,
     buffer_demos: Mapping[str, Any] | None = None,
+    teacher_weights: Callable[[], AbstractContextManager] = nullcontext,
 ) -> TeacherResult:
     """Build the teacher rows of `batch`, score them on the actor, and return the teacher log-probs per row.
 
+    The logit loss's top-k ids come from the live student (the actor's own weights, in the student context);
+    `teacher_weights` is entered around the teacher's scoring alone (the EMA teacher swaps its weights in there).
     The teacher batch is padded with copies of its last row to a multiple of `multiple` (data-parallel ranks x
     log-prob micro-batch), as verl's engine requires; the copies' results are dropped."""
     data = _plan_fields(batch)
@@ -103,7 +107,8 @@ def run_teacher_pass(
         meta.extra_info = {"calculate_entropy": False, "compute_loss": False, "temperature": temperature}
         if topk:
             meta.extra_info.update(_pass_info("teacher_gather", distillation_only=False))
-        actor_wg.compute_log_prob(meta)
+        with teacher_weights():
+            actor_wg.compute_log_prob(meta)
         select = ["log_probs", "response_mask"] + (logit.pass_fields(topk) if topk else [])
         out = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=select)
         teacher = response_from_nested(out["log_probs"], out["response_mask"]).unbind(0)[: len(rows)]
