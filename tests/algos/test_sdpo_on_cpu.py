@@ -212,13 +212,15 @@ def test_logit_loss_non_negative_and_zero_on_self(student, teacher, alpha, k, ad
     assert abs(sdpo_logit_loss(s_logp, s_logp.clone(), alpha, add_tail).item()) <= 1e-6
 
 
-def test_sdpo_grpo_routing():
+def test_sdpo_grpo_mix():
     grpo = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
     sdpo = torch.tensor([[3.0, 3.0], [0.4, -0.2]])
-    # row 0 succeeded: GRPO; row 1 failed: 0.5 x SDPO = [0.2, -0.1].
-    out = sdpo_grpo_advantages(grpo, sdpo, torch.tensor([True, False]), 0.5)
-    assert close(out, [[1.0, 1.0], [0.2, -0.1]])
-    assert close(sdpo_grpo_advantages(grpo, sdpo, [False, True], 1.0), [[3.0, 3.0], [-1.0, -1.0]])
+    # the paper's Eq. 3 on every row: 0.9 x GRPO + 0.1 x SDPO
+    assert close(sdpo_grpo_advantages(grpo, sdpo, 0.9), [[1.2, 1.2], [-0.86, -0.92]])
+    assert close(sdpo_grpo_advantages(grpo, sdpo, 1.0), grpo.tolist())  # lambda 1: GRPO
+    assert close(sdpo_grpo_advantages(grpo, sdpo, 0.0), sdpo.tolist())  # lambda 0: SDPO's token advantage
+    with pytest.raises(ValueError, match="grpo_lambda must lie in"):
+        sdpo_grpo_advantages(grpo, sdpo, 1.5)
 
 
 def test_demo_sources():

@@ -99,14 +99,13 @@ def sdpo_logit_loss(
 
 
 def sdpo_grpo_advantages(
-    grpo_advantages: torch.Tensor,
-    sdpo_advantages: torch.Tensor,
-    success: torch.Tensor | Sequence[bool],
-    hybrid_weight: float,
+    grpo_advantages: torch.Tensor, sdpo_advantages: torch.Tensor, grpo_lambda: float
 ) -> torch.Tensor:
-    """[B,L] routing: successful rows keep the GRPO advantage, failed rows take hybrid_weight x the SDPO advantage."""
-    ok = torch.as_tensor(success, dtype=torch.bool, device=grpo_advantages.device).unsqueeze(-1)
-    return torch.where(ok, grpo_advantages, hybrid_weight * sdpo_advantages)
+    """[B,L] the SDPO paper's mix for weak models (§4.5): A = lambda * A_GRPO + (1 - lambda) * A_SDPO, on every row
+    (A_SDPO is 0 where the teacher saw nothing new)."""
+    if not 0.0 <= grpo_lambda <= 1.0:
+        raise ValueError(f"grpo_lambda must lie in [0, 1], got {grpo_lambda}")
+    return grpo_lambda * grpo_advantages + (1.0 - grpo_lambda) * sdpo_advantages
 
 
 def demo_sources(

@@ -57,6 +57,33 @@ def test_cli_overrides_reach_cua_keys():
 
 
 @pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.use_kl_loss=True"], []),
+        (["algorithm.adv_estimator=sdpo"], []),
+        (["algorithm.adv_estimator=sdpo", "cua.sdpo.teacher=frozen"], []),
+        (["algorithm.adv_estimator=sdpo", "actor_rollout_ref.actor.use_kl_loss=True"], ["use_kl_loss=True"]),
+        (["algorithm.adv_estimator=sdpo_grpo", "cua.sdpo.teacher=current"], ["cua.sdpo.teacher=current"]),
+    ],
+)
+def test_sdpo_settings_the_reference_warns_against_give_one_line_each(overrides, expected):
+    from verl_cua.integrations.verl.cua_config import estimator_warnings
+
+    warnings = estimator_warnings(OmegaConf.to_container(_compose("preset=cpu", *overrides), resolve=True))
+    assert len(warnings) == len(expected) and all("\n" not in w for w in warnings)
+    assert all(w.startswith(e) or e in w for w, e in zip(warnings, expected, strict=True))
+
+
+def test_the_trainer_prints_the_warnings_before_ray_starts(capsys):
+    from verl_cua.integrations.verl.main import prepare_config
+
+    config = _compose("preset=cpu", "algorithm.adv_estimator=sdpo", "actor_rollout_ref.actor.use_kl_loss=True")
+    prepare_config(config)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("verl-cua: WARNING: algorithm.adv_estimator=sdpo with")
+
+
+@pytest.mark.parametrize(
     ("patch", "expected"),
     [
         ({"env": {"name": "windows"}}, "cua.env.name='windows' is not valid; valid: miniwob, osworld"),
@@ -141,7 +168,7 @@ def test_algorithm_settings_that_cannot_work_together_give_one_line(overrides, e
     [
         ({"entropulse": {"schedule": "sometimes"}}, "cua.entropulse.schedule='sometimes' is not valid; valid: none"),
         ({"gigpo": {"norm": "max"}}, "cua.gigpo.norm='max' is not valid; valid: mean, std"),
-        ({"sdpo": {"teacher": "frozen"}}, "cua.sdpo.teacher='frozen' is not valid; valid: current, ema"),
+        ({"sdpo": {"teacher": "live"}}, "cua.sdpo.teacher='live' is not valid; valid: current, ema, frozen"),
         ({"sdpo": {"is_clip": 0.5}}, "cua.sdpo.is_clip must be a number >= 1, got 0.5"),
         ({"buffer": {"per_task": 0}}, "cua.buffer.per_task must be a positive integer, got 0"),
         ({"sdpo": {"teachr": "ema"}}, "unknown key cua.sdpo.teachr; valid: loss, topk, alpha"),

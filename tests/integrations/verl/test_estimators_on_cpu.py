@@ -29,7 +29,7 @@ def test_sdpo_is_teacher_minus_student_on_reprompted_model_tokens():
     assert torch.equal(adv, ret)
 
 
-def test_sdpo_grpo_routes_successes_to_grpo_and_failures_to_weighted_sdpo():
+def test_sdpo_grpo_mixes_grpo_and_sdpo_advantages_on_every_row():
     rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
     mask = torch.ones(3, 2)
     teacher = torch.tensor([[-1.0, -1.0], [-0.2, -0.4], [-3.0, -3.0]])
@@ -41,14 +41,14 @@ def test_sdpo_grpo_routes_successes_to_grpo_and_failures_to_weighted_sdpo():
         teacher_log_probs=teacher,
         old_log_probs=student,
         reprompt=torch.tensor([False, True, True]),
-        success=torch.tensor([True, False, False]),
-        hybrid_weight=0.5,
+        grpo_lambda=0.9,
         config={"norm_adv_by_std_in_grpo": True},
     )
-    # GRPO on scores [1, 0, 0]: mean 1/3, unbiased std sqrt(1/3) -> (1 - 1/3) / 0.57735 = 1.1547
-    assert adv[0].tolist() == pytest.approx([1.1547, 1.1547], abs=1e-4)
-    assert adv[1].tolist() == pytest.approx([0.5 * 1.0, 0.0])
-    assert adv[2].tolist() == pytest.approx([0.5 * -2.0, 0.5 * -2.0])
+    # GRPO on scores [1, 0, 0]: mean 1/3, unbiased std sqrt(1/3) -> 1.1547 for the success, -0.5774 for failures;
+    # SDPO: 0 on the row not reprompted, log q - log p = [1.0, 0.0] and [-2.0, -2.0] on the others
+    assert adv[0].tolist() == pytest.approx([0.9 * 1.1547, 0.9 * 1.1547], abs=1e-4)
+    assert adv[1].tolist() == pytest.approx([0.9 * -0.57735 + 0.1 * 1.0, 0.9 * -0.57735], abs=1e-4)
+    assert adv[2].tolist() == pytest.approx([0.9 * -0.57735 + 0.1 * -2.0] * 2, abs=1e-4)
 
 
 def test_gigpo_adds_step_groups_of_identical_screens_to_the_episode_advantage():

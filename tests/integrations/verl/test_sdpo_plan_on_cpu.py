@@ -4,6 +4,7 @@ on failures, nothing for infra failures; groups with neither are counted."""
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 
 SDPO = {"demo": True, "feedback": True, "final_screenshot": True, "dont_reprompt_on_self_success": True}
+SDPO_ALL = {**SDPO, "feedback_only_without_demo": False}  # demo and feedback together
 
 
 def _row(success=False, feedback="", actions=("click(1, 2)",), shot=b"png", infra=False):
@@ -29,10 +30,24 @@ def test_demo_feedback_and_counts():
     assert plan.reprompt == [False, True, True, False, False, False]
     assert plan.demo_actions[1] == ["click(5, 5)"] and plan.demo_actions[2] is None
     assert plan.feedback[2] == "2 outputs were not valid actions"
-    assert plan.use_image == [False, True, True, False, False, False]
+    assert plan.use_image == [False, False, True, False, False, False]  # row 1 has a demo: no env feedback
     assert plan.metrics["sdpo/no_signal_groups"] == 1.0  # g4 (g3 is infra only and not counted)
     assert plan.metrics["sdpo/success_group_fraction"] == 1 / 3
     assert plan.metrics["sdpo/reprompt_fraction"] == 2 / 5
+
+
+def test_environment_feedback_comes_only_without_a_demo_unless_asked_for_with_it():
+    """The reference's environment_feedback_only_without_solution: a row with a demo gets neither the feedback text
+    nor the final screenshot; feedback_only_without_demo=False gives it all three."""
+    rows = [_row(success=True, actions=["click(5, 5)"]), _row(feedback="clicked outside the button")]
+    rows += [_row(feedback="no valid action")]  # group h: no success, so its feedback stays
+    uids, sessions = ["g", "g", "h"], [0, 1, 0]
+    plan = plan_reprompts(rows, uids, sessions, SDPO)
+    assert plan.demo_actions[1] == ["click(5, 5)"] and plan.feedback[1] == "" and not plan.use_image[1]
+    assert plan.feedback[2] == "no valid action" and plan.use_image[2]
+    both = plan_reprompts(rows, uids, sessions, SDPO_ALL)
+    assert both.demo_actions[1] == ["click(5, 5)"] and both.feedback[1] == "clicked outside the button"
+    assert both.use_image[1] and both.reprompt == plan.reprompt == [False, True, True]
 
 
 def test_two_successes_teach_each_other_and_switches_turn_parts_off():

@@ -42,11 +42,7 @@ def sdpo_advantages(
         "reprompt": reprompt,
     }
     if estimator == "sdpo_grpo":
-        kwargs.update(
-            success=torch.tensor(teacher.success, dtype=torch.bool),
-            hybrid_weight=float(sdpo.get("hybrid_weight", 1.0)),
-            grpo_advantages=grpo,
-        )
+        kwargs.update(grpo_lambda=float(sdpo.get("grpo_lambda", 0.9)), grpo_advantages=grpo)
     advantages, _ = get_adv_estimator_fn(estimator)(**kwargs)
     on = mask.bool() & reprompt.unsqueeze(-1)
     off = mask.bool() & ~reprompt.unsqueeze(-1)

@@ -43,6 +43,7 @@ __all__ = [
     "env_names",
     "validate_cua_config",
     "validate_estimator_config",
+    "estimator_warnings",
 ]
 
 CUA_ESTIMATORS = ("sdpo", "sdpo_grpo", "gigpo")
@@ -71,6 +72,28 @@ def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, 
                 f"cua.{section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
                 f"cua.{section}.* needs adv_estimator={' or '.join(wanted)}"
             )
+
+
+def estimator_warnings(config: Mapping[str, Any]) -> list[str]:
+    """Settings that run but depart from SDPO's reference where the paper saw harm (the whole resolved config)."""
+    estimator = (config.get("algorithm") or {}).get("adv_estimator")
+    if estimator not in SDPO_ESTIMATORS:
+        return []
+    actor = ((config.get("actor_rollout_ref") or {}).get("actor")) or {}
+    teacher = CuaConfig.from_mapping(config.get("cua")).sdpo.teacher
+    warnings = []
+    if actor.get("use_kl_loss"):
+        warnings.append(
+            f"algorithm.adv_estimator={estimator} with actor_rollout_ref.actor.use_kl_loss=True: SDPO's reference "
+            "refuses a KL loss to a reference policy (its teacher is the regulariser); set use_kl_loss=False unless "
+            "this departure is what you study"
+        )
+    if teacher == "current":
+        warnings.append(
+            "cua.sdpo.teacher=current distils toward the live policy itself, with no regularisation: the SDPO paper "
+            "saw this teacher diverge (its Table 4); ema (the default) or frozen keep it near the initial policy"
+        )
+    return warnings
 
 
 def _defaults() -> dict[str, Any]:

@@ -121,7 +121,7 @@ class SdpoConfig(Section):
     loss: str = setting(
         "logit",
         "sdpo's loss: logit is a divergence over the student's top-k ids plus a tail bucket; "
-        "token is -A log pi with A = log q - log p (sdpo_grpo routes per-row advantages and is "
+        "token is -A log pi with A = log q - log p (sdpo_grpo mixes in GRPO advantages and is "
         "token-level either way)",
         choices=SDPO_LOSSES,
     )
@@ -140,7 +140,8 @@ class SdpoConfig(Section):
     )
     teacher: str = setting(
         "ema",
-        "the teacher's weights: ema is an EMA of the policy (a host copy per actor rank), current is the policy itself",
+        "the teacher's weights: ema is an EMA of the policy (a host copy per actor rank), frozen the initial policy "
+        "(the same copy, never updated), current the live policy (unregularised; the paper sees it diverge)",
         choices=SDPO_TEACHERS,
     )
     ema_rate: float = setting(
@@ -149,12 +150,21 @@ class SdpoConfig(Section):
     is_clip: float | None = setting(
         2.0, "cap of the SDPO loss's truncated importance weight; null: no weight (all ones)", low=1.0
     )
-    hybrid_weight: float = setting(
-        1.0, "sdpo_grpo: weight of the SDPO signal on failed samples (successes keep GRPO's advantage)", low=0.0
+    grpo_lambda: float = setting(
+        0.9,
+        "sdpo_grpo: A = grpo_lambda * A_GRPO + (1 - grpo_lambda) * A_SDPO on every row (the SDPO paper's mix for "
+        "weaker models, 0.9 there)",
+        low=0.0,
+        high=1.0,
     )
     demo: bool = setting(True, "teacher context: the actions of a successful sibling, as text")
     feedback: bool = setting(True, "teacher context: the evaluator's feedback text")
     final_screenshot: bool = setting(True, "teacher context: the failed attempt's last screenshot, as an image")
+    feedback_only_without_demo: bool = setting(
+        True,
+        "teacher context: the feedback text and the final screenshot only when no demo exists (the reference's "
+        "environment_feedback_only_without_solution)",
+    )
     dont_reprompt_on_self_success: bool = setting(True, "a success is never its own demonstration")
     max_feedback_chars: int = setting(2000, "the evaluator's feedback is cut to this many characters", low=1)
     max_demo_tokens: int = setting(

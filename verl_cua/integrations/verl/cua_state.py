@@ -18,7 +18,7 @@ STATE_SETTINGS = {
     "cua.env.image_storage": "buffered rows carry screenshots in this storage",
     "cua.action.format": "buffered actions and rows are in this action format",
     "cua.buffer.per_task": "the buffer's capacity per task instance",
-    "cua.sdpo.teacher": "an EMA teacher is saved only with teacher=ema",
+    "cua.sdpo.teacher": "a teacher copy is saved only with teacher=ema or frozen, and means one of them",
     "cua.entropulse.schedule": "the Entropulse phase position belongs to this schedule",
 }
 

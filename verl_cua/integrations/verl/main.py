@@ -12,7 +12,12 @@ from verl_cua.doctor.gpus import SERVED_ROLLOUTS
 from verl_cua.doctor.preflight import PreflightError, check_preflight
 from verl_cua.integrations.verl.attention import resolve_attention
 from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_len
-from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
+from verl_cua.integrations.verl.cua_config import (
+    CuaConfigError,
+    estimator_warnings,
+    validate_cua_config,
+    validate_estimator_config,
+)
 from verl_cua.integrations.verl.cua_state import check_resume
 from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
 
@@ -64,6 +69,8 @@ def prepare_config(config: DictConfig, registered: tuple[str, ...] = ()) -> None
     the rollout server's context (`max_model_len` from the budget when unset), the attention fallback."""
     resolved = OmegaConf.to_container(config, resolve=True)
     validate_estimator_config(resolved, registered=registered)
+    for warning in estimator_warnings(resolved):
+        print(f"verl-cua: WARNING: {warning}", file=sys.stderr)
     check_budget(resolved)
     rollout = config.actor_rollout_ref.rollout
     if rollout.name in SERVED_ROLLOUTS and rollout.get("max_model_len") is None:

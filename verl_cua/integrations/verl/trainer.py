@@ -128,7 +128,9 @@ class CuaTrainer(PPOTrainerSync):
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
-        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and self.cua.sdpo.teacher == "ema"
+        # ema and frozen keep a host copy of the teacher's weights (swapped in for its pass); only ema updates it
+        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and self.cua.sdpo.teacher in ("ema", "frozen")
+        self.ema_rate = self.cua.sdpo.ema_rate if self.cua.sdpo.teacher == "ema" else 0.0
         self.logit_sdpo = self.estimator == "sdpo" and self.cua.sdpo.loss == "logit"
 
     # -- the run's length and its sampling ------------------------------------------------------------------------
@@ -165,8 +167,8 @@ class CuaTrainer(PPOTrainerSync):
             batch = self._update_actor_with_logits(batch, metrics)
         else:
             batch = super()._update_actor(batch, metrics)
-        if self.ema_teacher:
-            self.actor_rollout_wg.cua_ema_update(self.cua.sdpo.ema_rate)
+        if self.ema_teacher and self.ema_rate > 0:
+            self.actor_rollout_wg.cua_ema_update(self.ema_rate)
         return batch
 
     def _update_actor_with_logits(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
@@ -288,7 +290,8 @@ class CuaTrainer(PPOTrainerSync):
                 teacher_weights=self._teacher_weights,
             )
         metrics.update(result.metrics)
-        metrics["sdpo/teacher_is_ema"] = float(self.ema_teacher)
+        metrics["sdpo/teacher_is_ema"] = float(self.cua.sdpo.teacher == "ema")
+        metrics["sdpo/teacher_is_frozen"] = float(self.cua.sdpo.teacher == "frozen")
         if self.ema_teacher:  # how far the teacher's weights are from the policy's (relative L2, all ranks)
             gaps, norms = zip(*self.actor_rollout_wg.cua_ema_distance(), strict=True)
             metrics["sdpo/ema_actor_distance"] = math.sqrt(sum(gaps) / max(sum(norms), 1e-30))
@@ -374,8 +377,8 @@ class CuaTrainer(PPOTrainerSync):
                         multiple=self._row_multiple(),
                     )
                 )
-            if self.ema_teacher and metrics.get("entropulse/sft_steps_run", 0):
-                self.actor_rollout_wg.cua_ema_update(self.cua.sdpo.ema_rate)
+            if self.ema_teacher and self.ema_rate > 0 and metrics.get("entropulse/sft_steps_run", 0):
+                self.actor_rollout_wg.cua_ema_update(self.ema_rate)
             metrics["entropulse/phase"] = 1.0
             self.entropulse.sft_done(steps_run=int(metrics.get("entropulse/sft_steps_run", 0)))
             metrics.update({k: v for k, v in self.entropulse.metrics().items() if k != "entropulse/phase"})

@@ -1,4 +1,5 @@
-"""`algorithm.adv_estimator=sdpo_grpo`: successes keep GRPO's outcome advantage, failures take the SDPO signal."""
+"""`algorithm.adv_estimator=sdpo_grpo`: the SDPO paper's mix, lambda x GRPO's outcome advantage + (1 - lambda) x
+SDPO's token advantage, on every row."""
 
 from __future__ import annotations
 
@@ -18,14 +19,13 @@ def compute_sdpo_grpo_advantage(
     teacher_log_probs: torch.Tensor | None = None,
     old_log_probs: torch.Tensor | None = None,
     reprompt: torch.Tensor | None = None,
-    success: torch.Tensor | None = None,
-    hybrid_weight: float = 1.0,
+    grpo_lambda: float = 0.9,
     grpo_advantages: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row routing: A = A_GRPO on successful rows, hybrid_weight x the token-level A_SDPO on failed ones (not
-    SRPO, which gives failures logit-level SDPO with entropy-aware weights; docs/algorithms.md)."""
-    if teacher_log_probs is None or old_log_probs is None or reprompt is None or success is None:
+    """A_t = grpo_lambda x A_GRPO + (1 - grpo_lambda) x A_SDPO,t (token-level, log q - log p on reprompted rows,
+    0 elsewhere): Eq. 3 of the SDPO paper, its answer for weaker models (docs/algorithms.md)."""
+    if teacher_log_probs is None or old_log_probs is None or reprompt is None:
         raise ValueError(f"adv_estimator=sdpo_grpo {NEEDS_TRAINER}")
     if grpo_advantages is None:
         norm = True if config is None else bool(config.get("norm_adv_by_std_in_grpo", True))
@@ -33,5 +33,5 @@ def compute_sdpo_grpo_advantage(
             token_level_rewards, response_mask, index, norm_adv_by_std_in_grpo=norm, config=config
         )
     sdpo = sdpo_token_advantages(teacher_log_probs, old_log_probs, response_mask, reprompt)
-    advantages = sdpo_grpo_advantages(grpo_advantages, sdpo, success, hybrid_weight) * response_mask
+    advantages = sdpo_grpo_advantages(grpo_advantages, sdpo, grpo_lambda) * response_mask
     return advantages, advantages

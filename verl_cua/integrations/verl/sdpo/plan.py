@@ -57,7 +57,9 @@ def plan_reprompts(
             if pool:
                 demo = pool[-1]
                 from_buffer += 1
-        text = str(extra_fields[i].get("cua_feedback") or "") if sdpo.get("feedback", True) and not infra[i] else ""
+        # the environment's feedback (its text and the final screenshot), with a demo only when asked for
+        env_feedback = not infra[i] and not (demo and sdpo.get("feedback_only_without_demo", True))
+        text = str(extra_fields[i].get("cua_feedback") or "") if sdpo.get("feedback", True) and env_feedback else ""
         if success[i]:
             text = ""  # a success's own verdict teaches nothing; its demo (another success) may
         has_new = bool(demo) or bool(text.strip())
@@ -65,7 +67,10 @@ def plan_reprompts(
         feedback.append(text)
         reprompt.append(has_new)
         use_image.append(
-            has_new and bool(sdpo.get("final_screenshot", True)) and bool(extra_fields[i].get("cua_final_screenshot"))
+            has_new
+            and env_feedback
+            and bool(sdpo.get("final_screenshot", True))
+            and bool(extra_fields[i].get("cua_final_screenshot"))
         )
 
     groups: dict[str, list[int]] = {}
