@@ -52,6 +52,7 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
     ),
 }
 QUICK = ("grpo", "sdpo")
+GATE_LAYOUTS = 16  # held-out click-test layouts the SDPO teacher gate probes (bench.sdpo_context)
 WINDOW = 5  # steps averaged at the start and the end of a curve
 THRESHOLD = 0.3  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it (start: ~0.12)
 
@@ -257,12 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     from verl_cua.testing.miniwob_blind import blind_baseline
 
     tasks = tuple(setting["TASKS"].split(","))
-    setting["MODEL_PATH"] = str(learnable_model(tasks))  # built once, shared by every run
+    setting["MODEL_PATH"] = str(learnable_model(tasks, icl=float(setting.get("ICL", 0))))  # shared by every run
     episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])
     previous = json.loads((out / "learn.json").read_text()) if (out / "learn.json").is_file() else {}
     same = previous.get("setting") == setting  # a rerun in the same OUT resumes: finished runs are kept
     runs: list[dict] = previous["runs"] if same else []
     blind = previous["blind"] if same else blind_baseline(tasks, setting["TRAIN_SEEDS"], setting["HELDOUT_SEEDS"])
+    gate = previous.get("gate") if same else None
+    if gate is None and any(_is_sdpo(n) for n in names):
+        gate = teacher_gate(setting["MODEL_PATH"], tasks[0])
+        print(f"bench.learn: SDPO teacher gate: {_gate_line(gate)}", file=sys.stderr, flush=True)
     for seed in range(seeds):
         for name in names:  # seed-major: an interrupted full run still has every estimator's first seeds
             if any((r["estimator"], r["seed"]) == (name, seed) for r in runs):
@@ -271,8 +276,26 @@ def main(argv: list[str] | None = None) -> int:
             given = {k: setting[k] for k in (*(i.partition("=")[0] for i in args.set), "STEPS", "MODEL_PATH")}
             run = train(out / f"{name}-seed{seed}", *ESTIMATORS[name], **{**given, "SEED": seed})
             runs.append(run_record(name, seed, run, episodes))
-            _write(out, setting, blind, runs)
+            _write(out, setting, blind, runs, gate)
     return report(out)
+
+
+def _is_sdpo(name: str) -> bool:
+    """Whether the estimator's overrides pick sdpo or sdpo_grpo (its curve is read only past the teacher gate)."""
+    return any(o.startswith("algorithm.adv_estimator=sdpo") for o in ESTIMATORS[name])
+
+
+def teacher_gate(model: str, task: str, layouts: int = GATE_LAYOUTS) -> dict:
+    """`bench.sdpo_context`'s gate on the runs' initial model: its mean figures and what fails (empty: it passes)."""
+    from bench.sdpo_context import gate_failures, probe
+
+    result = probe(model, layouts, task=task)
+    return {"means": {k: statistics.fmean(v) for k, v in result.items()}, "failures": gate_failures(result)}
+
+
+def _gate_line(gate: dict) -> str:
+    means = ", ".join(f"{k} {v:+.2f}" for k, v in gate["means"].items())
+    return f"{'FAIL: ' + '; '.join(gate['failures']) if gate['failures'] else 'PASS'} ({means})"
 
 
 def report(out: Path) -> int:
@@ -281,13 +304,17 @@ def report(out: Path) -> int:
     setting = record["setting"]
     plot(record["runs"], record["blind"], out / "learn.png", int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"]))
     print_table(summarise(record["runs"]), record["blind"])
+    gate = record.get("gate")
+    if gate is not None:
+        verdict = "" if not gate["failures"] else " -- the SDPO curves above are not evidence about SDPO"
+        print(f"SDPO teacher gate on the initial model: {_gate_line(gate)}{verdict}")
     print(f"bench.learn: {out / 'learn.json'}, {out / 'learn.png'}")
     return 0
 
 
-def _write(out: Path, setting: dict, blind: dict, runs: list[dict]) -> dict:
+def _write(out: Path, setting: dict, blind: dict, runs: list[dict], gate: dict | None = None) -> dict:
     summary = summarise(runs)
-    record = {"setting": setting, "blind": blind, "summary": summary, "runs": runs}
+    record = {"setting": setting, "blind": blind, "summary": summary, "runs": runs, "gate": gate}
     write_json(out / "learn.json", record)  # atomic: a kill mid-write must not lose the finished runs it resumes from
     return summary
 

@@ -10,7 +10,15 @@ verl-cua's `TeacherContextBuilder`, and prints per-token means over the layouts 
 * `header`: a block that says nothing (the score only) minus the student: what the context shift alone does;
 * `demo: right`: a block whose demo is this very click, minus the student;
 * `demo: wrong`: a block whose demo is a click on the wrong place, minus the student;
-* `information`: demo right minus demo wrong: what reading the demo is worth (a model that reads it: > 0).
+* `information`: demo right minus demo wrong: what reading the demo is worth (a model that reads it: > 0);
+* `teacher success`: the teacher as a policy: a greedy decode in the context a failed row gets when a sibling
+  succeeded (the block holds that sibling's click), stepped in the real page: 1 when it hits the button.
+
+**The gate.** SDPO's teacher must be a better policy than the student for its signal to teach anything (the paper's
+§2; later work finds the gain linear in the initial student-teacher gap). A model passes when the block's presence
+costs at most `GATE["header"]` nats a token either way, reading the demo is worth at least `GATE["information"]`
+nats a token, and the teacher hits the button in at least `GATE["teacher success"]` of the layouts. `bench.learn`
+runs it before every SDPO run and reports a curve whose gate failed as such.
 
 Default model: the tiny warm-started Qwen2.5-VL of the learnable CPU setting (docs/learning.md); any local
 Hugging Face Qwen-VL folder works (`--model`), on a GPU with `--device cuda`.
@@ -23,6 +31,21 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+GATE = {"header": 0.3, "information": 1.0, "teacher success": 0.8}
+
+
+def gate_failures(result: dict[str, list[float]]) -> list[str]:
+    """What fails the gate (empty: it passes), one phrase each, from `probe`'s per-layout figures."""
+    mean = {name: statistics.fmean(values) for name, values in result.items()}
+    failures = []
+    if abs(mean["header"]) > GATE["header"]:
+        failures.append(f"block presence {mean['header']:+.2f} nats/token (bound +-{GATE['header']})")
+    if mean["information"] < GATE["information"]:
+        failures.append(f"information {mean['information']:+.2f} nats/token (< {GATE['information']})")
+    if mean["teacher success"] < GATE["teacher success"]:
+        failures.append(f"teacher success {mean['teacher success']:.2f} (< {GATE['teacher success']})")
+    return failures
 
 
 def _far_corner(box: tuple[float, ...], scale: float, screen: tuple[int, int]) -> tuple[int, int]:
@@ -50,7 +73,13 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
     builder = TeacherContextBuilder(tokenizer, processor)
     end = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    out: dict[str, list[float]] = {"header": [], "demo: right": [], "demo: wrong": [], "information": []}
+    out: dict[str, list[float]] = {
+        "header": [],
+        "demo: right": [],
+        "demo: wrong": [],
+        "information": [],
+        "teacher success": [],
+    }
     env = MiniWoBEnv(task)
     try:
         for ref in resolve_tasks("miniwob", [task], f"200000-{200000 + layouts - 1}"):
@@ -73,9 +102,25 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
                 scores[name] = float((teacher - student).mean())
                 out[name].append(scores[name])
             out["information"].append(scores["demo: right"] - scores["demo: wrong"])
+            empty = torch.zeros(0, dtype=prompt.dtype)
+            built = builder.build(prompt, empty, mm, feedback_block([right], 0.0, "", None))
+            decoded = greedy_turn(model, tokenizer, built["input_ids"], built["multi_modal_inputs"], builder.image_pad)
+            out["teacher success"].append(float(env.step(decoded).reward > 0))
     finally:
         env.close()
     return out
+
+
+def greedy_turn(model, tokenizer, input_ids, mm: dict, image_pad: int, max_new_tokens: int = 32) -> str:
+    """The model's greedy turn after the 1-D prompt `input_ids` (images in `mm`), as text."""
+    import torch
+
+    ids = input_ids[None].to(model.device)
+    kwargs = {"attention_mask": torch.ones_like(ids), "mm_token_type_ids": (ids == image_pad).int()}
+    kwargs.update({k: mm[k].to(model.device) for k in ("pixel_values", "image_grid_thw")})
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False, **kwargs)
+    return tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layouts", type=int, default=16, help="click-test layouts (seeds 200000 on, never trained on)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=None, help="write the per-layout figures here as JSON")
+    ap.add_argument("--gate", action="store_true", help="exit 1 when the gate fails")
     args = ap.parse_args(argv)
     if args.model is None:
         from verl_cua.testing.learning import learnable_model
@@ -95,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in result.items():
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         mean, low, high = statistics.fmean(values), min(values), max(values)
-        print(f"  {name:12s} {mean:+.3f} (sd {sd:.3f}, min {low:+.3f}, max {high:+.3f})")
+        print(f"  {name:15s} {mean:+.3f} (sd {sd:.3f}, min {low:+.3f}, max {high:+.3f})")
+    failures = gate_failures(result)
+    print(f"gate: {'FAIL: ' + '; '.join(failures) if failures else 'PASS'}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"model": args.model, **result}, indent=1))
-    return 0
+        Path(args.out).write_text(json.dumps({"model": args.model, **result, "gate_failures": failures}, indent=1))
+    return 1 if failures and args.gate else 0
 
 
 if __name__ == "__main__":

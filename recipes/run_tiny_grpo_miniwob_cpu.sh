@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 MODEL_PATH=${MODEL_PATH:-}                        # empty: build the warm-started tiny model (~1.5 min, cached)
 TASKS=${TASKS:-click-test}
+ICL=${ICL:-0}                                     # share of warm-start steps in SDPO's teacher context
 TRAIN_SEEDS=${TRAIN_SEEDS:-0-999}                 # layouts trained on
 HELDOUT_SEEDS=${HELDOUT_SEEDS:-100000-100063}     # layouts never trained on
 PROMPTS_PER_STEP=${PROMPTS_PER_STEP:-4}           # layouts per step
@@ -38,7 +39,7 @@ if [ ! -x "${PY}" ]; then
     exit 1
 fi
 if [ -z "${MODEL_PATH}" ]; then
-    MODEL_PATH=$("${PY}" -m verl_cua.testing.learning model --tasks "${TASKS}")
+    MODEL_PATH=$("${PY}" -m verl_cua.testing.learning model --tasks "${TASKS}" --icl "${ICL}")
 fi
 mkdir -p "${OUT}"
 OUT=$(cd "${OUT}" && pwd)

@@ -49,3 +49,34 @@ def test_progress_prints_a_line_at_every_tenth(capsys):
     done = [int(line.split(": ")[1].split("/")[0]) for line in lines[1:]]
     assert done[0] == 1 and done[-1] == 95 and 10 <= len(done) <= 12
     assert all("s left" in line for line in lines[1:])
+
+
+def test_teacher_examples_are_the_trainers_teacher_context_and_answer_the_demo_or_the_point():
+    """icl steps: the student's prompt with SDPO's feedback block as the trainer builds it; a block with a demo is
+    answered with the demo's click, a block without one with the step's own random point."""
+    from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER
+    from verl_cua.testing.warm_start import TeacherExamples, click_text
+
+    processor = AutoProcessor.from_pretrained(build_tiny_model("qwen25vl"))
+    tokenizer = processor.tokenizer
+    prompts, rng = Prompts(processor, build_prompt("pyautogui", screen=SCREEN)), random.Random(0)
+    teacher = TeacherExamples(processor, SCREEN, (0, 50, *SCREEN), seed=0)
+    kinds = {"copy": 0, "point": 0}
+    for _ in range(30):
+        student = prompts.inputs("Click the button.", _page(SCREEN, rng))
+        point = (rng.randrange(160), rng.randrange(50, 210))
+        inputs, answer = teacher.example(student, point)
+        text = tokenizer.decode(inputs["input_ids"][0])
+        assert BLOCK_HEADER in text and text.endswith("<|im_start|>assistant\n")
+        assert inputs["input_ids"].shape[1] > student["input_ids"].shape[1]
+        images = int(inputs["image_grid_thw"].shape[0])
+        pads = int((inputs["input_ids"] == teacher.builder.image_pad).sum())
+        assert pads == int(inputs["image_grid_thw"].prod(-1).sum()) // 4 and images in (1, 2)
+        assert torch.equal(inputs["mm_token_type_ids"], (inputs["input_ids"] == teacher.builder.image_pad).long())
+        demo = " ".join(click_text(*answer).split())
+        if demo in text:
+            kinds["copy"] += 1  # the demo's click is the answer
+        else:
+            kinds["point"] += 1
+            assert answer == point and "A successful attempt did" not in text
+    assert kinds["copy"] >= 10 and kinds["point"] >= 4  # COPY_SHARE 2/3 of 30

@@ -18,9 +18,10 @@ INSTRUCTIONS = {"click-test": "Click the button.", "focus-text": "Focus into the
 
 
 def learnable_model(
-    tasks: tuple[str, ...] = ("click-test",), family: str = FAMILY, warm_steps: int = WARM_STEPS
+    tasks: tuple[str, ...] = ("click-test",), family: str = FAMILY, warm_steps: int = WARM_STEPS, icl: float = 0.0
 ) -> Path:
-    """The tiny random `family` model warm-started into `pyautogui.click(x, y)` syntax (built once, then cached)."""
+    """The tiny random `family` model warm-started into `pyautogui.click(x, y)` syntax (built once, then cached);
+    `icl`: the share of warm-start steps in SDPO's teacher context (`verl_cua.testing.warm_start`)."""
     from verl_cua.testing.tiny_models import build_tiny_model
     from verl_cua.testing.warm_start import warm_start
 
@@ -28,7 +29,7 @@ def learnable_model(
     if unknown:
         raise ValueError(f"no warm-start instruction for {', '.join(unknown)}; known: {', '.join(INSTRUCTIONS)}")
     instructions = tuple(INSTRUCTIONS[t] for t in tasks)
-    return warm_start(build_tiny_model(family), steps=warm_steps, instructions=instructions)
+    return warm_start(build_tiny_model(family), steps=warm_steps, instructions=instructions, icl=icl)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--tasks", default="click-test", help=f"comma-separated, from {', '.join(INSTRUCTIONS)}")
     model.add_argument("--family", default=FAMILY)
     model.add_argument("--warm-steps", type=int, default=WARM_STEPS)
+    model.add_argument("--icl", type=float, default=0.0, help="share of warm-start steps in SDPO's teacher context")
     args = ap.parse_args(argv)
     try:
-        print(learnable_model(tuple(args.tasks.split(",")), args.family, args.warm_steps))
+        print(learnable_model(tuple(args.tasks.split(",")), args.family, args.warm_steps, args.icl))
     except ValueError as exc:
         print(f"verl_cua.testing.learning: {exc}", file=sys.stderr)
         return 2

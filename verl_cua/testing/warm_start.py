@@ -3,7 +3,14 @@ have valid and invalid actions, hits and misses, and GRPO sees reward difference
 
 `typo_rate` makes invalid actions a property of the model rather than of the machine: that fraction of the
 training answers misspell the call (`pyautogui.clack`), a single-token fork right after `pyautogui`, so the
-model learns to take it about that often whatever else its random weights do."""
+model learns to take it about that often whatever else its random weights do.
+
+`icl` stands in for a pretrained model's in-context ability, which SDPO's teacher relies on: that share of the steps
+shows the prompt as SDPO's teacher sees it (the feedback block built by verl-cua's own `feedback_block` and
+`TeacherContextBuilder`: the score, sometimes the evaluator's words, sometimes a final screenshot). In `COPY_SHARE`
+of them the block holds a successful attempt's click and the answer is that click (read the demo); in the rest the
+block holds no demo and the answer is a random click (a block that says nothing changes nothing). Pages and points
+are synthetic: the model never sees a task's page or answer."""
 
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ from pathlib import Path
 from verl_cua.testing.model_cache import derived_model
 
 RECIPE_VERSION = "4"
+COPY_SHARE = 2 / 3  # icl steps whose block holds a demo to copy; the rest hold none (presence must say nothing)
+FEEDBACK_TEXTS = ("", "", "1 output was not a valid action.", "The episode ended before the task was done.")
 
 
 def click_text(x: int, y: int) -> str:
@@ -38,21 +47,29 @@ def warm_start(
     typo_rate: float = 0.0,
     instructions: tuple[str, ...] = ("Click the button.",),
     region: tuple[int, int, int, int] | None = None,
+    icl: float = 0.0,
 ) -> Path:
     """A copy of `model_dir` fine-tuned for `steps` on click turns at random points of `screen` (cached).
 
     `typo_rate`: the fraction of answers that misspell the call; `instructions`: the task texts drawn from;
-    `region`: (left, top, right, bottom) the click targets are drawn from (default: the whole screen).
+    `region`: (left, top, right, bottom) the click targets are drawn from (default: the whole screen); `icl`: the
+    share of steps in SDPO's teacher context (module docstring).
     """
     if not 0.0 <= typo_rate <= 1.0 or not instructions:
         raise ValueError(f"warm_start: typo_rate must lie in [0, 1] (got {typo_rate}) and instructions be non-empty")
+    if not 0.0 <= icl <= 1.0:
+        raise ValueError(f"warm_start: icl must lie in [0, 1], got {icl}")
     if region is not None and not (0 <= region[0] < region[2] <= screen[0] and 0 <= region[1] < region[3] <= screen[1]):
         raise ValueError(f"warm_start: region {region} must be (left, top, right, bottom) inside the {screen} screen")
     src = Path(model_dir)
     recipe = f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}|{typo_rate}|{list(instructions)}"
     recipe += "" if region is None else f"|{tuple(region)}"
+    recipe += f"|icl={icl}|{COPY_SHARE:.4f}|{list(FEEDBACK_TEXTS)}" if icl else ""
     return derived_model(
-        src, "warm", recipe, lambda work: _train(src, work, screen, steps, lr, seed, typo_rate, instructions, region)
+        src,
+        "warm",
+        recipe,
+        lambda work: _train(src, work, screen, steps, lr, seed, typo_rate, instructions, region, icl),
     )
 
 
@@ -80,6 +97,7 @@ def _train(
     typo_rate: float,
     instructions: tuple[str, ...],
     region: tuple[int, int, int, int] | None,
+    icl: float = 0.0,
 ) -> None:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -98,10 +116,13 @@ def _train(
     left, top, right, bottom = region or (0, 0, *screen)
     prompts = Prompts(processor, build_prompt("pyautogui", screen=screen))
     progress = Progress(steps, f"warm start of {src.name}")
+    teacher = TeacherExamples(processor, screen, (left, top, right, bottom), seed) if icl else None
     for step in range(steps):
         image = _page(screen, rng)
         inputs = prompts.inputs(variety.choice(instructions), image)  # shared by both forks
         x, y = rng.randrange(left, right), rng.randrange(top, bottom)
+        if teacher is not None and teacher.rng.random() < icl:
+            inputs, (x, y) = teacher.example(inputs, (x, y))
         if not typo_rate:
             _nll(model, tokenizer, inputs, click_text(x, y), end).backward()
         else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
@@ -114,6 +135,40 @@ def _train(
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
             shutil.copy2(f, dst / f.name)
+
+
+class TeacherExamples:
+    """Warm-start prompts as SDPO's teacher sees them: the student's prompt with a feedback block, built by
+    verl-cua's own `feedback_block` and `TeacherContextBuilder` (the same header, score line, image insertion and
+    M-RoPE layout as in training), on synthetic pages with synthetic points only."""
+
+    def __init__(self, processor, screen: tuple[int, int], region: tuple[int, int, int, int], seed: int):
+        from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
+
+        self.builder = TeacherContextBuilder(processor.tokenizer, processor)
+        self.screen, self.region = screen, region
+        self.rng = random.Random(f"{seed}|icl")  # its own stream: the plain steps' pages and points stay the same
+
+    def example(self, inputs: dict, point: tuple[int, int]) -> tuple[dict, tuple[int, int]]:
+        """The teacher-context version of a processed student prompt, and the click it should answer with: the
+        demo's click when the block holds one (`COPY_SHARE`), else `point` (the block says nothing)."""
+        import torch
+
+        from verl_cua.integrations.verl.sdpo.context import feedback_block
+
+        rng, (left, top, right, bottom) = self.rng, self.region
+        copy = rng.random() < COPY_SHARE
+        answer = (rng.randrange(left, right), rng.randrange(top, bottom)) if copy else point
+        demo = [click_text(*answer)] if copy else None
+        final = _page(self.screen, rng) if rng.random() < 0.7 else None
+        block = feedback_block(demo, rng.choice((0.0, 0.0, 1.0)), rng.choice(FEEDBACK_TEXTS), final)
+        mm = {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}
+        built = self.builder.build(inputs["input_ids"][0], torch.zeros(0, dtype=torch.long), mm, block)
+        ids = built["input_ids"][None]
+        out = {"input_ids": ids, "attention_mask": torch.ones_like(ids), **built["multi_modal_inputs"]}
+        if "mm_token_type_ids" in inputs:
+            out["mm_token_type_ids"] = (ids == self.builder.image_pad).to(inputs["mm_token_type_ids"].dtype)
+        return out, answer
 
 
 class Prompts:
