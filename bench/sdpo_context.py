@@ -105,7 +105,7 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
             empty = torch.zeros(0, dtype=prompt.dtype)
             built = builder.build(prompt, empty, mm, feedback_block([right], 0.0, "", None))
             decoded = greedy_turn(model, tokenizer, built["input_ids"], built["multi_modal_inputs"], builder.image_pad)
-            out["teacher success"].append(float(env.step(decoded).reward > 0))
+            out["teacher success"].append(float(env.step(decoded, format="pyautogui").reward > 0))
     finally:
         env.close()
     return out

@@ -13,6 +13,9 @@ from pathlib import Path
 
 FAMILY = "qwen25vl"
 WARM_STEPS = 3000  # enough for clicks spread evenly over the 160x210 screen (800 leave a lopsided spread)
+# With icl > 0, text-only copying first: an induction head forms after ~1,500 of these (batches of 32)
+INDUCTION_STEPS = 2000
+ICL_WARM_STEPS = 600  # with icl > 0 the warm start's steps are batches of 8 (warm_start.ICL_BATCH)
 # The instruction of each task the warm start may show (the text only: its clicks never depend on it)
 INSTRUCTIONS = {"click-test": "Click the button.", "focus-text": "Focus into the textbox."}
 
@@ -21,7 +24,8 @@ def learnable_model(
     tasks: tuple[str, ...] = ("click-test",), family: str = FAMILY, warm_steps: int = WARM_STEPS, icl: float = 0.0
 ) -> Path:
     """The tiny random `family` model warm-started into `pyautogui.click(x, y)` syntax (built once, then cached);
-    `icl`: the share of warm-start steps in SDPO's teacher context (`verl_cua.testing.warm_start`)."""
+    `icl`: the share of warm-start steps in SDPO's teacher context, after `INDUCTION_STEPS` of text-only copying
+    (`verl_cua.testing.warm_start`): a model whose SDPO teacher can read a demo."""
     from verl_cua.testing.tiny_models import build_tiny_model
     from verl_cua.testing.warm_start import warm_start
 
@@ -29,7 +33,12 @@ def learnable_model(
     if unknown:
         raise ValueError(f"no warm-start instruction for {', '.join(unknown)}; known: {', '.join(INSTRUCTIONS)}")
     instructions = tuple(INSTRUCTIONS[t] for t in tasks)
-    return warm_start(build_tiny_model(family), steps=warm_steps, instructions=instructions, icl=icl)
+    induction, steps = (
+        (INDUCTION_STEPS, ICL_WARM_STEPS if warm_steps == WARM_STEPS else warm_steps) if icl else (0, warm_steps)
+    )
+    return warm_start(
+        build_tiny_model(family), steps=steps, instructions=instructions, icl=icl, induction_steps=induction
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,10 @@ shows the prompt as SDPO's teacher sees it (the feedback block built by verl-cua
 `TeacherContextBuilder`: the score, sometimes the evaluator's words, sometimes a final screenshot). In `COPY_SHARE`
 of them the block holds a successful attempt's click and the answer is that click (read the demo); in the rest the
 block holds no demo and the answer is a random click (a block that says nothing changes nothing). Pages and points
-are synthetic: the model never sees a task's page or answer."""
+are synthetic: the model never sees a task's page or answer. A tiny random model does not learn to copy from the
+block alone (1,000 steps of 8 examples: information +0.05 nats/token, no copies); `induction_steps` first train it
+on short text-only sequences (a click line, filler words, the same click again; batches of 32) until an induction
+head forms, abruptly, after ~1,500 steps: pretraining's in-context copying, the skill the teacher needs."""
 
 from __future__ import annotations
 
@@ -25,6 +28,9 @@ from verl_cua.testing.model_cache import derived_model
 RECIPE_VERSION = "4"
 COPY_SHARE = 2 / 3  # icl steps whose block holds a demo to copy; the rest hold none (presence must say nothing)
 FEEDBACK_TEXTS = ("", "", "1 output was not a valid action.", "The episode ended before the task was done.")
+FILLER = ("the", "button", "page", "click", "score", "Step", "attempt", "screen", "text", "box", "red", "blue")
+INDUCTION_BATCH = 32
+ICL_BATCH = 8  # examples per optimizer step when icl > 0 (batch-1 steps at icl's lr wash the copying out)
 
 
 def click_text(x: int, y: int) -> str:
@@ -48,28 +54,32 @@ def warm_start(
     instructions: tuple[str, ...] = ("Click the button.",),
     region: tuple[int, int, int, int] | None = None,
     icl: float = 0.0,
+    induction_steps: int = 0,
 ) -> Path:
     """A copy of `model_dir` fine-tuned for `steps` on click turns at random points of `screen` (cached).
 
     `typo_rate`: the fraction of answers that misspell the call; `instructions`: the task texts drawn from;
     `region`: (left, top, right, bottom) the click targets are drawn from (default: the whole screen); `icl`: the
-    share of steps in SDPO's teacher context (module docstring).
+    share of steps in SDPO's teacher context, `induction_steps` text-only copying steps before (module docstring).
     """
     if not 0.0 <= typo_rate <= 1.0 or not instructions:
         raise ValueError(f"warm_start: typo_rate must lie in [0, 1] (got {typo_rate}) and instructions be non-empty")
-    if not 0.0 <= icl <= 1.0:
-        raise ValueError(f"warm_start: icl must lie in [0, 1], got {icl}")
+    if not 0.0 <= icl <= 1.0 or induction_steps < 0 or (icl and typo_rate):
+        raise ValueError(
+            f"warm_start: icl must lie in [0, 1] (got {icl}), induction_steps be >= 0, and icl go without typo_rate"
+        )
     if region is not None and not (0 <= region[0] < region[2] <= screen[0] and 0 <= region[1] < region[3] <= screen[1]):
         raise ValueError(f"warm_start: region {region} must be (left, top, right, bottom) inside the {screen} screen")
     src = Path(model_dir)
     recipe = f"{RECIPE_VERSION}|{src.resolve()}|{screen}|{steps}|{lr}|{seed}|{typo_rate}|{list(instructions)}"
     recipe += "" if region is None else f"|{tuple(region)}"
-    recipe += f"|icl={icl}|{COPY_SHARE:.4f}|{list(FEEDBACK_TEXTS)}" if icl else ""
+    recipe += f"|icl={icl}|{COPY_SHARE:.4f}|{list(FEEDBACK_TEXTS)}|batch{ICL_BATCH}" if icl else ""
+    recipe += f"|induction={induction_steps}x{INDUCTION_BATCH}|{list(FILLER)}" if induction_steps else ""
     return derived_model(
         src,
         "warm",
         recipe,
-        lambda work: _train(src, work, screen, steps, lr, seed, typo_rate, instructions, region, icl),
+        lambda work: _train(src, work, screen, steps, lr, seed, typo_rate, instructions, region, icl, induction_steps),
     )
 
 
@@ -98,6 +108,7 @@ def _train(
     instructions: tuple[str, ...],
     region: tuple[int, int, int, int] | None,
     icl: float = 0.0,
+    induction_steps: int = 0,
 ) -> None:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -114,15 +125,28 @@ def _train(
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     left, top, right, bottom = region or (0, 0, *screen)
+    if induction_steps:
+        _induction(model, tokenizer, induction_steps, lr, screen, random.Random(f"{seed}|induction"), src.name)
     prompts = Prompts(processor, build_prompt("pyautogui", screen=screen))
     progress = Progress(steps, f"warm start of {src.name}")
     teacher = TeacherExamples(processor, screen, (left, top, right, bottom), seed) if icl else None
     for step in range(steps):
+        if teacher is not None:  # batches of ICL_BATCH, each example in the teacher's context with odds icl
+            rows = []
+            for _ in range(ICL_BATCH):
+                inputs = prompts.inputs(variety.choice(instructions), _page(screen, rng))
+                x, y = rng.randrange(left, right), rng.randrange(top, bottom)
+                if teacher.rng.random() < icl:
+                    inputs, (x, y) = teacher.example(inputs, (x, y))
+                rows.append((inputs, click_text(x, y)))
+            _batch_nll(model, tokenizer, rows, end).backward()
+            optim.step()
+            optim.zero_grad()
+            progress.update(step + 1)
+            continue
         image = _page(screen, rng)
         inputs = prompts.inputs(variety.choice(instructions), image)  # shared by both forks
         x, y = rng.randrange(left, right), rng.randrange(top, bottom)
-        if teacher is not None and teacher.rng.random() < icl:
-            inputs, (x, y) = teacher.example(inputs, (x, y))
         if not typo_rate:
             _nll(model, tokenizer, inputs, click_text(x, y), end).backward()
         else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
@@ -135,6 +159,43 @@ def _train(
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
             shutil.copy2(f, dst / f.name)
+
+
+def _induction(model, tokenizer, steps: int, lr: float, screen: tuple[int, int], rng: random.Random, name: str):
+    """Text-only copying: a click line, filler (sometimes another click first, as a decoy), then the same click as
+    the answer; batches of `INDUCTION_BATCH`, loss on the answer. No image, no task: in-context copying only."""
+    import torch
+
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    progress = Progress(steps, f"in-context copying for {name}")
+    for step in range(steps):
+        rows = []
+        for _ in range(INDUCTION_BATCH):
+            x, y = rng.randrange(screen[0]), rng.randrange(screen[1])
+            words = [rng.choice((*FILLER, str(rng.randrange(300)))) for _ in range(rng.randrange(3, 25))]
+            decoy = (
+                f"pyautogui.click({rng.randrange(screen[0])}, {rng.randrange(screen[1])}) "
+                if rng.random() < 0.5
+                else ""
+            )
+            head = tokenizer.encode(f"{decoy}{' '.join(words)}\nStep 1: {' '.join(click_text(x, y).split())}\n"
+                                    f"{' '.join(words)}\n", add_special_tokens=False)  # fmt: skip
+            rows.append((head, tokenizer.encode(click_text(x, y), add_special_tokens=False) + [end]))
+        width = max(len(h) + len(a) for h, a in rows)
+        ids = torch.full((len(rows), width), end, dtype=torch.long)
+        labels = torch.full_like(ids, -100)
+        mask = torch.zeros_like(ids)
+        for i, (head, answer) in enumerate(rows):
+            n = len(head) + len(answer)
+            ids[i, :n] = torch.tensor(head + answer)
+            labels[i, len(head) : n] = torch.tensor(answer)
+            mask[i, :n] = 1
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+        progress.update(step + 1, f"answer loss {loss.item():.3f}")  # falls abruptly once an induction head forms
 
 
 class TeacherExamples:
@@ -205,15 +266,41 @@ class Progress:
         self._next = 0
         print(f"{what}: {total} steps (built once, then cached)", file=sys.stderr, flush=True)
 
-    def update(self, done: int) -> None:
-        """Report `done` steps when it crosses the next tenth."""
+    def update(self, done: int, note: str = "") -> None:
+        """Report `done` steps when it crosses the next tenth (with `note`, e.g. the current loss)."""
         if done < self._next and done < self.total:
             return
         self._next = done + max(1, self.total // 10)
         elapsed = self._clock() - self.start
         left = elapsed / done * (self.total - done) if done else 0.0
-        print(f"{self.what}: {done}/{self.total} steps, {elapsed:.0f} s, about {left:.0f} s left", file=sys.stderr,
-              flush=True)  # fmt: skip
+        note = f", {note}" if note else ""
+        print(f"{self.what}: {done}/{self.total} steps, {elapsed:.0f} s, about {left:.0f} s left{note}",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _batch_nll(model, tokenizer, rows: list[tuple[dict, str]], end: int):
+    """The mean negative log-likelihood of each row's turn after its processed prompt, the rows right-padded into
+    one batch (their images in order)."""
+    import torch
+
+    seqs = []
+    for prompt, turn in rows:
+        answer = tokenizer.encode(turn, add_special_tokens=False) + [end]
+        seqs.append((prompt["input_ids"][0], torch.tensor(answer)))
+    width = max(len(p) + len(a) for p, a in seqs)
+    ids = torch.full((len(rows), width), end, dtype=torch.long)
+    labels, mask, types = torch.full_like(ids, -100), torch.zeros_like(ids), torch.zeros_like(ids)
+    for i, ((prompt, answer), (inputs, _)) in enumerate(zip(seqs, rows, strict=True)):
+        n = len(prompt) + len(answer)
+        ids[i, :n] = torch.cat([prompt, answer])
+        labels[i, len(prompt) : n] = answer
+        mask[i, :n] = 1
+        types[i, : len(prompt)] = inputs["mm_token_type_ids"][0]
+    pixels = torch.cat([inputs["pixel_values"] for inputs, _ in rows])
+    grids = torch.cat([inputs["image_grid_thw"] for inputs, _ in rows])
+    out = model(input_ids=ids, attention_mask=mask, mm_token_type_ids=types, pixel_values=pixels, image_grid_thw=grids,
+                labels=labels)  # fmt: skip
+    return out.loss
 
 
 def _nll(model, tokenizer, prompt, turn: str, end: int, total: bool = False):
