@@ -80,3 +80,31 @@ def test_teacher_examples_are_the_trainers_teacher_context_and_answer_the_demo_o
             kinds["point"] += 1
             assert answer == point and "A successful attempt did" not in text
     assert kinds["copy"] >= 10 and kinds["point"] >= 4  # COPY_SHARE 2/3 of 30
+
+
+def test_a_right_padded_batch_scores_each_row_as_alone():
+    """The icl warm start's batches: rows of different lengths (teacher contexts with one or two images, student
+    prompts) right-padded into one forward give the token-weighted mean of each row's own loss."""
+    from transformers import AutoModelForImageTextToText
+
+    from verl_cua.testing.warm_start import TeacherExamples, _batch_nll, _nll, click_text
+
+    path = build_tiny_model("qwen25vl")
+    processor = AutoProcessor.from_pretrained(path)
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
+    tokenizer, end = processor.tokenizer, processor.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    prompts, rng = Prompts(processor, build_prompt("pyautogui", screen=SCREEN)), random.Random(1)
+    teacher = TeacherExamples(processor, SCREEN, (0, 50, *SCREEN), seed=1)
+    rows = []
+    for i in range(4):
+        inputs = prompts.inputs("Click the button.", _page(SCREEN, rng))
+        point = (rng.randrange(5, 160), rng.randrange(50, 210))
+        if i % 2:
+            inputs, point = teacher.example(inputs, point)
+        rows.append((inputs, click_text(*point)))
+    assert len({r[0]["input_ids"].shape[1] for r in rows}) > 1  # the padding is exercised
+    with torch.no_grad():
+        batch = _batch_nll(model, tokenizer, rows, end)
+        sums = [_nll(model, tokenizer, inputs, turn, end, total=True) for inputs, turn in rows]
+    tokens = sum(len(tokenizer.encode(turn, add_special_tokens=False)) + 1 for _, turn in rows)
+    assert batch.item() == pytest.approx(sum(s.item() for s in sums) / tokens, rel=1e-4)
