@@ -9,7 +9,7 @@
 # 0.21-0.35); held-out success 0.08-0.20 -> 0.38-0.44. What it learns is where buttons usually are: a policy that
 # never looks at the screenshot can reach 0.58 on these layouts (docs/learning.md).
 # Swap the estimator like any recipe: `bash recipes/run_tiny_grpo_miniwob_cpu.sh algorithm.adv_estimator=sdpo`.
-# ICL=0.6 starts from a model whose SDPO teacher can read a demo (docs/learning.md; ~11 min to build, cached).
+# ICL=0.6 starts from a model whose SDPO teacher can read a demo (docs/learning.md; ~14 min to build, cached).
 # Needs the venv and system packages of `bash recipes/quickstart.sh`. Any Hydra override appended wins.
 set -xeuo pipefail
 

@@ -15,7 +15,7 @@ FAMILY = "qwen25vl"
 WARM_STEPS = 3000  # enough for clicks spread evenly over the 160x210 screen (800 leave a lopsided spread)
 # With icl > 0, text-only copying first: an induction head forms after ~1,500 of these (batches of 32)
 INDUCTION_STEPS = 2000
-ICL_WARM_STEPS = 600  # with icl > 0 the warm start's steps are batches of 8 (warm_start.ICL_BATCH)
+ICL_WARM_STEPS = 1000  # with icl > 0: batches of 8 (600 failed the gate: teacher success 0.19)
 # The instruction of each task the warm start may show (the text only: its clicks never depend on it)
 INSTRUCTIONS = {"click-test": "Click the button.", "focus-text": "Focus into the textbox."}
 
