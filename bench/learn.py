@@ -294,8 +294,10 @@ def teacher_gate(model: str, task: str, layouts: int = GATE_LAYOUTS) -> dict:
 
 
 def _gate_line(gate: dict) -> str:
+    from bench.sdpo_context import gate_verdict
+
     means = ", ".join(f"{k} {v:+.2f}" for k, v in gate["means"].items())
-    return f"{'FAIL: ' + '; '.join(gate['failures']) if gate['failures'] else 'PASS'} ({means})"
+    return f"{gate_verdict(gate['failures'])} ({means})"
 
 
 def report(out: Path) -> int:

@@ -48,6 +48,11 @@ def gate_failures(result: dict[str, list[float]]) -> list[str]:
     return failures
 
 
+def gate_verdict(failures: list[str]) -> str:
+    """PASS, or FAIL with what failed."""
+    return "FAIL: " + "; ".join(failures) if failures else "PASS"
+
+
 def _far_corner(box: tuple[float, ...], scale: float, screen: tuple[int, int]) -> tuple[int, int]:
     """The corner of the task area (below MiniWoB++'s instruction bar) farthest from the target's centre."""
     cx, cy = (box[0] + box[2]) / 2 * scale, (box[1] + box[3]) / 2 * scale
@@ -115,12 +120,12 @@ def greedy_turn(model, tokenizer, input_ids, mm: dict, image_pad: int, max_new_t
     """The model's greedy turn after the 1-D prompt `input_ids` (images in `mm`), as text."""
     import torch
 
-    ids = input_ids[None].to(model.device)
-    kwargs = {"attention_mask": torch.ones_like(ids), "mm_token_type_ids": (ids == image_pad).int()}
-    kwargs.update({k: mm[k].to(model.device) for k in ("pixel_values", "image_grid_thw")})
+    from verl_cua.testing.log_probs import model_inputs
+
+    kwargs = model_inputs(model, input_ids, mm, image_pad)
     with torch.no_grad():
-        out = model.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False, **kwargs)
-    return tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        out = model.generate(**kwargs, max_new_tokens=max_new_tokens, do_sample=False)
+    return tokenizer.decode(out[0, kwargs["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         mean, low, high = statistics.fmean(values), min(values), max(values)
         print(f"  {name:15s} {mean:+.3f} (sd {sd:.3f}, min {low:+.3f}, max {high:+.3f})")
     failures = gate_failures(result)
-    print(f"gate: {'FAIL: ' + '; '.join(failures) if failures else 'PASS'}")
+    print(f"gate: {gate_verdict(failures)}")
     if args.out:
         Path(args.out).write_text(json.dumps({"model": args.model, **result, "gate_failures": failures}, indent=1))
     return 1 if failures and args.gate else 0

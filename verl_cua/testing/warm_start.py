@@ -179,18 +179,11 @@ def _induction(model, tokenizer, steps: int, lr: float, screen: tuple[int, int],
                 if rng.random() < 0.5
                 else ""
             )
-            head = tokenizer.encode(f"{decoy}{' '.join(words)}\nStep 1: {' '.join(click_text(x, y).split())}\n"
+            turn = click_text(x, y)
+            head = tokenizer.encode(f"{decoy}{' '.join(words)}\nStep 1: {' '.join(turn.split())}\n"
                                     f"{' '.join(words)}\n", add_special_tokens=False)  # fmt: skip
-            rows.append((head, tokenizer.encode(click_text(x, y), add_special_tokens=False) + [end]))
-        width = max(len(h) + len(a) for h, a in rows)
-        ids = torch.full((len(rows), width), end, dtype=torch.long)
-        labels = torch.full_like(ids, -100)
-        mask = torch.zeros_like(ids)
-        for i, (head, answer) in enumerate(rows):
-            n = len(head) + len(answer)
-            ids[i, :n] = torch.tensor(head + answer)
-            labels[i, len(head) : n] = torch.tensor(answer)
-            mask[i, :n] = 1
+            rows.append((torch.tensor(head), torch.tensor(tokenizer.encode(turn, add_special_tokens=False) + [end])))
+        ids, labels, mask = _right_padded(rows, end)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optim.step()
@@ -278,24 +271,31 @@ class Progress:
               file=sys.stderr, flush=True)  # fmt: skip
 
 
+def _right_padded(seqs: list, pad: int):
+    """(prompt, answer) 1-D token tensors as one right-padded batch: ids, labels (-100 but on the answers), mask."""
+    import torch
+
+    width = max(len(prompt) + len(answer) for prompt, answer in seqs)
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    labels, mask = torch.full_like(ids, -100), torch.zeros_like(ids)
+    for i, (prompt, answer) in enumerate(seqs):
+        n = len(prompt) + len(answer)
+        ids[i, :n] = torch.cat([prompt, answer])
+        labels[i, len(prompt) : n] = answer
+        mask[i, :n] = 1
+    return ids, labels, mask
+
+
 def _batch_nll(model, tokenizer, rows: list[tuple[dict, str]], end: int):
     """The mean negative log-likelihood of each row's turn after its processed prompt, the rows right-padded into
     one batch (their images in order)."""
     import torch
 
-    seqs = []
-    for prompt, turn in rows:
-        answer = tokenizer.encode(turn, add_special_tokens=False) + [end]
-        seqs.append((prompt["input_ids"][0], torch.tensor(answer)))
-    width = max(len(p) + len(a) for p, a in seqs)
-    ids = torch.full((len(rows), width), end, dtype=torch.long)
-    labels, mask, types = torch.full_like(ids, -100), torch.zeros_like(ids), torch.zeros_like(ids)
-    for i, ((prompt, answer), (inputs, _)) in enumerate(zip(seqs, rows, strict=True)):
-        n = len(prompt) + len(answer)
-        ids[i, :n] = torch.cat([prompt, answer])
-        labels[i, len(prompt) : n] = answer
-        mask[i, :n] = 1
-        types[i, : len(prompt)] = inputs["mm_token_type_ids"][0]
+    seqs = [(p["input_ids"][0], torch.tensor(tokenizer.encode(t, add_special_tokens=False) + [end])) for p, t in rows]
+    ids, labels, mask = _right_padded(seqs, end)
+    types = torch.zeros_like(ids)
+    for i, (inputs, _) in enumerate(rows):
+        types[i, : inputs["mm_token_type_ids"].shape[1]] = inputs["mm_token_type_ids"][0]
     pixels = torch.cat([inputs["pixel_values"] for inputs, _ in rows])
     grids = torch.cat([inputs["image_grid_thw"] for inputs, _ in rows])
     out = model(input_ids=ids, attention_mask=mask, mm_token_type_ids=types, pixel_values=pixels, image_grid_thw=grids,
