@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.grounding import describe, grounding
 from verl_cua.envs.trajectory import write_json
 from verl_cua.metrics_log import read_records
 
@@ -36,15 +37,20 @@ RECIPE = ROOT / "recipes" / "run_tiny_grpo_miniwob_cpu.sh"
 HELDOUT_KEY = "val-core/verl_cua/miniwob/acc/mean@"
 SUCCESS_KEY = "cua/success_rate"
 
+# SDPO's runs follow its reference in one departure from the setting: no KL loss to the warm start (the reference
+# refuses one; its teacher is the regulariser). Every other knob (lr, updates per step, batch) is the setting's.
+NO_KL = "actor_rollout_ref.actor.use_kl_loss=false"
 # estimator name in the table -> Hydra overrides on top of the setting (GRPO's)
 ESTIMATORS: dict[str, tuple[str, ...]] = {
     "grpo": ("algorithm.adv_estimator=grpo",),
     "gigpo": ("algorithm.adv_estimator=gigpo",),
-    "sdpo": ("algorithm.adv_estimator=sdpo",),  # the defaults: logit-level, EMA teacher, reprompted tokens
-    "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token"),
-    "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo",),
+    "sdpo": ("algorithm.adv_estimator=sdpo", NO_KL),  # the defaults: logit-level, EMA teacher, reprompted tokens
+    "sdpo_frozen": ("algorithm.adv_estimator=sdpo", "cua.sdpo.teacher=frozen", NO_KL),
+    "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token", NO_KL),
+    "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo", NO_KL),  # the paper's lambda-mix, lambda 0.9
     "sdpo+entropulse": (
         "algorithm.adv_estimator=sdpo",
+        NO_KL,
         "cua.entropulse.schedule=fixed",
         "cua.entropulse.rl_steps=10",
         "cua.entropulse.sft_steps=2",
@@ -53,6 +59,7 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
 }
 QUICK = ("grpo", "sdpo")
 GATE_LAYOUTS = 16  # held-out click-test layouts the SDPO teacher gate probes (bench.sdpo_context)
+ICL = "0.6"  # the recipe's ICL for every run: a model that passes SDPO's teacher gate (docs/learning.md)
 WINDOW = 5  # steps averaged at the start and the end of a curve
 THRESHOLD = 0.3  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it (start: ~0.12)
 
@@ -142,6 +149,7 @@ def summarise(runs: list[dict]) -> dict[str, dict]:
             "heldout_before": _mean_sd([r["heldout_success_rate"][0] for r in mine if r["heldout_success_rate"]]),
             "heldout_after": _mean_sd([r["heldout_success_rate"][-1] for r in mine if r["heldout_success_rate"]]),
             "minutes": _mean_sd([r["seconds"] / 60 for r in mine]),
+            "gaps": [r["grounding"] for r in mine if r.get("grounding")],
         }
     return out
 
@@ -152,7 +160,7 @@ def _mean_sd(values: list[float]) -> list[float] | None:
     return [statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0]
 
 
-def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> None:
+def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo", initial: dict | None = None) -> None:
     """A rich table, GRPO first; the blind baseline under it."""
     from rich.table import Table
 
@@ -161,9 +169,12 @@ def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> 
     def fmt(value: list[float] | None) -> str:
         return "-" if value is None else f"{value[0]:.2f} ± {value[1]:.2f}"
 
+    def gap(gaps: list[dict]) -> str:  # each seed's gap and its 95% interval
+        return " ".join(f"{g['gap']:+.2f} [{g['gap_low']:+.2f},{g['gap_high']:+.2f}]" for g in gaps) or "-"
+
     table = Table(title=f"bench.learn: success, first vs last {WINDOW} steps (mean ± sd over seeds)")
     for column in ("estimator", "runs", "first", "last", "rise", f"rise - {anchor}'s", f"steps to {THRESHOLD}",
-                   "held-out before", "held-out after", "minutes"):  # fmt: skip
+                   "held-out before", "held-out after", "grounding gap", "minutes"):  # fmt: skip
         table.add_column(column, justify="left" if column == "estimator" else "right")
     base = summary.get(anchor, {}).get("rise")
     for name in sorted(summary, key=lambda n: n != anchor):
@@ -171,13 +182,19 @@ def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo") -> 
         to = "-" if s["steps_to_threshold"] is None else f"{s['steps_to_threshold']:g} ({s['reached']})"
         versus = "-" if base is None or name == anchor else f"{s['rise'][0] - base[0]:+.2f}"
         table.add_row(name, str(s["runs"]), fmt(s["first"]), fmt(s["last"]), fmt(s["rise"]), versus, to,
-                      fmt(s["heldout_before"]), fmt(s["heldout_after"]), fmt(s["minutes"]))  # fmt: skip
+                      fmt(s["heldout_before"]), fmt(s["heldout_after"]), gap(s["gaps"]), fmt(s["minutes"]))  # fmt: skip
     console = wide_console()
     console.print(table)
     console.print(
         f"blind baseline on the held-out layouts (never looks at the screenshot): {blind['heldout_rate']:.2f} "
         f"(best single point {tuple(blind['point'])}, {blind['train_rate']:.2f} of the training layouts); "
         f"uniform random clicks: {blind['uniform_rate']:.2f}"
+    )
+    if initial is not None:
+        console.print(f"initial model: {describe(initial)}")
+    console.print(
+        "grounding gap: held-out success with a layout's own screenshot minus its clicks on other layouts "
+        "(bench.grounding); held-out success without a positive gap is the learned prior, not looking"
     )
 
 
@@ -241,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.learn: unknown estimator(s) {', '.join(unknown)}; valid: {valid}", file=sys.stderr)
         return 2
     seeds = args.seeds or (1 if args.quick else 3)
-    setting = recipe_defaults()
+    setting = {**recipe_defaults(), "ICL": ICL}  # every estimator starts from the model whose teacher reads a demo
     if args.steps:
         setting["STEPS"] = str(args.steps)
+    setting["SAVE_FREQ"] = setting["STEPS"]  # the trained policy, for its grounding gap
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep or name not in setting:
@@ -265,19 +283,44 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict] = previous["runs"] if same else []
     blind = previous["blind"] if same else blind_baseline(tasks, setting["TRAIN_SEEDS"], setting["HELDOUT_SEEDS"])
     gate = previous.get("gate") if same else None
+    initial = previous.get("initial_grounding") if same else None
+    if initial is None:  # the starting policy's gap: what training must add to
+        initial = grounding(setting["MODEL_PATH"], setting["HELDOUT_SEEDS"], tasks[0])
+        print(f"bench.learn: initial model: {describe(initial)}", file=sys.stderr, flush=True)
     if gate is None and any(_is_sdpo(n) for n in names):
         gate = teacher_gate(setting["MODEL_PATH"], tasks[0])
         print(f"bench.learn: SDPO teacher gate: {_gate_line(gate)}", file=sys.stderr, flush=True)
+        _write(out, setting, blind, runs, gate, initial)
     for seed in range(seeds):
         for name in names:  # seed-major: an interrupted full run still has every estimator's first seeds
             if any((r["estimator"], r["seed"]) == (name, seed) for r in runs):
                 continue
             print(f"bench.learn: {name} seed {seed} ...", file=sys.stderr, flush=True)
-            given = {k: setting[k] for k in (*(i.partition("=")[0] for i in args.set), "STEPS", "MODEL_PATH")}
+            keys = (*(i.partition("=")[0] for i in args.set), "STEPS", "SAVE_FREQ", "MODEL_PATH")
+            given = {k: setting[k] for k in keys}
             run = train(out / f"{name}-seed{seed}", *ESTIMATORS[name], **{**given, "SEED": seed})
             runs.append(run_record(name, seed, run, episodes))
-            _write(out, setting, blind, runs, gate)
+            _write(out, setting, blind, runs, gate, initial)
+    for record in runs:  # the trained policies' grounding gaps (also for runs an older bench.learn left without)
+        if record.get("grounding") is None:
+            record["grounding"] = trained_grounding(out / f"{record['estimator']}-seed{record['seed']}", setting)
+            _write(out, setting, blind, runs, gate, initial)
     return report(out)
+
+
+def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
+    """The grounding gap of a run's final policy on the held-out layouts (its checkpoint merged by verl's model
+    merger into run_dir/model); None when the run left no checkpoint."""
+    actor = run_dir / "checkpoints" / f"global_step_{setting['STEPS']}" / "actor"
+    if not actor.is_dir():
+        return None
+    model = run_dir / "model"
+    if not (model / "config.json").is_file():
+        merge = ["-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor)]
+        subprocess.run([sys.executable, *merge, "--target_dir", str(model)], check=True, capture_output=True)
+    result = grounding(str(model), setting["HELDOUT_SEEDS"], setting["TASKS"].split(",")[0])
+    print(f"bench.learn: {run_dir.name}: {describe(result)}", file=sys.stderr, flush=True)
+    return result
 
 
 def _is_sdpo(name: str) -> bool:
@@ -305,7 +348,7 @@ def report(out: Path) -> int:
     record = json.loads((out / "learn.json").read_text())
     setting = record["setting"]
     plot(record["runs"], record["blind"], out / "learn.png", int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"]))
-    print_table(summarise(record["runs"]), record["blind"])
+    print_table(summarise(record["runs"]), record["blind"], initial=record.get("initial_grounding"))
     gate = record.get("gate")
     if gate is not None:
         verdict = "" if not gate["failures"] else " -- the SDPO curves above are not evidence about SDPO"
@@ -314,9 +357,12 @@ def report(out: Path) -> int:
     return 0
 
 
-def _write(out: Path, setting: dict, blind: dict, runs: list[dict], gate: dict | None = None) -> dict:
+def _write(
+    out: Path, setting: dict, blind: dict, runs: list[dict], gate: dict | None = None, initial: dict | None = None
+) -> dict:
     summary = summarise(runs)
     record = {"setting": setting, "blind": blind, "summary": summary, "runs": runs, "gate": gate}
+    record["initial_grounding"] = initial
     write_json(out / "learn.json", record)  # atomic: a kill mid-write must not lose the finished runs it resumes from
     return summary
 

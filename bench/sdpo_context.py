@@ -66,11 +66,10 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
     from transformers import AutoModelForImageTextToText
     from verl.utils import hf_processor, hf_tokenizer
 
-    from verl_cua.actions.prompts import build_prompt
     from verl_cua.envs.miniwob import MiniWoBEnv
     from verl_cua.envs.task_sets import resolve_tasks
     from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder, feedback_block
-    from verl_cua.testing.log_probs import response_log_probs
+    from verl_cua.testing.log_probs import response_log_probs, student_prompt
     from verl_cua.testing.miniwob_oracle import solution, target_box
     from verl_cua.testing.warm_start import click_text
 
@@ -90,12 +89,7 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
         for ref in resolve_tasks("miniwob", [task], f"200000-{200000 + layouts - 1}"):
             obs = env.reset(ref.task)
             right, wrong = solution(env, obs)[0], click_text(*_far_corner(target_box(env, task), env.scale, obs.screen))
-            spec = build_prompt("pyautogui", screen=obs.screen)
-            content = [{"type": "image"}, {"type": "text", "text": spec.user_text(obs.instruction)}]
-            messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]
-            text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            inputs = processor(text=[text], images=[obs.screenshot], return_tensors="pt")
-            prompt, mm = inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}
+            prompt, mm = student_prompt(processor, obs)
             response = torch.tensor(tokenizer.encode(right, add_special_tokens=False) + end)
             student = response_log_probs(model, torch.cat([prompt, response]), mm, len(response), builder.image_pad)
             scores = {}

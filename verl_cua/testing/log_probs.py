@@ -25,3 +25,17 @@ def response_log_probs(model, input_ids, mm: dict, n_response: int, image_pad: i
     with torch.no_grad():
         logits = model(**kwargs).logits[0, :-1].float()
     return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[-n_response:, 0].cpu()
+
+
+def student_prompt(processor, obs, screenshot=None, action_format: str = "pyautogui"):
+    """The policy's prompt for a MiniWoB++ observation as the trainer builds it: (1-D input_ids, images' inputs);
+    `screenshot` replaces the observation's own (the screenshot-swap check)."""
+    from verl_cua.actions.prompts import build_prompt
+
+    spec = build_prompt(action_format, screen=obs.screen)
+    content = [{"type": "image"}, {"type": "text", "text": spec.user_text(obs.instruction)}]
+    messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    image = obs.screenshot if screenshot is None else screenshot
+    inputs = processor(text=[text], images=[image], return_tensors="pt")
+    return inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}

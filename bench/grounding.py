@@ -1,0 +1,180 @@
+"""Does a trained policy look at the screenshot? `python -m bench.grounding --model PATH [--layouts 64]`.
+
+Held-out success alone cannot tell looking from a learned prior: every click-test layout has the same instruction,
+so a policy that clicks where buttons usually are scores well without reading the screen. On held-out MiniWoB++
+layouts (real Chromium screenshots; targets from the DOM) this samples the policy's clicks and reports:
+
+* `own`: the share of a layout's own clicks that hit its target (the held-out success of these samples);
+* `cross`: the share of the clicks the policy made on *other* layouts that hit this layout's target;
+* `gap` = own - cross, with a bootstrap interval over layouts. A policy that never looks makes the same clicks on
+  every layout, so its gap is 0 whatever its spread; a positive gap is evidence of looking;
+* `swap`: the layout's prompt with another layout's screenshot, scored on this layout (a policy that looks falls
+  to `cross`, a blind one stays at `own`), and `swap drop` = own - swap.
+
+Clicks are scored geometrically (the env's click point, `(x + 0.5) / scale`, inside the target's box), which is
+what the page does (a test holds the two to agree). Held-out success without a positive gap is what docs/learning.md
+calls the learned prior. `bench.learn` runs this on every trained policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+Box = tuple[float, float, float, float]
+Click = tuple[float, float] | None  # task-area CSS pixels; None: no valid single click
+SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
+RESAMPLES = 2000
+
+
+def area_click(text: str, screen: tuple[int, int], scale: int) -> Click:
+    """The task-area point a pyautogui output clicks (MiniWoB++ clicks a pixel's centre), or None unless the output
+    is exactly one click."""
+    from verl_cua.actions import parse_action
+
+    parsed = parse_action(text, format="pyautogui", screen=screen)
+    if not parsed.valid or len(parsed.actions) != 1 or parsed.actions[0].kind != "click":
+        return None
+    a = parsed.actions[0]
+    return (a.x + 0.5) / scale, (a.y + 0.5) / scale
+
+
+def hits(click: Click, box: Box) -> bool:
+    """Whether `click` lands in `box` (left, top, right, bottom; right and bottom exclusive)."""
+    return click is not None and box[0] <= click[0] < box[2] and box[1] <= click[1] < box[3]
+
+
+def hit_matrix(clicks: list[list[Click]], boxes: list[Box]) -> np.ndarray:
+    """H[i, j]: the share of layout j's clicks that hit layout i's target (the diagonal: own success)."""
+    return np.array([[np.mean([hits(c, box) for c in mine]) if mine else 0.0 for mine in clicks] for box in boxes])
+
+
+def own_cross(h: np.ndarray, index: np.ndarray | None = None) -> tuple[float, float]:
+    """Own success (the diagonal) and cross success of the layouts `index` picks: per layout, the mean over the
+    *other* layouts' clicks, then the mean over layouts (weighted as own is, so a blind policy's gap is 0 in every
+    resample)."""
+    index = np.arange(len(h)) if index is None else index
+    sub = h[np.ix_(index, index)]
+    distinct = index[:, None] != index[None, :]
+    counts = distinct.sum(1)
+    if not counts.any():
+        return float(np.mean(np.diag(sub))), float("nan")
+    keep = counts > 0
+    per_layout = (sub * distinct).sum(1)[keep] / counts[keep]
+    return float(np.mean(np.diag(sub)[keep])), float(per_layout.mean())
+
+
+def gap_interval(h: np.ndarray, resamples: int = RESAMPLES, level: float = 0.95, seed: int = 0) -> dict:
+    """own, cross, gap = own - cross, and the gap's bootstrap interval (layouts resampled with replacement)."""
+    own, cross = own_cross(h)
+    rng = np.random.default_rng(seed)
+    gaps = [np.subtract(*own_cross(h, rng.integers(0, len(h), len(h)))) for _ in range(resamples)]
+    low, high = np.nanquantile(gaps, [(1 - level) / 2, (1 + level) / 2])
+    return {"own": own, "cross": cross, "gap": own - cross, "gap_low": float(low), "gap_high": float(high)}
+
+
+def derangement(n: int, seed: int = 0) -> list[int]:
+    """A permutation of range(n) (n >= 2) that moves every index: whose screenshot each layout gets in the swap."""
+    rng = np.random.default_rng(seed)
+    shift = int(rng.integers(1, n))
+    order = rng.permutation(n)
+    out = [0] * n
+    for i in range(n):
+        out[order[i]] = int(order[(i + shift) % n])
+    return out
+
+
+def sample_clicks(
+    model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0
+) -> dict:
+    """The policy's sampled clicks per layout with its own screenshot and with a swapped one, and the targets."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+    from verl.utils import hf_processor, hf_tokenizer
+
+    from verl_cua.envs.miniwob import MiniWoBEnv
+    from verl_cua.envs.task_sets import resolve_tasks
+    from verl_cua.testing.log_probs import model_inputs, student_prompt
+    from verl_cua.testing.miniwob_oracle import target_box
+
+    tokenizer, processor = hf_tokenizer(model_path), hf_processor(model_path)
+    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
+    image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    env = MiniWoBEnv(task)
+    pages = []
+    try:
+        for ref in resolve_tasks("miniwob", [task], seeds):
+            obs = env.reset(ref.task)
+            pages.append((obs, target_box(env, task)))
+    finally:
+        env.close()
+    torch.manual_seed(seed)
+
+    def clicks(obs, screenshot) -> list[Click]:
+        prompt, mm = student_prompt(processor, obs, screenshot)
+        kwargs = model_inputs(model, prompt, mm, image_pad)
+        with torch.no_grad():
+            out = model.generate(
+                **kwargs, max_new_tokens=32, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                num_return_sequences=samples,
+            )  # fmt: skip
+        texts = tokenizer.batch_decode(out[:, kwargs["input_ids"].shape[1] :], skip_special_tokens=True)
+        return [area_click(t, obs.screen, env.scale) for t in texts]
+
+    swap = derangement(len(pages), seed)
+    return {
+        "boxes": [box for _, box in pages],
+        "own": [clicks(obs, obs.screenshot) for obs, _ in pages],
+        "swap": [clicks(obs, pages[j][0].screenshot) for (obs, _), j in zip(pages, swap, strict=True)],
+        "swap_from": swap,
+    }
+
+
+def grounding(model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, **kw) -> dict:
+    """own, cross, gap (with its interval), swap and swap drop of the policy at `model_path` on layouts `seeds`."""
+    drawn = sample_clicks(model_path, seeds, task, samples, **kw)
+    boxes = drawn["boxes"]
+    result = gap_interval(hit_matrix(drawn["own"], boxes))
+    result["swap"] = own_cross(hit_matrix(drawn["swap"], boxes))[0]  # layout i's prompt, another's screenshot
+    result["swap_drop"] = result["own"] - result["swap"]
+    result.update(layouts=len(boxes), samples=samples)
+    return result
+
+
+def describe(g: dict) -> str:
+    """One line: the gap and its interval, own and cross, and the swap check."""
+    verdict = "looks" if g["gap_low"] > 0 else "learned prior (no positive gap)"
+    return (
+        f"grounding gap {g['gap']:+.3f} [{g['gap_low']:+.3f}, {g['gap_high']:+.3f}] (own {g['own']:.3f}, "
+        f"cross {g['cross']:.3f}); swapped screenshot {g['swap']:.3f} (drop {g['swap_drop']:+.3f}): {verdict}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="a local Hugging Face Qwen-VL folder (default: the learnable one)")
+    ap.add_argument("--task", default="click-test", help="a single-target MiniWoB++ task: click-test | focus-text")
+    ap.add_argument("--seeds", default="100000-100063", help="held-out layouts (the learnable setting's)")
+    ap.add_argument("--samples", type=int, default=SAMPLES, help="sampled clicks per layout")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=None, help="write the figures here as JSON")
+    args = ap.parse_args(argv)
+    if args.model is None:
+        from verl_cua.testing.learning import learnable_model
+
+        args.model = str(learnable_model((args.task,)))
+    g = grounding(args.model, args.seeds, args.task, args.samples, device=args.device)
+    print(f"bench.grounding: {args.model}, {g['layouts']} {args.task} layouts x {args.samples} clicks")
+    print(f"  {describe(g)}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"model": args.model, **g}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
