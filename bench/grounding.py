@@ -1,4 +1,4 @@
-"""Does a trained policy look at the screenshot? `python -m bench.grounding --model PATH [--layouts 64]`.
+"""Does a trained policy look at the screenshot? `python -m bench.grounding [--model PATH] [--seeds A-B]`.
 
 Held-out success alone cannot tell looking from a learned prior: every click-test layout has the same instruction,
 so a policy that clicks where buttons usually are scores well without reading the screen. On held-out MiniWoB++
@@ -11,9 +11,9 @@ layouts (real Chromium screenshots; targets from the DOM) this samples the polic
 * `swap`: the layout's prompt with another layout's screenshot, scored on this layout (a policy that looks falls
   to `cross`, a blind one stays at `own`), and `swap drop` = own - swap.
 
-Clicks are scored geometrically (the env's click point, `(x + 0.5) / scale`, inside the target's box), which is
-what the page does (a test holds the two to agree). Held-out success without a positive gap is what docs/learning.md
-calls the learned prior. `bench.learn` runs this on every trained policy.
+Clicks are scored geometrically (`verl_cua.eval.grounding`: the env's click point, `(x + 0.5) / scale`, inside the
+target's box), which is what the page does (a test holds the two to agree). Held-out success without a positive gap
+is what docs/learning.md calls the learned prior. `bench.learn` runs this on every trained policy.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-Box = tuple[float, float, float, float]
-Click = tuple[float, float] | None  # task-area CSS pixels; None: no valid single click
+from verl_cua.eval.grounding import Click, describe, gap_interval, hit_matrix, own_cross
+
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
-RESAMPLES = 2000
 
 
 def area_click(text: str, screen: tuple[int, int], scale: int) -> Click:
@@ -41,40 +40,6 @@ def area_click(text: str, screen: tuple[int, int], scale: int) -> Click:
         return None
     a = parsed.actions[0]
     return (a.x + 0.5) / scale, (a.y + 0.5) / scale
-
-
-def hits(click: Click, box: Box) -> bool:
-    """Whether `click` lands in `box` (left, top, right, bottom; right and bottom exclusive)."""
-    return click is not None and box[0] <= click[0] < box[2] and box[1] <= click[1] < box[3]
-
-
-def hit_matrix(clicks: list[list[Click]], boxes: list[Box]) -> np.ndarray:
-    """H[i, j]: the share of layout j's clicks that hit layout i's target (the diagonal: own success)."""
-    return np.array([[np.mean([hits(c, box) for c in mine]) if mine else 0.0 for mine in clicks] for box in boxes])
-
-
-def own_cross(h: np.ndarray, index: np.ndarray | None = None) -> tuple[float, float]:
-    """Own success (the diagonal) and cross success of the layouts `index` picks: per layout, the mean over the
-    *other* layouts' clicks, then the mean over layouts (weighted as own is, so a blind policy's gap is 0 in every
-    resample)."""
-    index = np.arange(len(h)) if index is None else index
-    sub = h[np.ix_(index, index)]
-    distinct = index[:, None] != index[None, :]
-    counts = distinct.sum(1)
-    if not counts.any():
-        return float(np.mean(np.diag(sub))), float("nan")
-    keep = counts > 0
-    per_layout = (sub * distinct).sum(1)[keep] / counts[keep]
-    return float(np.mean(np.diag(sub)[keep])), float(per_layout.mean())
-
-
-def gap_interval(h: np.ndarray, resamples: int = RESAMPLES, level: float = 0.95, seed: int = 0) -> dict:
-    """own, cross, gap = own - cross, and the gap's bootstrap interval (layouts resampled with replacement)."""
-    own, cross = own_cross(h)
-    rng = np.random.default_rng(seed)
-    gaps = [np.subtract(*own_cross(h, rng.integers(0, len(h), len(h)))) for _ in range(resamples)]
-    low, high = np.nanquantile(gaps, [(1 - level) / 2, (1 + level) / 2])
-    return {"own": own, "cross": cross, "gap": own - cross, "gap_low": float(low), "gap_high": float(high)}
 
 
 def derangement(n: int, seed: int = 0) -> list[int]:
@@ -143,15 +108,6 @@ def grounding(model_path: str, seeds: str, task: str = "click-test", samples: in
     result["swap_drop"] = result["own"] - result["swap"]
     result.update(layouts=len(boxes), samples=samples)
     return result
-
-
-def describe(g: dict) -> str:
-    """One line: the gap and its interval, own and cross, and the swap check."""
-    verdict = "looks" if g["gap_low"] > 0 else "learned prior (no positive gap)"
-    return (
-        f"grounding gap {g['gap']:+.3f} [{g['gap_low']:+.3f}, {g['gap_high']:+.3f}] (own {g['own']:.3f}, "
-        f"cross {g['cross']:.3f}); swapped screenshot {g['swap']:.3f} (drop {g['swap_drop']:+.3f}): {verdict}"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,8 @@
 #   3. evaluate: the initial and the trained model, each behind `verl-cua serve`, on layouts never trained on
 #      (`verl-cua eval`; the held-out score, so verl's own validation is off here);
 #   4. view: both runs side by side (`verl-cua view`), and a summary of the curve and the held-out success.
-# Writes OUT/summary.json (per-step figures, first- and last-window success, held-out success of both models) and
+# Writes OUT/summary.json (per-step figures, first- and last-window success, held-out success of both models and
+# their grounding gaps: looking at the screenshot, or a learned prior of where buttons are) and
 # OUT/report.html. Any Hydra override appended goes to the trainer.
 set -xeuo pipefail
 

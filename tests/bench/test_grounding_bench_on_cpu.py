@@ -1,47 +1,11 @@
-"""The grounding gap (bench.grounding): 0 for any policy that never looks, positive for one that does, its
-bootstrap interval, the swap's derangement, and the geometric scoring agreeing with the page in Chromium."""
+"""bench.grounding: the swap's derangement, a model output's click in task-area pixels, and the geometric scoring
+agreeing with the page in Chromium."""
 
-import numpy as np
-import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.grounding import area_click, derangement, gap_interval, hit_matrix, hits, own_cross
-
-coord = st.floats(0, 160, allow_nan=False)
-boxes_st = st.lists(
-    st.tuples(coord, st.floats(50, 200), st.floats(5, 60), st.floats(5, 60)).map(
-        lambda b: (b[0], b[1], b[0] + b[2], b[1] + b[3])
-    ),
-    min_size=2,
-    max_size=12,
-)
-clicks_st = st.lists(st.one_of(st.none(), st.tuples(coord, st.floats(0, 210))), min_size=1, max_size=6)
-
-
-@settings(max_examples=60, deadline=None)
-@given(boxes=boxes_st, clicks=clicks_st)
-def test_a_policy_that_clicks_the_same_everywhere_has_no_gap(boxes, clicks):
-    g = gap_interval(hit_matrix([clicks] * len(boxes), boxes), resamples=50)
-    assert g["gap"] == pytest.approx(0, abs=1e-12) and g["own"] == pytest.approx(g["cross"], abs=1e-12)
-    assert g["gap_low"] == pytest.approx(0, abs=1e-12) and g["gap_high"] == pytest.approx(0, abs=1e-12)
-
-
-def test_a_policy_that_clicks_each_target_has_a_positive_gap_whose_interval_excludes_zero():
-    rng = np.random.default_rng(1)
-    boxes = [(x, y, x + 30, y + 20) for x, y in zip(rng.uniform(0, 130, 40), rng.uniform(50, 190, 40), strict=True)]
-    clicks = [[((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)] * 3 for b in boxes]
-    g = gap_interval(hit_matrix(clicks, boxes))
-    assert g["own"] == 1.0 and 0 < g["cross"] < 0.3
-    assert g["gap"] == pytest.approx(1 - g["cross"]) and 0 < g["gap_low"] <= g["gap"] <= g["gap_high"] <= 1
-
-
-def test_own_and_cross_read_the_diagonal_and_the_pairs_of_distinct_layouts():
-    h = np.array([[1.0, 0.5, 0.0], [0.0, 0.5, 1.0], [0.25, 0.25, 0.0]])
-    assert own_cross(h) == pytest.approx((0.5, 2.0 / 6))
-    # a resample that draws layout 0 twice: its pair with itself is neither own nor cross; each draw is one layout
-    assert own_cross(h, np.array([0, 0, 1])) == pytest.approx((2.5 / 3, (0.5 + 0.5 + 0.0) / 3))
-    assert own_cross(h, np.array([2, 2]))[1] != own_cross(h, np.array([2, 2]))[1]  # no other layout drawn: nan
+from bench.grounding import area_click, derangement
+from verl_cua.eval.grounding import hits
 
 
 @given(n=st.integers(2, 300), seed=st.integers(0, 2**16))

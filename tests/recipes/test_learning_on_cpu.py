@@ -73,9 +73,13 @@ def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
         steps = [json.loads(line) for f in sorted((out / "eval" / name).glob("*/*/trajectory.jsonl"))
                  for line in f.read_text().splitlines()]  # fmt: skip
         assert len(steps) == 64 and sum(s["valid"] for s in steps) >= 32  # served text parses as clicks
+        gap = figures["grounding"]["click-test"]  # beside the held-out success: looking, or a learned prior
+        assert gap["layouts"] == 64 and gap["own"] == pytest.approx(figures["success_rate"], abs=2 / 64)  # box vs page
+        assert gap["gap_low"] <= gap["gap"] <= gap["gap_high"]
     report = (out / "report.html").read_text()
     assert "initial" in report and "trained" in report and "click-test" in report
     assert f"report {out / 'report.html'}" in stdout or "report.html" in stdout
+    assert stdout.count("grounding gap") >= 2
 
 
 def _rise(curve: list[float]) -> float:

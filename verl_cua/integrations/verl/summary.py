@@ -3,7 +3,9 @@
 `python -m verl_cua.integrations.verl.summary metrics.jsonl --seconds S --out summary.json [--eval NAME=RUN ...]`
 
 Beside the per-step figures: success over the first and the last `window` steps (the curve's rise), and, with
-`--eval`, the success rate of `verl-cua eval` runs (e.g. the initial and the trained model on held-out tasks).
+`--eval`, the success rate of `verl-cua eval` runs (e.g. the initial and the trained model on held-out tasks) and,
+for single-target MiniWoB++ tasks, each run's grounding gap beside it (`verl_cua.eval.grounding`: held-out success
+without a positive gap is a learned prior, not looking).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.envs.trajectory import write_atomic
+from verl_cua.eval.grounding import describe, run_grounding
 from verl_cua.metrics_log import read_records
 
 # summary key -> the verl / verl-cua metric it reads, per step
@@ -77,7 +80,7 @@ def _mean(values: list[float]) -> float | None:
 def _eval_figures(summary: dict[str, Any]) -> dict[str, Any]:
     """The headline of a `verl-cua eval` summary.json."""
     keys = ("success_rate", "success_rate_ci95", "scored", "successes", "infra_failures", "invalid_action_rate")
-    return {key: summary.get(key) for key in keys}
+    return {key: summary.get(key) for key in (*keys, "grounding")}
 
 
 def print_summary(summary: dict[str, Any], where: str) -> None:
@@ -113,6 +116,8 @@ def print_summary(summary: dict[str, Any], where: str) -> None:
         low, high = figures.get("success_rate_ci95") or (None, None)
         ci = f" (95% CI {low:.2f}-{high:.2f})" if low is not None else ""
         console.print(f"{name}: success {figures['successes']}/{figures['scored']} = {figures['success_rate']:.3f}{ci}")
+        for task, gap in (figures.get("grounding") or {}).items():
+            console.print(f"  {task}: {describe(gap)}")
     console.print(f"metrics: {where}")
 
 
@@ -132,14 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     if not steps:
         print(f"verl-cua summary: no training steps in {args.metrics}", file=sys.stderr)
         return 1
-    evals = {}
+    evals, boxes = {}, {}
     for item in args.eval:
         name, sep, run = item.partition("=")
         path = Path(run) / "summary.json"
         if not sep or not path.is_file():
             print(f"verl-cua summary: --eval wants NAME=RUN with RUN/summary.json, got {item!r}", file=sys.stderr)
             return 2
-        evals[name] = json.loads(path.read_text())
+        evals[name] = {**json.loads(path.read_text()), "grounding": run_grounding(run, boxes)}
     summary = summarise(steps, args.seconds, evals)
     write_atomic(Path(args.out), json.dumps(summary, indent=2).encode())
     print_summary(summary, f"{args.metrics} (summary: {args.out})")
