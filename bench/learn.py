@@ -47,6 +47,9 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
     "sdpo": ("algorithm.adv_estimator=sdpo", NO_KL),  # the defaults: logit-level, EMA teacher, reprompted tokens
     "sdpo_frozen": ("algorithm.adv_estimator=sdpo", "cua.sdpo.teacher=frozen", NO_KL),
     "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token", NO_KL),
+    # SDPO's own negative control: the teacher never sees a sibling's success (only the score and the final
+    # screenshot, which the ICL model learned say nothing), so its signal is noise around 0
+    "sdpo_no_demo": ("algorithm.adv_estimator=sdpo", "cua.sdpo.demo=false", NO_KL),
     "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo", NO_KL),  # the paper's lambda-mix, lambda 0.9
     "sdpo+entropulse": (
         "algorithm.adv_estimator=sdpo",
@@ -311,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
 def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
     """The grounding gap of a run's final policy on the held-out layouts (its checkpoint merged by verl's model
     merger into run_dir/model); None when the run left no checkpoint."""
+    done = run_dir / "grounding.json"
+    if done.is_file():  # measured already: a resumed bench.learn does not sample it again
+        return json.loads(done.read_text())
     actor = run_dir / "checkpoints" / f"global_step_{setting['STEPS']}" / "actor"
     if not actor.is_dir():
         return None
@@ -320,6 +326,7 @@ def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
         subprocess.run([sys.executable, *merge, "--target_dir", str(model)], check=True, capture_output=True)
     result = grounding(str(model), setting["HELDOUT_SEEDS"], setting["TASKS"].split(",")[0])
     print(f"bench.learn: {run_dir.name}: {describe(result)}", file=sys.stderr, flush=True)
+    write_json(done, result)
     return result
 
 
