@@ -58,12 +58,24 @@ def test_report_writes_the_plot_and_the_table(tmp_path, capsys):
     runs = [learn.run_record(n, 0, learn.read_run(_log(tmp_path / f"{n}.jsonl", r)), 32) for n, r in RATES.items()]
     blind = {"point": [79, 135], "train_rate": 0.57, "heldout_rate": 0.58, "uniform_rate": 0.14}
     setting = {"PROMPTS_PER_STEP": "2", "N_RESP": "16"}
-    (tmp_path / "learn.json").write_text(json.dumps({"setting": setting, "blind": blind, "runs": runs}))
+    gap = {"own": 0.5, "cross": 0.45, "gap": 0.05, "gap_low": -0.01, "gap_high": 0.11, "layouts": 64}
+    runs[0]["grounding"] = gap
+    record = {"setting": setting, "blind": blind, "runs": runs, "initial_grounding": {**gap, "gap_low": 0.02}}
+    (tmp_path / "learn.json").write_text(json.dumps(record))
     assert learn.main(["--report", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "learn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert "grpo" in printed and "sdpo" in printed and "blind baseline" in printed and "0.58" in printed
     assert "-0.26" in printed  # sdpo's rise (0.01) against grpo's (0.27), the anchor
+    assert "+0.05 [-0.01,+0.11]" in printed  # grpo's gap and its interval, beside its held-out figures
+    assert "initial model: grounding gap +0.050 [+0.020, +0.110]" in printed and "looks" in printed
+
+
+def test_a_runs_grounding_is_measured_once(tmp_path):
+    setting = {"STEPS": "3", "HELDOUT_SEEDS": "1-2", "TASKS": "click-test"}
+    assert learn.trained_grounding(tmp_path, setting) is None  # no checkpoint: nothing to measure
+    (tmp_path / "grounding.json").write_text(json.dumps({"gap": 0.1}))
+    assert learn.trained_grounding(tmp_path, setting) == {"gap": 0.1}  # kept: a resumed bench does not sample again
 
 
 def test_unknown_estimator_and_setting_are_one_line(capsys):
