@@ -52,6 +52,9 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
     "gigpo": ("algorithm.adv_estimator=gigpo",),
     "sdpo": ("algorithm.adv_estimator=sdpo",),  # the defaults: logit-level, EMA teacher, reprompted tokens
     "sdpo_no_kl": ("algorithm.adv_estimator=sdpo", NO_KL),  # the reference: no KL loss
+    # the loss (and the KL term) averaged over every model token, as GRPO's token-mean is: the same step per
+    # informative token as GRPO's (`reprompted`, the reference's, divides by the reprompted tokens only)
+    "sdpo_all": ("algorithm.adv_estimator=sdpo", "cua.sdpo.normalize=all"),
     "sdpo_frozen": ("algorithm.adv_estimator=sdpo", "cua.sdpo.teacher=frozen"),
     "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token"),
     # SDPO's own negative control: the teacher never sees a sibling's success (only the score and the final
