@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from verl_cua.eval.grounding import Click, describe, gap_interval, hit_matrix, own_cross
+from verl_cua.eval.grounding import Click, area_point, describe, gap_interval, hit_matrix, own_cross
 
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
 
@@ -38,8 +38,7 @@ def area_click(text: str, screen: tuple[int, int], scale: int) -> Click:
     parsed = parse_action(text, format="pyautogui", screen=screen)
     if not parsed.valid or len(parsed.actions) != 1 or parsed.actions[0].kind != "click":
         return None
-    a = parsed.actions[0]
-    return (a.x + 0.5) / scale, (a.y + 0.5) / scale
+    return area_point(parsed.actions[0].x, parsed.actions[0].y, scale)
 
 
 def derangement(n: int, seed: int = 0) -> list[int]:

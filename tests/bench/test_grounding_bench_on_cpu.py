@@ -24,6 +24,7 @@ def test_area_click_maps_screen_pixels_to_the_task_area():
     assert area_click("pyautogui.click(10, 20)", (320, 420), 2) == (5.25, 10.25)
     assert area_click("pyautogui.click(1, 2)\npyautogui.click(3, 4)", (160, 210), 1) is None  # two clicks
     assert area_click("pyautogui.doubleClick(10, 20)", (160, 210), 1) is None
+    assert area_click("pyautogui.click()", (320, 420), 2) == (80, 105)  # where a fresh episode's cursor is
     assert hits((5.0, 5.0), (5, 5, 6, 6)) and not hits((6.0, 5.0), (5, 5, 6, 6)) and not hits(None, (0, 0, 9, 9))
 
 
@@ -41,15 +42,15 @@ def test_geometric_scoring_agrees_with_the_page(chromium):
             left, top, right, bottom = target_box(env, "click-test")
             cx, cy = int((left + right) / 2), int((top + bottom) / 2)
             points = [(cx, cy), (int(left) - 2, cy), (int(right) + 1, cy), (cx, int(top) - 2), (cx, int(bottom) + 1)]
-            points += [(int(left) + 1, cy), (int(right) - 2, cy), (5, 60)]
-            for x, y in points:
+            points += [(int(left) + 1, cy), (int(right) - 2, cy), (5, 60), None]
+            for point in points:
                 obs = env.reset(ref.task)
-                text = f"pyautogui.click({x}, {y})"
+                text = "pyautogui.click()" if point is None else f"pyautogui.click({point[0]}, {point[1]})"
                 geometric = hits(area_click(text, obs.screen, env.scale), (left, top, right, bottom))
                 page = env.step(text, format="pyautogui").reward > 0
                 total, hit = total + 1, hit + page
                 if geometric != page:
-                    disagree.append((ref.task, x, y, geometric, page))
+                    disagree.append((ref.task, point, geometric, page))
     finally:
         env.close()
     assert not disagree and 0 < hit < total

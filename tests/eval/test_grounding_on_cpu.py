@@ -59,8 +59,9 @@ def test_an_eval_runs_clicks_are_read_per_layout_in_task_area_pixels(tmp_path):
     _episode(tmp_path, "click-test", 3, ("click", 20, 60), screen=(320, 420))
     _episode(tmp_path, "click-test", 4, None)
     _episode(tmp_path, "click-test", 5, ("double_click", 1, 1))
+    _episode(tmp_path, "click-test", 6, ("click", None, None))  # at the cursor: the task area's centre
     _episode(tmp_path, "click-button", 1, ("click", 1, 1))  # several targets: not a single-target task
-    assert run_clicks(tmp_path) == {"click-test": {3: [(10.25, 30.25)], 4: [None], 5: [None]}}
+    assert run_clicks(tmp_path) == {"click-test": {3: [(10.25, 30.25)], 4: [None], 5: [None], 6: [(80, 105)]}}
 
 
 def test_an_eval_run_that_clicks_each_target_looks_and_one_that_clicks_one_point_does_not(tmp_path):

@@ -21,7 +21,7 @@ import numpy as np
 
 Box = tuple[float, float, float, float]
 Click = tuple[float, float] | None  # task-area pixels; None: no valid single click
-MINIWOB_AREA_WIDTH = 160
+MINIWOB_AREA = (160, 210)  # the task area; a click without coordinates clicks its centre (the episode's cursor)
 RESAMPLES = 2000
 SINGLE_TARGET_TASKS = ("click-test", "focus-text")  # tasks whose every layout has one target and one instruction
 
@@ -92,12 +92,20 @@ def run_clicks(run_dir: str | Path) -> dict[str, dict[int, list[Click]]]:
     return out
 
 
+def area_point(x: float | None, y: float | None, scale: float) -> tuple[float, float]:
+    """The task-area point MiniWoB++ clicks for screenshot pixel (x, y) (a pixel's centre); a click without
+    coordinates clicks where a fresh episode's cursor is, the task area's centre."""
+    if x is None or y is None:
+        return MINIWOB_AREA[0] / 2, MINIWOB_AREA[1] / 2
+    return (x + 0.5) / scale, (y + 0.5) / scale
+
+
 def _first_click(step: dict) -> Click:
     actions = (step.get("action") or {}).get("actions") or []
     if not step.get("valid") or len(actions) != 1 or actions[0].get("kind") != "click":
         return None
-    scale = (step.get("screen") or [MINIWOB_AREA_WIDTH])[0] / MINIWOB_AREA_WIDTH
-    return (actions[0]["x"] + 0.5) / scale, (actions[0]["y"] + 0.5) / scale
+    scale = (step.get("screen") or MINIWOB_AREA)[0] / MINIWOB_AREA[0]
+    return area_point(actions[0].get("x"), actions[0].get("y"), scale)
 
 
 def run_grounding(run_dir: str | Path, boxes_cache: dict | None = None) -> dict[str, dict]:
