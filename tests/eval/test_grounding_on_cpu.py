@@ -74,3 +74,4 @@ def test_an_eval_run_that_clicks_each_target_looks_and_one_that_clicks_one_point
     assert (g["own"], g["cross"], g["layouts"]) == (1.0, 0.0, 12) and verdict(g) == "looks"
     g = run_grounding(blind, dict(boxes))["click-test"]
     assert g["own"] == pytest.approx(1 / 12) and g["gap"] == pytest.approx(0) and verdict(g) == "learned prior"
+    assert verdict({**g, "own": 0.0, "gap": 0.0, "gap_low": 0.0}) == "no success"

@@ -66,8 +66,10 @@ def gap_interval(h: np.ndarray, resamples: int = RESAMPLES, level: float = 0.95,
 
 
 def verdict(g: dict) -> str:
-    """`looks` when the gap's interval lies above 0, else `learned prior`."""
-    return "looks" if g["gap_low"] > 0 else "learned prior"
+    """`looks` when the gap's interval lies above 0, `no success` when nothing hit, else `learned prior`."""
+    if g["gap_low"] > 0:
+        return "looks"
+    return "no success" if g["own"] == 0 else "learned prior"
 
 
 def describe(g: dict) -> str:
