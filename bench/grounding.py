@@ -105,7 +105,7 @@ def grounding(model_path: str, seeds: str, task: str = "click-test", samples: in
     result = gap_interval(hit_matrix(drawn["own"], boxes))
     result["swap"] = own_cross(hit_matrix(drawn["swap"], boxes))[0]  # layout i's prompt, another's screenshot
     result["swap_drop"] = result["own"] - result["swap"]
-    result.update(layouts=len(boxes), samples=samples)
+    result["samples"] = samples  # gap_interval already counts the layouts
     return result
 
 
