@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from verl_cua.eval.grounding import Click, area_point, describe, gap_interval, hit_matrix, own_cross
+from verl_cua.eval.grounding import Box, Click, area_point, describe, gap_interval, hit_matrix, own_cross
 
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
 
@@ -52,22 +53,40 @@ def derangement(n: int, seed: int = 0) -> list[int]:
     return out
 
 
-def sample_clicks(
-    model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0
-) -> dict:
-    """The policy's sampled clicks per layout with its own screenshot and with a swapped one, and the targets."""
+def policy_sampler(model_path: str, device: str = "cpu", seed: int = 0) -> Callable[[object, object, int], list[str]]:
+    """`sample(obs, screenshot, n)`: n of the policy's outputs (temperature 1, no top-k/top-p) for the prompt of
+    `obs` showing `screenshot`, as verl's validation samples them."""
     import torch
     from transformers import AutoModelForImageTextToText
     from verl.utils import hf_processor, hf_tokenizer
 
-    from verl_cua.envs.miniwob import MiniWoBEnv
-    from verl_cua.envs.task_sets import resolve_tasks
     from verl_cua.testing.log_probs import model_inputs, student_prompt
-    from verl_cua.testing.miniwob_oracle import target_box
 
     tokenizer, processor = hf_tokenizer(model_path), hf_processor(model_path)
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
     image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    torch.manual_seed(seed)
+
+    def sample(obs, screenshot, n: int) -> list[str]:
+        prompt, mm = student_prompt(processor, obs, screenshot)
+        kwargs = model_inputs(model, prompt, mm, image_pad)
+        with torch.no_grad():
+            out = model.generate(
+                **kwargs, max_new_tokens=32, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                num_return_sequences=n,
+            )  # fmt: skip
+        return tokenizer.batch_decode(out[:, kwargs["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    return sample
+
+
+def layouts(seeds: str, task: str = "click-test") -> tuple[list[tuple[object, Box]], int]:
+    """Each layout's first observation (real Chromium) and its target's box in task-area pixels; the screenshot's
+    scale."""
+    from verl_cua.envs.miniwob import MiniWoBEnv
+    from verl_cua.envs.task_sets import resolve_tasks
+    from verl_cua.testing.miniwob_oracle import target_box
+
     env = MiniWoBEnv(task)
     pages = []
     try:
@@ -76,18 +95,18 @@ def sample_clicks(
             pages.append((obs, target_box(env, task)))
     finally:
         env.close()
-    torch.manual_seed(seed)
+    return pages, env.scale
+
+
+def sample_clicks(
+    model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0
+) -> dict:
+    """The policy's sampled clicks per layout with its own screenshot and with a swapped one, and the targets."""
+    sample = policy_sampler(model_path, device, seed)
+    pages, scale = layouts(seeds, task)
 
     def clicks(obs, screenshot) -> list[Click]:
-        prompt, mm = student_prompt(processor, obs, screenshot)
-        kwargs = model_inputs(model, prompt, mm, image_pad)
-        with torch.no_grad():
-            out = model.generate(
-                **kwargs, max_new_tokens=32, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                num_return_sequences=samples,
-            )  # fmt: skip
-        texts = tokenizer.batch_decode(out[:, kwargs["input_ids"].shape[1] :], skip_special_tokens=True)
-        return [area_click(t, obs.screen, env.scale) for t in texts]
+        return [area_click(t, obs.screen, scale) for t in sample(obs, screenshot, samples)]
 
     swap = derangement(len(pages), seed)
     return {

@@ -27,7 +27,8 @@ def test_the_gate_names_each_bound_a_model_misses():
 
 def test_probe_on_two_layouts(chromium, tmp_path, capsys):
     out = tmp_path / "probe.json"
-    assert main(["--layouts", "2", "--out", str(out)]) == 0
+    assert main(["--layouts", "2", "--out", str(out), "--gate"]) == 1  # one probe (~45 s): --gate fails it, and it
+    # still writes its figures
     result = json.loads(out.read_text())
     names = ("header", "demo: right", "demo: wrong", "information", "teacher success")
     assert all(len(result[n]) == 2 for n in names)
@@ -40,4 +41,14 @@ def test_probe_on_two_layouts(chromium, tmp_path, capsys):
     assert all(abs(v) > 1e-3 for v in result["header"])
     printed = capsys.readouterr().out
     assert "information" in printed and "gate: FAIL: block presence" in printed
-    assert main(["--layouts", "1", "--gate"]) == 1
+
+
+def test_only_gate_turns_a_failed_gate_into_exit_1_with_a_canned_probe(monkeypatch, capsys):
+    """The exit code's logic, with the probe's figures canned (the real probe runs above, once)."""
+    import bench.sdpo_context as sdpo_context
+
+    bad = {"header": [-3.4], "demo: right": [1.0], "demo: wrong": [0.9], "information": [0.1], "teacher success": [0.0]}
+    monkeypatch.setattr(sdpo_context, "probe", lambda model, layouts, device: bad)
+    assert main(["--model", "m", "--layouts", "1"]) == 0
+    assert main(["--model", "m", "--layouts", "1", "--gate"]) == 1
+    assert capsys.readouterr().out.count("gate: FAIL: block presence -3.40") == 2
