@@ -27,8 +27,8 @@ def test_the_gate_names_each_bound_a_model_misses():
 
 def test_probe_on_two_layouts(chromium, tmp_path, capsys):
     out = tmp_path / "probe.json"
-    assert main(["--layouts", "2", "--out", str(out), "--gate"]) == 1  # one probe (~45 s): --gate fails it, and it
-    # still writes its figures
+    # one probe run: --gate fails it, and it still writes its figures
+    assert main(["--layouts", "2", "--out", str(out), "--gate"]) == 1
     result = json.loads(out.read_text())
     names = ("header", "demo: right", "demo: wrong", "information", "teacher success")
     assert all(len(result[n]) == 2 for n in names)
