@@ -75,6 +75,7 @@ class EnvLease:
         self._pool = pool
         self._slot = slot
         self.infra_failure = False
+        self.desktop_broken = False  # the agent broke its env this episode (a failure scored 0, never masked)
         self.error: str | None = None
         self._last: Observation | None = None
         self._released = False
@@ -92,7 +93,7 @@ class EnvLease:
     def reset(self, task: Any) -> Observation:
         """Reset to `task`; on infra failure a blank observation with `extra["infra_failure"] = True`."""
         self._check_held()
-        self.infra_failure, self.error = False, None
+        self.infra_failure, self.desktop_broken, self.error = False, False, None
         env = self._slot.env
         if env is None:  # the start failure was counted when it happened
             self.infra_failure, self.error = True, f"env could not be started: {self._slot.start_error}"
@@ -119,6 +120,8 @@ class EnvLease:
             return self._fail_step(_describe(exc, "step"))
         if result.info.get("infra_failure"):
             self._mark_broken(result.info.get("error") or "infra failure")
+        if result.info.get("desktop_broken"):
+            self._agent_broke_env()
         self._last = result.observation
         return result
 
@@ -129,10 +132,13 @@ class EnvLease:
         if self.infra_failure or env is None:
             return 0.0
         try:
-            return float(call_with_timeout(env.evaluate, self._pool.evaluate_timeout))
+            score = float(call_with_timeout(env.evaluate, self._pool.evaluate_timeout))
         except Exception as exc:
             self._mark_broken(_describe(exc, "evaluate"))
             return 0.0
+        if _desktop_broken(env):
+            self._agent_broke_env()
+        return score
 
     def release(self) -> None:
         """Give the env back to the pool (rebuilt first if it broke)."""
@@ -143,6 +149,11 @@ class EnvLease:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+    def _agent_broke_env(self) -> None:
+        if not self.desktop_broken:
+            self.desktop_broken = True
+            self._pool._count_desktop_broken()
 
     def _mark_broken(self, error: str) -> None:
         self.infra_failure, self.error = True, error
@@ -204,6 +215,7 @@ class EnvPool:
         self._cond = threading.Condition()
         self._closed = False
         self.infra_failures = 0
+        self.desktop_broken = 0  # episodes whose agent broke its env (failures, not infra failures)
         self.last_errors: list[str] = []
 
     # -- leasing ---------------------------------------------------------------------------------------------------
@@ -293,6 +305,7 @@ class EnvPool:
             "switches": self.switches,
             "restarts": sum(s.restarts for s in self._slots),
             "infra_failures": self.infra_failures,
+            "desktop_broken": self.desktop_broken,
         }
 
     def close(self) -> None:
@@ -359,11 +372,26 @@ class EnvPool:
             slot.restarts += 1
         _close(env)
 
+    def _count_desktop_broken(self) -> None:
+        with self._cond:
+            self.desktop_broken += 1
+
     def _count_infra(self, slot: _Slot, error: str) -> None:
         with self._cond:
             self.infra_failures += 1
             self.last_errors = (self.last_errors + [f"env {slot.index}: {error}"])[-20:]
         logger.warning("infra failure on env %d: %s", slot.index, error)
+
+
+def _desktop_broken(env: GUIEnv) -> bool:
+    """Whether the env says its agent broke it this episode (`desktop_broken`; envs without it never do)."""
+    if hasattr(env, "apply"):  # a Ray actor's env
+        return bool(env.apply(_broken_attr))
+    return _broken_attr(env)
+
+
+def _broken_attr(env: GUIEnv) -> bool:
+    return bool(getattr(env, "desktop_broken", False))
 
 
 def _task_key(env: GUIEnv | None, task: Any) -> Any:

@@ -118,7 +118,7 @@ def run_episode(
         turn.error = error
         result["final_screenshot"] = shot
         if parsed.terminal or stepped.done:
-            end_reason = parsed.terminal or "env_done"
+            end_reason = parsed.terminal or ("desktop_broken" if stepped.info.get("desktop_broken") else "env_done")
             break
         turns.append(turn)
     t = time.perf_counter()
@@ -126,6 +126,8 @@ def run_episode(
     totals["env_seconds"] += time.perf_counter() - t
     if lease.infra_failure:
         return finish("infra_failure", "infra", lease.error)
+    if lease.desktop_broken:  # the agent broke its desktop: its failure, scored 0
+        end_reason = "desktop_broken"
     result["score"] = float(score)
     return finish("success" if score >= settings.success_threshold else "failure", end_reason)
 

@@ -2,6 +2,7 @@
 process and no read-only leftovers, health that needs Xvfb, openbox and D-Bus, stop that survives a frozen server,
 locking, server deadlines, proxy and netrc hygiene (the attack classes themselves: test_local_desktop_security)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from verl_cua.envs import InfraFailure, make_env
 from verl_cua.envs.osworld import desktop_a11y, desktop_server
 from verl_cua.envs.osworld import local_desktop as ld
 from verl_cua.envs.osworld.local_desktop import NETRC, DesktopStartError, LocalDesktop
-from verl_cua.testing.desktops import wait_for
+from verl_cua.testing.desktops import running, wait_for
 
 XTERM = {
     "id": "sandbox-xterm",
@@ -94,16 +95,21 @@ def test_the_token_is_in_no_file_and_the_apps_cannot_read_it_from_the_server(des
 # -- 3. revert kills every process --------------------------------------------------------------------------------
 def test_revert_kills_children_of_busy_threads_double_forked_and_spawned_during_the_kill(desktop):
     # a command still in flight: its bash is a child of a live handler thread, not of the server's main thread
-    busy = threading.Thread(target=_sh, args=(desktop, "sleep 1010; true", 30), daemon=True)
+    def in_flight() -> None:
+        with contextlib.suppress(requests.ConnectionError):  # its sandbox ends under it
+            _sh(desktop, "sleep 1010; true", 30)
+
+    busy = threading.Thread(target=in_flight, daemon=True)
     busy.start()
     # one that answers SIGTERM by forking a new process (not in any snapshot taken before the SIGTERM)
     _launch(desktop, "trap 'sleep 1012 &' TERM; while :; do sleep 0.1; done")
     _launch(desktop, "sleep 1001 & setsid sh -c 'sleep 1002 &'; while :; do sleep 1003 & sleep 0.05; done")
     desktop.request("POST", "/execute", json={"command": "setsid nohup sleep 1004 >/dev/null 2>&1 &", "shell": True})
     assert wait_for(lambda: {"1001", "1002", "1003", "1004", "1010"} <= _sleepers(desktop)), _sleepers(desktop)
-    result = desktop.request("POST", "/_verl_cua/revert", timeout=60).json()
-    assert result["left"] == [] and result["killed"], result
+    last_episode = desktop.pids()
+    desktop.revert()  # a new sandbox: the last one's namespace ends whole
     assert _sleepers(desktop) == set()
+    assert wait_for(lambda: running(last_episode) == [])  # every process of the last episode, its X server too
     infra = {desktop.host_pid(pid) for pid in desktop.request("GET", "/_verl_cua/health").json()["infra"].values()}
     infra |= {desktop.init.pid, *(p.pid for p in desktop.init.children())}  # the namespace's init and the server
     apps = [p for p in ld._namespace_processes(desktop.init) if p.pid not in infra]
@@ -121,8 +127,9 @@ def test_healthy_needs_the_server_xvfb_and_openbox(local_desktop):
         assert set(infra) == {"server", "xvfb", "openbox", "dbus"} and None not in infra.values()
         os.kill(infra["openbox"], signal.SIGKILL)
         assert wait_for(lambda: not d.healthy())
-        d.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()  # respawns the window manager
+        d.revert()  # a new sandbox, with its own window manager
         assert d.healthy()
+        infra = {k: d.host_pid(v) for k, v in d.request("GET", "/_verl_cua/health").json()["infra"].items()}
         os.kill(infra["xvfb"], signal.SIGKILL)
         assert wait_for(lambda: not d.healthy())
         assert d.alive()  # the sandbox still runs: only health notices
@@ -131,23 +138,38 @@ def test_healthy_needs_the_server_xvfb_and_openbox(local_desktop):
 
 
 # -- 5. env: dead desktop during evaluate, broken reset ------------------------------------------------------------
-def test_a_desktop_that_dies_during_evaluate_is_an_infra_failure_not_a_zero(local_desktop, monkeypatch):
+def _kill_xvfb(env) -> None:
+    health = env.local.request("GET", "/_verl_cua/health").json()
+    xvfb = env.local.host_pid(health["infra"]["xvfb"])
+    os.kill(xvfb, signal.SIGKILL)
+    # SIGKILL lands asynchronously: the scenario begins once Xvfb is really gone (a zombie until the server reaps it)
+    assert wait_for(lambda: _dead(xvfb))
+
+
+def test_a_score_the_evaluator_computed_is_kept_when_the_desktop_dies_during_evaluate(local_desktop, monkeypatch):
     env = make_env("osworld", provider="local", action_format="pyautogui", pause=0.1, screen=(800, 600))
     try:
         env.reset(XTERM)
+        _sh(env.local, "echo ok > ~/out.txt")
         original = env.desktop_env.evaluate
 
         def dying_evaluate():
-            health = env.local.request("GET", "/_verl_cua/health").json()
-            infra = {k: env.local.host_pid(v) for k, v in health["infra"].items()}
-            os.kill(infra["xvfb"], signal.SIGKILL)
-            # SIGKILL lands asynchronously: on a loaded machine Xvfb can outlive a fast metric, so the scenario
-            # "died during evaluate" begins once it is really gone (a zombie until the server reaps it)
-            assert wait_for(lambda: _dead(infra["xvfb"]))
-            return original()  # OSWorld's getter swallows what fails: this alone would score 0
+            score = original()
+            _kill_xvfb(env)  # after the metric: its score stands
+            return score
 
         monkeypatch.setattr(env.desktop_env, "evaluate", dying_evaluate)
-        with pytest.raises(InfraFailure, match="not healthy after evaluating"):
+        assert env.evaluate() == 1.0 and not env.desktop_broken
+    finally:
+        env.close()
+
+
+def test_a_desktop_dead_before_any_action_is_an_infra_failure_at_evaluate(local_desktop):
+    env = make_env("osworld", provider="local", action_format="pyautogui", pause=0.1, screen=(800, 600))
+    try:
+        env.reset(XTERM)
+        _kill_xvfb(env)  # no action was sent: the agent cannot have done it
+        with pytest.raises(InfraFailure, match="not healthy before evaluate"):
             env.evaluate()
     finally:
         env.close()
@@ -170,34 +192,13 @@ def test_revert_removes_read_only_trees_and_restores_home_exactly(desktop):
         "mkdir -p ~/ro/a/b ~/Documents/mine && touch ~/ro/a/b/f ~/Documents/mine/g && chmod 500 ~/ro/a/b ~/ro/a && "
         "chmod 000 ~/ro && chmod 555 ~/Documents/mine ~/Documents && ln -s / ~/root-link && chmod 500 ~",
     )
-    result = desktop.request("POST", "/_verl_cua/revert", timeout=60)
-    assert result.status_code == 200, result.text
+    desktop.revert()
     template = desktop.runtime / "pub" / "home_template"
-    listing = _sh(desktop, "cd ~ && find . -printf '%p %M\\n' | sort")["output"]
-    expected = subprocess.run(["sh", "-c", f"cd {template} && find . -printf '%p %M\\n' | sort"], capture_output=True)
+    # HOME is the template's copy, plus what openbox writes at start (its cache) in every new sandbox
+    listing = _sh(desktop, "cd ~ && find . -path ./.cache -prune -o -printf '%p %M\\n' | sort")["output"]
+    expected = subprocess.run(["sh", "-c", f"cd {template} && find . -path ./.cache -prune -o -printf '%p %M\\n' | sort"],
+                              capture_output=True)  # fmt: skip
     assert listing.replace(". drwx------", ". drwxr-xr-x") == expected.stdout.decode()
-
-
-def test_restore_tree_raises_when_home_does_not_match_the_template(tmp_path, monkeypatch):
-    template, target = tmp_path / "template", tmp_path / "home"
-    (template / "d").mkdir(parents=True)
-    (template / "d" / "f").write_text("template")
-    (target / "junk" / "deep").mkdir(parents=True)
-    (target / "junk" / "deep").chmod(0o500)
-    (target / "junk").chmod(0o000)
-    desktop_server._restore_tree(str(template), str(target))
-    assert sorted(p.name for p in target.iterdir()) == ["d"]
-    real = desktop_server.shutil.copytree
-
-    def lossy(src, dst, *args, **kwargs):
-        out = real(src, dst, *args, **kwargs)
-        if Path(dst) == target:
-            (target / "d" / "f").write_text("changed")
-        return out
-
-    monkeypatch.setattr(desktop_server.shutil, "copytree", lossy)
-    with pytest.raises(RuntimeError, match="does not match its template"):
-        desktop_server._restore_tree(str(template), str(target))
 
 
 # -- 7. stop: frozen server, SIGTERM ignored ------------------------------------------------------------------------
@@ -269,7 +270,7 @@ def test_a_command_whose_child_keeps_the_pipe_open_returns_and_a_hanging_one_tim
     result = _sh(desktop, "echo begun; setsid sleep 1011 & sleep 1013", timeout=1)
     assert result["returncode"] == -1 and "timed out after 1 s" in result["error"], result
     assert result["output"] == "begun\n" and time.monotonic() - start < 15
-    desktop.request("POST", "/_verl_cua/revert", timeout=60).raise_for_status()
+    desktop.revert()
 
 
 def test_command_output_is_cut_at_the_cap_and_costs_the_server_no_memory(desktop):

@@ -9,10 +9,11 @@ It starts Xvfb (with an Xauthority cookie, unix socket only) and openbox from ex
 dumpable), declares itself the child subreaper, serves HTTP on a unix socket the host relays, and refuses any
 request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or `X-Verl-Cua-Token`). The
 token is read from a pipe and kept in memory only; the process is made non-dumpable so that the apps (same user)
-cannot read it from /proc or ptrace it. `POST /_verl_cua/revert` kills every process of the PID namespace but the
-infrastructure (the namespace's init, D-Bus, this server, Xvfb, openbox), in rounds, reaps zombies, restores HOME
-(verified against the template) and empties /tmp, /var/tmp, /dev/shm, /run/lock and the XDG runtime dir (all
-private tmpfs). Every call has a deadline; command output and fetched files are capped.
+cannot read it from /proc or ptrace it. Its listening sockets come from the host as file descriptors (no socket
+path exists inside). There is no in-place revert: each episode gets a new sandbox, this server included. The
+commands it runs for setup and evaluation use isolated Python (no cwd, script dir or user site on `sys.path`) from
+cwd `/`, so nothing the agent writes in HOME answers an evaluator. Every call has a deadline; command output and
+fetched files are capped, and only regular files are fetched.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import base64
 import ctypes
 import email.parser
 import email.policy
-import filecmp
 import hmac
 import io
 import json
@@ -32,11 +32,9 @@ import shlex
 import shutil
 import signal
 import socket
-import socketserver
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -51,7 +49,11 @@ except ImportError:  # imported as part of verl_cua (tests)
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 7, 22
+KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
 EXEC_TIMEOUT = 120.0
+ISOLATED_PYTHON = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}  # the environment of every command run()s
+FETCH_TIMEOUT = 60.0  # reading one file for an evaluator
 OPEN_FILE_TIMEOUT = 60.0
 TERMINAL_APPS = ("gnome-terminal", "xfce4-terminal", "mate-terminal", "tilix", "konsole", "terminator")
 WINDOW_WAIT = 15.0  # activate_window: how long to wait for the window to appear
@@ -61,7 +63,6 @@ A11Y_TIMEOUT = 20.0  # whole AT-SPI walk (accessibility tree, terminal text)
 REQUEST_READ_TIMEOUT = 60.0  # a client that connects and stalls holds a thread no longer than this
 MAX_BODY = 512 * 1024 * 1024
 MAX_TREE_NODES = 20000  # list_directory answers at most this many entries
-EMPTIED_ON_REVERT = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # plus the XDG runtime dir
 
 
 class Desktop:
@@ -81,7 +82,6 @@ class Desktop:
         self.infra: dict[str, subprocess.Popen] = {}
         self.waiting: set[int] = set()  # pids a handler waits on (the reaper must not steal their status)
         self.spawn_lock = threading.Lock()  # spawn+register is atomic with respect to the reaper
-        self.lock = threading.Lock()
         self.setup = SetupTracker()  # failed setup calls and launched apps since the last revert
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -132,21 +132,6 @@ class Desktop:
             raise RuntimeError("the session bus did not start")
         os.environ["DBUS_SESSION_BUS_ADDRESS"] = address.decode().strip()
 
-    def stop_dbus(self) -> threading.Thread | None:
-        """Kill the session bus (its activated services are apps, killed with them); the thread that waits for it."""
-        bus = self.infra.pop("dbus", None)
-        if bus is None:
-            return None
-        bus.kill()
-
-        def reap():
-            bus.wait()
-            self.waiting.discard(bus.pid)
-
-        waiter = threading.Thread(target=reap, daemon=True)  # its teardown overlaps the rest of the revert
-        waiter.start()
-        return waiter
-
     def spawn(self, command, *, shell: bool = False, quiet: bool = False, **kwargs) -> subprocess.Popen:
         """Popen registered with the reaper (so it never reaps a child somebody waits on)."""
         streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if quiet else {}
@@ -167,77 +152,6 @@ class Desktop:
             status[name] = proc.pid if proc.poll() is None else None
         return status
 
-    def infra_pids(self) -> set[int]:
-        """PIDs a revert's kill rounds spare: the namespace's init, this server, Xvfb, openbox, D-Bus."""
-        return {1, *(pid for pid in self.infra_status().values() if pid is not None)}
-
-    def apps(self) -> list[int]:
-        """Every live process of the PID namespace but the infrastructure, however it was started."""
-        keep = self.infra_pids()
-        return [pid for pid in _process_table() if pid not in keep and _alive(pid)]
-
-    def revert(self, grace: float = 3.0, timeout: float = 10.0) -> dict:
-        """Kill every app process (SIGTERM, then SIGSTOP+SIGKILL rounds) and reap them, restart D-Bus, restore HOME,
-        empty the private dirs; `phases_ms` says where the time went."""
-        clock, phases = time.perf_counter(), {}
-
-        def phase(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            phases[name] = round(1000 * (now - clock), 1)
-            clock = now
-
-        self.setup.clear()
-        victims = self.apps()
-        for pid in victims:
-            _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while victims and time.monotonic() < deadline:
-            self.reap()
-            victims = [pid for pid in victims if _alive(pid)]
-            if victims:
-                time.sleep(0.01)
-        phase("term")
-        deadline = time.monotonic() + timeout
-        while True:  # each round re-reads the process table: what forked meanwhile is caught by the next one
-            self.reap()
-            victims = self.apps()
-            if not victims or time.monotonic() > deadline:
-                break
-            for pid in victims:  # freeze first, so nothing forks between the kills
-                _signal(pid, signal.SIGSTOP)
-            for pid in victims:
-                _signal(pid, signal.SIGKILL)
-            time.sleep(0.02)
-        phase("kill")
-        old_bus = self.stop_dbus()
-        _restore_tree(self.template, self.home)
-        phase("home")
-        tmp_left = self.clear_private_dirs()
-        phase("dirs")
-        self.start_dbus()
-        phase("dbus_start")
-        if self.infra["openbox"].poll() is not None:  # a desktop without its window manager is not the template
-            # respawned after HOME is restored and checked: a fresh openbox writes ~/.cache/openbox at once
-            self.infra["openbox"] = self.spawn(self.openbox, quiet=True)
-        if old_bus is not None:
-            old_bus.join(5)
-        phase("dbus_gone")
-        return {"status": "success", "killed": not victims, "left": victims, "tmp_left": tmp_left, "phases_ms": phases}
-
-    def clear_private_dirs(self) -> list[str]:
-        """Empty /tmp (but the X server's socket and lock), /var/tmp, /dev/shm, /run/lock and the XDG dir."""
-        number = self.display.lstrip(":")
-        keep = {f"/tmp/.X11-unix/X{number}", f"/tmp/.X{number}-lock", "/tmp/.X11-unix"}
-        xdg = os.environ.get("XDG_RUNTIME_DIR", "")
-        left = []
-        for root in (*EMPTIED_ON_REVERT, xdg):
-            if root:
-                left += _empty_dir(root, keep)
-        if xdg:
-            os.makedirs(xdg, mode=0o700, exist_ok=True)
-        return left
-
     def reap(self) -> None:
         """Reap zombie children nobody waits on (apps killed, orphans handed to us as subreaper)."""
         me = os.getpid()
@@ -252,13 +166,18 @@ class Desktop:
                 if reaped:
                     self.setup.exited(reaped, os.waitstatus_to_exitcode(status))
 
-    def run(self, command, *, shell: bool, timeout: float, cwd: str | None = None) -> dict:
-        """Run a command to completion with a timeout; OSWorld's `{status, output, error, returncode}` reply."""
+    def run(self, command, *, shell: bool, timeout: float, cwd: str = "/") -> dict:
+        """Run a command to completion with a timeout; OSWorld's `{status, output, error, returncode}` reply.
+
+        The evaluator's and setup's commands are the evaluator's: Python in them runs isolated (PYTHONSAFEPATH: no
+        cwd or script dir on sys.path; no user site) and the cwd is outside HOME (`/` unless the caller names one),
+        so a module the agent left in HOME (`~/pyautogui.py`) is never imported by them."""
         if isinstance(command, str) and not shell:
             command = shlex.split(command)
         proc = self.spawn(
-            command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-        )
+            command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            env={**os.environ, **ISOLATED_PYTHON},
+        )  # fmt: skip
         timeout = min(float(timeout), MAX_TIMEOUT)
         out, err = bytearray(), bytearray()
         readers = [
@@ -488,18 +407,6 @@ def _fix_keymap(conn) -> None:
         conn.sync()
 
 
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
-
-
-def _alive(pid: int) -> bool:
-    return _state(pid) not in ("Z", "X")
-
-
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -507,93 +414,24 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _unlock(path: str) -> None:
-    """Give us rwx on a directory tree the apps may have made read-only (symlinks are never followed)."""
-    if os.path.islink(path) or not os.path.isdir(path):
-        return
-    os.chmod(path, 0o700)
-    for dirpath, dirnames, _files in os.walk(path):
-        for name in dirnames:
-            sub = os.path.join(dirpath, name)
-            if not os.path.islink(sub):
-                try:
-                    os.chmod(sub, 0o700)
-                except OSError:
-                    pass
-
-
-def _retry_writable(func, path, _exc) -> None:
-    """rmtree error handler: make the parent (and the path) writable, then try once more."""
-    for p in (os.path.dirname(path), path):
-        if os.path.isdir(p) and not os.path.islink(p):
-            try:
-                os.chmod(p, 0o700)
-            except OSError:
-                pass
-    func(path)
-
-
-def _remove(path: str) -> None:
-    """Delete a file, link or directory tree, whatever its permissions (raises when it cannot)."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        _unlock(path)
-        handler = {"onexc": _retry_writable} if sys.version_info >= (3, 12) else {"onerror": _retry_writable}
-        shutil.rmtree(path, **handler)
-    else:
-        try:
-            os.unlink(path)
-        except PermissionError:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.unlink(path)
-
-
-def _listing(root: str) -> dict[str, tuple]:
-    """relative path -> (kind, mode, size or link target) of a tree."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            extra = os.readlink(path) if stat.S_ISLNK(st.st_mode) else (0 if stat.S_ISDIR(st.st_mode) else st.st_size)
-            out[os.path.relpath(path, root)] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), extra)
-    return out
-
-
-def _restore_tree(template: str, target: str) -> None:
-    """Make `target` an exact copy of `template` (the directory itself kept); raise when it does not match after."""
+def _populate_home(template: str, target: str) -> None:
+    """HOME (an empty tmpfs of this sandbox) as a copy of the template, private to the desktop's user."""
     os.makedirs(target, exist_ok=True)
-    os.chmod(target, 0o700)
-    for entry in os.scandir(target):
-        _remove(entry.path)
     shutil.copytree(template, target, symlinks=True, dirs_exist_ok=True)
     os.chmod(target, 0o700)  # copytree copied the template root's mode; HOME is private
-    want, have = _listing(template), _listing(target)
-    differ = sorted(set(want) ^ set(have)) or [p for p in want if want[p] != have[p]]
-    differ = differ or [
-        p for p, (kind, _, _) in want.items()
-        if kind == stat.S_IFREG and not filecmp.cmp(os.path.join(template, p), os.path.join(target, p), shallow=False)
-    ]  # fmt: skip
-    if differ:
-        raise RuntimeError(f"HOME does not match its template after the restore: {differ[:5]}")
 
 
-def _empty_dir(root: str, keep: set[str]) -> list[str]:
-    """Remove everything under `root` but the paths in `keep` (and the dirs leading to them); what could not go."""
-    left = []
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return left
-    for entry in entries:
-        if entry.path in keep:
-            if entry.is_dir(follow_symlinks=False):
-                left += _empty_dir(entry.path, keep)
-            continue
-        try:
-            _remove(entry.path)
-        except OSError:
-            left.append(entry.path)
-    return left
+def clear_keyrings() -> None:
+    """Empty this uid's user, user-session and persistent kernel keyrings (they outlive every process of the uid;
+    the host empties them again when the desktop closes)."""
+    numbers = {"x86_64": 250, "aarch64": 219}  # the keyctl syscall
+    nr = numbers.get(os.uname().machine)
+    if nr is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    persistent = libc.syscall(nr, KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_PROCESS_KEYRING)
+    for ring in [KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING] + [persistent] * (persistent > 0):
+        libc.syscall(nr, KEYCTL_CLEAR, ring)
 
 
 def _tree(path: str, depth: int = 0, budget: list[int] | None = None) -> dict:
@@ -696,13 +534,13 @@ class Handler(BaseHTTPRequestHandler):
         return 200, self.desktop.screenshot(), "image/png"
 
     def execute(self, p):
-        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home)
+        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
         if self.path.startswith("/setup/"):
             self.desktop.setup.executed(p["command"], result)
         return 200, result
 
     def execute_with_verification(self, p):
-        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT, cwd=self.desktop.home)
+        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
         check = p.get("verification") or {}
         deadline = time.monotonic() + min(float(p.get("max_wait_time", 10)), MAX_TIMEOUT)
         interval = min(max(float(p.get("check_interval", 1.0)), 0.05), 10.0)
@@ -718,20 +556,14 @@ class Handler(BaseHTTPRequestHandler):
         return 500, {**result, "status": "error", "error": "verification did not pass in time"}
 
     def run_python(self, p):
-        with tempfile.NamedTemporaryFile("w", suffix=".py", dir=self.desktop.home, delete=False) as f:
-            f.write(p["code"])
-        try:
-            result = self.desktop.run(
-                [sys.executable, f.name], shell=False, timeout=EXEC_TIMEOUT, cwd=self.desktop.home
-            )
-        finally:
-            os.unlink(f.name)
+        # the code goes in argv: a script file would sit where the agent can write (and swap it before it runs)
+        result = self.desktop.run([sys.executable, "-c", p["code"]], shell=False, timeout=EXEC_TIMEOUT)
         result["message"] = "ok" if result["returncode"] == 0 else "failed"
         return 200, result
 
     def run_bash_script(self, p):
         timeout = float(p.get("timeout") or 30)
-        cwd = p.get("working_dir") or self.desktop.home
+        cwd = p.get("working_dir") or "/"
         return 200, self.desktop.run(["bash", "-c", p["script"]], shell=False, timeout=timeout, cwd=cwd)
 
     def terminal(self, _):
@@ -770,15 +602,24 @@ class Handler(BaseHTTPRequestHandler):
 
     def file(self, p):
         path = os.path.expanduser(p.get("file_path", ""))
-        if not os.path.isfile(path):
+        try:  # O_NONBLOCK: a FIFO or device in its place (swapped in at any moment) never blocks the open
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
             return 404, {"status": "error", "error": f"no such file: {path}"}
-        cap = self.max_file
-        too_big = {"status": "error", "error": f"file over the {cap}-byte cap of the local desktop: {path}"}
-        if os.stat(path).st_size > cap:  # a sparse file counts at its apparent size
-            return 413, too_big
-        with open(path, "rb") as f:
-            data = f.read(cap + 1)
-        return (413, too_big) if len(data) > cap else (200, data, "application/octet-stream")
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return 404, {"status": "error", "error": f"not a regular file: {path}"}
+            cap = self.max_file
+            too_big = {"status": "error", "error": f"file over the {cap}-byte cap of the local desktop: {path}"}
+            if st.st_size > cap:  # a sparse file counts at its apparent size
+                return 413, too_big
+            data, deadline = bytearray(), time.monotonic() + FETCH_TIMEOUT
+            while len(data) <= cap and (chunk := f.read(1 << 20)):
+                data += chunk
+                if time.monotonic() > deadline:
+                    return 504, {"status": "error", "error": f"reading {path} took over {FETCH_TIMEOUT:g} s"}
+        return (413, too_big) if len(data) > cap else (200, bytes(data), "application/octet-stream")
 
     def upload(self, p):
         path = os.path.expanduser(p["file_path"])
@@ -833,10 +674,6 @@ class Handler(BaseHTTPRequestHandler):
     def unsupported(self, _):
         return 501, {"status": "error", "error": "not available on the local desktop (no GNOME, no recorder)"}
 
-    def revert(self, _):
-        with self.desktop.lock:
-            return 200, self.desktop.revert()
-
     def begin_setup(self, _):
         self.desktop.setup.clear()  # a reset whose setup raised before settling leaves its failures behind
         return 200, {"status": "success"}
@@ -875,7 +712,6 @@ ROUTES = {
     ("POST", "/setup/change_wallpaper"): Handler.unsupported,
     ("POST", "/start_recording"): Handler.unsupported,
     ("POST", "/end_recording"): Handler.unsupported,
-    ("POST", "/_verl_cua/revert"): Handler.revert,
     ("GET", "/_verl_cua/health"): Handler.health,
     ("POST", "/_verl_cua/begin_setup"): Handler.begin_setup,
     ("POST", "/_verl_cua/settle"): Handler.settle,
@@ -883,16 +719,23 @@ ROUTES = {
 
 
 class UnixHTTPServer(ThreadingHTTPServer):
-    """The HTTP server on a unix socket (the host relays TCP to it; the desktop's network has no way out)."""
+    """The HTTP server on the unix socket the host made and handed over as a file descriptor (the host relays TCP
+    to it; the desktop's network has no way out)."""
 
     address_family = socket.AF_UNIX
     daemon_threads = True
 
-    def server_bind(self):
-        if os.path.exists(self.server_address):
-            os.unlink(self.server_address)
-        socketserver.TCPServer.server_bind(self)  # HTTPServer's would look up a host name
+    def __init__(self, listener: socket.socket, handler):
+        super().__init__("", handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listener
         self.server_name, self.server_port = "localhost", 0
+
+    def handle_error(self, request, client_address):
+        """A client that hung up costs nothing; any other error one line (never a traceback per request)."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            print(f"request failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr, flush=True)
 
 
 def forward(listener: socket.socket, connect) -> None:
@@ -910,15 +753,6 @@ def forward(listener: socket.socket, connect) -> None:
                 threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
-
-
-def _unix_listener(path: str) -> socket.socket:
-    if os.path.exists(path):
-        os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(64)
-    return listener
 
 
 def _loopback_connection(port: int) -> socket.socket:
@@ -955,8 +789,8 @@ def _pipe(src, dst) -> None:
 def main() -> None:
     """Serve until SIGTERM; the token comes through --token-fd (never argv, environment or a file)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--socket", required=True, help="unix socket to serve HTTP on")
-    parser.add_argument("--cdp-socket", default="", help="unix socket relayed to 127.0.0.1:--cdp-port")
+    parser.add_argument("--socket-fd", type=int, required=True, help="listening unix socket to serve HTTP on")
+    parser.add_argument("--cdp-socket-fd", type=int, default=-1, help="listening unix socket relayed to --cdp-port")
     parser.add_argument("--cdp-port", type=int, default=9222)
     parser.add_argument("--token-fd", type=int, required=True)
     parser.add_argument("--display", required=True)
@@ -987,16 +821,16 @@ def main() -> None:
         for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "VERL_CUA_PROXY"):
             os.environ[var] = proxy
         os.environ["no_proxy"] = os.environ["NO_PROXY"] = "localhost,127.0.0.1,::1"
+    clear_keyrings()  # what an earlier desktop of this uid left in the kernel's keyrings
     desktop = Desktop(args)
-    _restore_tree(args.template, args.home)
-    desktop.clear_private_dirs()
+    _populate_home(args.template, args.home)
     desktop.start()
 
     Handler.desktop, Handler.token, Handler.max_file = desktop, token, args.max_file_bytes
-    server = UnixHTTPServer(args.socket, Handler)
-    if args.cdp_socket:
+    server = UnixHTTPServer(socket.socket(fileno=args.socket_fd), Handler)
+    if args.cdp_socket_fd >= 0:
         # Chromium's CDP listens on the sandbox's 127.0.0.1 only: the host reaches it through this socket
-        forward(_unix_listener(args.cdp_socket), lambda: _loopback_connection(args.cdp_port))
+        forward(socket.socket(fileno=args.cdp_socket_fd), lambda: _loopback_connection(args.cdp_port))
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()

@@ -4,6 +4,13 @@
 vmware, virtualbox, aws, azure, gcp, aliyun, volcengine) is OSWorld's own provider, passed through unchanged.
 Actions are parsed by verl_cua.actions and rendered to the `pyautogui` or `computer_13` action space; model
 text is never executed. Step reward is 0; the score comes from `evaluate()` (OSWorld's metric, in [0, 1]).
+
+Whose failure a broken desktop is: before the agent's first action it is an infra failure (`InfraFailure`,
+`info["infra_failure"]`; the trainer masks it). Once an action was sent, a dead or unhealthy desktop is the agent's
+failure: the episode ends, scores 0 and says `info["desktop_broken"]` / `env.desktop_broken` (counted apart), since
+a policy could otherwise turn any failing episode into a masked one with one `pkill`. Only a host-side fault the
+agent cannot cause (the local desktop's keeper gone) stays an infra failure after that. A score the evaluator
+computed is never discarded.
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ class OSWorldEnv:
         self._task: dict | None = None
         self._last: Observation | None = None
         self._done = False
+        self._acted = False  # an action reached the desktop this episode: from then on a broken desktop is the agent's
+        self.desktop_broken = False  # the agent broke its desktop this episode (scored 0, not masked)
         self.last_eval_error: str | None = None
         kwargs = dict(
             action_space=action_space, screen_size=tuple(screen), headless=True, cache_dir=str(self.cache_dir),
@@ -101,6 +110,7 @@ class OSWorldEnv:
         stage_cache(config, base, self.cache_dir)
         self._check_alive("reset")
         self._task, self._last, self._done = config, None, False
+        self._acted = self.desktop_broken = False
         try:
             if self.local is not None:
                 self.local.begin_setup()
@@ -133,40 +143,45 @@ class OSWorldEnv:
         done = False
         try:
             self._check_alive("step")
+            self._acted = True
             for i, payload in enumerate(payloads):
                 last = i == len(payloads) - 1
                 obs, _reward, done, _info = self._desktop.step(payload, pause=self.pause if last else 0.0)
             self._last = self._observation(obs)
-        except InfraFailure as exc:
-            self._done = True
-            return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=str(exc)))
         except Exception as exc:
             self._done = True
-            err = f"OSWorld step failed: {type(exc).__name__}: {exc}"
+            err = str(exc) if isinstance(exc, InfraFailure) else f"OSWorld step failed: {type(exc).__name__}: {exc}"
+            if self._agents_fault():
+                self.desktop_broken = True
+                info = step_info(action_valid=True, desktop_broken=True, error=f"the agent broke its desktop: {err}")
+                return StepResult(self._last, 0.0, True, info)
             return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=err))
         self._done = bool(done) or parsed.terminal is not None
         return StepResult(self._last, 0.0, self._done, step_info(action_valid=True))
 
     def evaluate(self) -> float:
-        """OSWorld's metric in [0, 1]; InfraFailure if the desktop is unhealthy after it; a crashing metric gives 0."""
-        # OSWorld's getters swallow their errors: a score computed on a dying desktop is not the agent's
+        """OSWorld's metric in [0, 1]; 0 when the agent broke its desktop; InfraFailure when the desktop broke without
+        the agent (before its first action, or a host-side fault); a crashing metric on a healthy desktop gives 0."""
         if self._task is None:
             raise EnvUsageError("evaluate() before reset()")
-        self._check_alive("evaluate")
         self.last_eval_error = None
+        if self.desktop_broken:
+            return 0.0
+        if not self.healthy():
+            return self._broken("before evaluate")
+        if self.local is not None:
+            self.local.prepare()  # the next episode's sandbox boots while this one is evaluated
         try:
             score = float(self._desktop.evaluate())
         except evaluators.MissingDependency:
             raise
         except Exception as exc:
             if not self.healthy():
-                raise InfraFailure(f"desktop died during evaluate: {type(exc).__name__}: {exc}") from exc
+                return self._broken(f"during evaluate ({type(exc).__name__}: {exc})")
             self.last_eval_error = f"{type(exc).__name__}: {exc}"
             logger.warning("OSWorld metric for %s raised (scored 0): %s", self._task["id"], self.last_eval_error)
             return 0.0
-        if not self.healthy():
-            raise InfraFailure(f"the desktop was not healthy after evaluating {self._task['id']} (score {score:g})")
-        return min(1.0, max(0.0, score))
+        return min(1.0, max(0.0, score))  # computed: never discarded by a later health check
 
     def close(self) -> None:
         """Stop the desktop (local: kill its process tree) and remove our cache directory."""
@@ -220,11 +235,23 @@ class OSWorldEnv:
             out.append(kind if kind in TERMINAL else action)  # DesktopEnv ends episodes on the bare words only
         return out
 
+    def _agents_fault(self) -> bool:
+        """Whether a broken desktop is the agent's doing: an action reached it and no host-side fault explains it."""
+        return self._acted and not (self.local is not None and self.local.host_fault())
+
+    def _broken(self, when: str) -> float:
+        """A desktop found dead or unhealthy at evaluation: 0 and `desktop_broken` when it is the agent's fault."""
+        if self._agents_fault():
+            self.desktop_broken = True
+            logger.info("%s: the agent broke its desktop (found %s); scored 0", self._task["id"], when)
+            return 0.0
+        raise InfraFailure(f"the desktop was not healthy {when} {self._task['id']}")
+
     def _check_alive(self, what: str) -> None:
         if getattr(self, "_desktop", None) is None:
             raise InfraFailure(f"OSWorld desktop is closed ({what})")
         if self.local is not None:
-            if not self.local.alive():
+            if what != "reset" and not self.local.alive():  # a reset starts a new sandbox anyway
                 raise InfraFailure(f"local desktop died before {what}")
             from verl_cua.envs.osworld.local_desktop import NETRC
 

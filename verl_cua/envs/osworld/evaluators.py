@@ -222,7 +222,11 @@ def _quiet_proxy_pool(record: logging.LogRecord) -> bool:
 
 
 def install() -> None:
-    """Put the lazy `desktop_env.evaluators.metrics` / `.getters` in place (idempotent, before DesktopEnv loads)."""
+    """Put the lazy `desktop_env.evaluators.metrics` / `.getters` in place (idempotent, before DesktopEnv loads) and
+    pin Playwright's CDP connections to the desktop (`cdp_pin`)."""
+    from verl_cua.envs.osworld import cdp_pin
+
+    cdp_pin.install()
     proxy_logger = logging.getLogger("desktopenv.providers.aws.ProxyPool")
     if _quiet_proxy_pool not in proxy_logger.filters:
         proxy_logger.addFilter(_quiet_proxy_pool)

@@ -22,6 +22,7 @@ import re
 import secrets
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -143,6 +144,7 @@ done
 shift "$n"
 exec /usr/bin/$tool "$@" "$pattern"
 """
+OPENBOX_SYSTEM = "/etc/xdg/openbox"  # where openbox's system menu lives (read-only inside the desktop)
 # keys OSWorld's Ubuntu desktop binds (openbox's own rc.xml plus these)
 OPENBOX_KEYS = """<keybind key="C-A-t"><action name="Execute"><command>gnome-terminal</command></action></keybind>
 """
@@ -282,12 +284,12 @@ class LocalDesktop:
         self.limits = limits or sandbox.Limits.from_env()
         self.proc: subprocess.Popen | None = None  # the keeper (outside the sandbox)
         self.init = None  # psutil.Process of the sandbox's PID-namespace init (its death ends the namespace)
-        self._server: int | None = None  # host pid of the server inside (the only process the relays talk to)
         self.runtime: Path | None = None
         self.identity: sandbox.Identity | None = None
         self.cgroups: list[Path] = []
         self._relays: list[UnixRelay] = []
         self._lock = threading.RLock()
+        self._spare: tuple[LocalDesktop, threading.Thread] | None = None  # prepare(): the next episode's sandbox
         self._display_lock = None
         self.display = self.port = self.cdp_port = None
         self.host = "127.0.0.1"
@@ -323,35 +325,42 @@ class LocalDesktop:
             self.cgroups = sandbox.create_cgroups(name, self.limits)
             token_r, token_w = os.pipe()
             info_r, info_w = os.pipe()  # bubblewrap writes the namespace init's pid there
+            # the server's and CDP's listening sockets are made here, on the host side, and handed to the server as
+            # fds: the socket dir is never bound into the sandbox, so nothing the agent writes lands on the host
+            listeners = [_unix_listener(runtime / "sock" / name) for name in ("server.sock", "cdp.sock")]
             inner = ["/usr/bin/env", "-i", *self._environment()]
-            inner += [f"{DESKTOP_VENV}/bin/python", f"{sandbox.PUB}/server/desktop_server.py"]
+            inner += [f"{DESKTOP_VENV}/bin/python", "-s", f"{sandbox.PUB}/server/desktop_server.py"]
             inner += ["--token-fd", str(token_r)]
-            inner += ["--socket", f"{sandbox.SOCK}/server.sock", "--cdp-socket", f"{sandbox.SOCK}/cdp.sock"]
+            inner += ["--socket-fd", str(listeners[0].fileno()), "--cdp-socket-fd", str(listeners[1].fileno())]
             inner += ["--cdp-port", str(CDP_PORT), "--display", f":{self.display}"]
             inner += ["--screen", f"{self.screen[0]}x{self.screen[1]}", "--home", sandbox.HOME]
             inner += ["--template", f"{sandbox.PUB}/home_template", "--infra", sandbox.INFRA_DIR]
             inner += ["--dbus-config", f"{sandbox.PUB}/dbus.conf", "--openbox-config", f"{sandbox.PUB}/openbox.xml"]
             inner += ["--max-file-bytes", str(self.limits.max_file), "--max-output-bytes", str(self.limits.max_output)]
+            proxy_socket = None
             if self.network == "egress":
                 from verl_cua.envs.osworld.egress import EgressProxy
 
-                self._egress = EgressProxy(str(runtime / "sock" / "proxy.sock"))
+                proxy_socket = runtime / "sock" / "proxy.sock"
+                self._egress = EgressProxy(str(proxy_socket))
                 inner += ["--proxy-socket", f"{sandbox.SOCK}/proxy.sock"]
             argv = sandbox.bwrap_argv(
                 ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,
-                info_fd=info_w, command=inner,
+                info_fd=info_w, command=inner, proxy_socket=proxy_socket,
             )  # fmt: skip
-            log = open(runtime / "server.log", "wb")  # noqa: SIM115 - handed to the child
             try:
                 self.proc = subprocess.Popen(
-                    sandbox.keeper_argv(self.cgroups, argv), stdin=subprocess.PIPE, stdout=log, stderr=log,
-                    start_new_session=True, pass_fds=(token_r, info_w),
+                    sandbox.keeper_argv(self.cgroups, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                    pass_fds=(token_r, info_w, *(listener.fileno() for listener in listeners)),
                 )  # fmt: skip
+                _drain_log(self.proc.stdout, runtime / "server.log", self.limits.max_log)
             finally:
-                log.close()
                 for fd in (token_r, info_w):
                     with contextlib.suppress(OSError):
                         os.close(fd)
+                for listener in listeners:  # only the server accepts on them now
+                    listener.close()
             try:  # the token reaches the server through a pipe: never a file, argv or environment the desktop sees
                 os.write(token_w, f"{self.token}\n".encode())
             except OSError:
@@ -361,23 +370,70 @@ class LocalDesktop:
             self._wait_ready(info_r)
 
     def revert(self) -> None:
-        """Kill every process of the episode and empty or restore every writable place; restart when that fails."""
-        try:
-            response = self.request("POST", "/_verl_cua/revert", timeout=60)
-            response.raise_for_status()
-            if response.json().get("left"):
-                raise RuntimeError(f"processes survived the revert: {response.json()['left']}")
-        except Exception as exc:
-            logger.warning("local desktop :%s revert failed (%s); restarting it", self.display, exc)
-            self.start()
+        """End the episode's sandbox whole (every process, the X server, the window manager, IPC, every tmpfs) and
+        take a fresh one: the one `prepare()` started, or a new one. Raises DesktopStartError when none comes up."""
+        fresh = self._take_spare() or self._sibling()
+        if not fresh.alive():
+            fresh.start()
+        with self._lock:
+            old = self._sibling()  # takes over the last episode's sandbox, to end it
+            for key, value in self.__dict__.items():
+                if key not in _OWN:
+                    setattr(old, key, value)
+            for key, value in fresh.__dict__.items():
+                if key not in _OWN:
+                    setattr(self, key, value)
+            fresh._forget()  # the sandbox is ours now: fresh must not stop it when it is collected
+        if old.init is not None:  # nothing of the last episode runs on while the next one starts
+            with contextlib.suppress(Exception):
+                old.init.kill()
+        threading.Thread(target=old.stop, name=f"stop-desktop-{old.display}", daemon=True).start()
+
+    def prepare(self) -> None:
+        """Start the next episode's sandbox in the background (e.g. while this episode is evaluated); `revert()`
+        then takes it instead of waiting for a new one. At most one is kept."""
+        with self._lock:
+            if self._spare is not None or self.init is None:
+                return
+            spare = self._sibling()
+            waiter = threading.Thread(target=_start_quietly, args=(spare,), name="prepare-desktop", daemon=True)
+            self._spare = (spare, waiter)
+            waiter.start()
+
+    def _take_spare(self) -> LocalDesktop | None:
+        with self._lock:
+            pending, self._spare = self._spare, None
+        if pending is None:
+            return None
+        spare, waiter = pending
+        waiter.join()
+        if spare.alive():
+            return spare
+        spare.stop()
+        return None
+
+    def _forget(self) -> None:
+        """Drop every handle on a sandbox without ending it (another LocalDesktop has taken it over)."""
+        self.proc = self.init = self.runtime = self.identity = self._egress = self._display_lock = None
+        self._relays, self.cgroups, self.token = [], [], ""
+
+    def _sibling(self) -> LocalDesktop:
+        """A desktop with the same screen, limits and network (not started)."""
+        return LocalDesktop(screen=self.screen, start_timeout=self.start_timeout, limits=self.limits,
+                            network=self.network)  # fmt: skip
 
     def stop(self) -> None:
-        """Kill the sandbox's PID namespace (every process in it), close the openings, remove the runtime dir."""
+        """Kill the sandbox's PID namespace (every process in it), close the openings, clear the uid's keyrings,
+        remove the runtime dir; the same for a prepared spare."""
         with self._lock:
+            pending, self._spare = self._spare, None
+            if pending is not None:
+                pending[1].join()
+                pending[0].stop()
             for relay in [*self._relays, *([self._egress] if self._egress is not None else [])]:
                 relay.close()
             self._relays, self._egress = [], None
-            init, self.init, self._server = self.init, None, None
+            init, self.init = self.init, None
             if init is not None:
                 _kill(init)
             proc, self.proc = self.proc, None
@@ -394,6 +450,8 @@ class LocalDesktop:
                 NETRC.remove(self.host, self.token)
                 self.token = ""
             self.cgroups = []
+            if self.identity is not None and self.runtime is not None:
+                sandbox.clear_keyrings(self.identity)
             if self.runtime is not None:
                 sandbox.remove_cgroups(self.runtime.name)
                 shutil.rmtree(self.runtime, ignore_errors=True)
@@ -434,6 +492,13 @@ class LocalDesktop:
         with self._lock:
             return self.init is not None and _running(self.init)
 
+    def host_fault(self) -> str | None:
+        """Why the desktop broke for a reason outside the agent's reach (its keeper gone), else None."""
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is not None:
+                return f"the desktop's keeper exited ({self.proc.returncode})"
+        return None
+
     def healthy(self) -> bool:
         """Whether the server answers and reports the server, Xvfb, openbox and D-Bus alive."""
         if not self.alive():
@@ -467,16 +532,6 @@ class LocalDesktop:
                 if int(nspid[-1]) == pid and len(nspid) > 2:
                     return p.pid
         return None
-
-    def _server_pid(self) -> int | None:
-        """Host pid of the desktop's server: the only child of the namespace's init (found once, then kept)."""
-        import psutil
-
-        if self._server is None and self.init is not None:
-            with contextlib.suppress(psutil.Error):
-                children = self.init.children()
-                self._server = children[0].pid if len(children) == 1 else None
-        return self._server
 
     def usage(self) -> dict[str, int]:
         """`{pids, memory}` the desktop uses now, from its cgroups ({} without cgroups)."""
@@ -530,7 +585,6 @@ class LocalDesktop:
         (runtime / "sock").mkdir(mode=0o700)
         if not ident.rootless:
             os.chown(pub / "Xauthority", ident.uid, ident.gid)
-            os.chown(runtime / "sock", ident.uid, ident.gid)
         (pub / "Xauthority").chmod(0o400)
 
     def _environment(self) -> list[str]:
@@ -571,10 +625,7 @@ class LocalDesktop:
             os.close(info_r)
         if self.init is not None:
             sock = self.runtime / "sock"
-            self._relays = [
-                UnixRelay(self.host, str(sock / name), listener_pid=self._server_pid)
-                for name in ("server.sock", "cdp.sock")
-            ]
+            self._relays = [UnixRelay(self.host, str(sock / name)) for name in ("server.sock", "cdp.sock")]
             self.port, self.cdp_port = self._relays[0].port, self._relays[1].port
         server_socket = self.runtime / "sock" / "server.sock" if self.init is not None else None
         while self.init is not None and time.monotonic() < deadline:
@@ -610,10 +661,51 @@ class LocalDesktop:
             pass
 
 
+_OWN = ("_lock", "_spare")  # what a LocalDesktop keeps when revert() moves a fresh sandbox into it
+
+
+def _start_quietly(desktop: LocalDesktop) -> None:
+    """start() for a background thread: a failure leaves the desktop stopped (revert then starts a new one)."""
+    try:
+        desktop.start()
+    except Exception as exc:
+        logger.warning("preparing the next local desktop failed (%s); the reset will start one", exc)
+
+
+def _unix_listener(path: Path) -> socket.socket:
+    """A listening unix socket at `path` (host side: handed to the sandbox's server as a file descriptor)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    listener.set_inheritable(True)
+    return listener
+
+
+def _drain_log(stream, path: Path, cap: int) -> None:
+    """Copy the sandbox's output to `path` in a daemon thread, at most `cap` bytes and then one line saying so;
+    the rest is read and dropped (a chatty or hostile desktop never fills the host's disk nor blocks)."""
+
+    def drain() -> None:
+        written = 0
+        with stream, open(path, "wb") as log:
+            while chunk := stream.read1(65536):
+                if written < cap:
+                    log.write(chunk[: cap - written])
+                    log.flush()
+                    written += len(chunk)
+                    if written >= cap:
+                        log.write(f"\n[verl-cua: log capped at {cap} bytes; the rest is dropped]\n".encode())
+                        log.flush()
+
+    threading.Thread(target=drain, name=f"desktop-log-{path.parent.name}", daemon=True).start()
+
+
 def _openbox_config(path: Path) -> None:
-    """openbox's system rc.xml with OSWorld's Ubuntu key bindings added (read-only inside the desktop)."""
+    """openbox's system rc.xml with OSWorld's Ubuntu key bindings added (read-only inside the desktop), its menus by
+    absolute path: openbox reads no menu from the agent's HOME (a menu entry there could run the agent's program)."""
     system = Path("/etc/xdg/openbox/rc.xml")
     text = system.read_text() if system.is_file() else "<openbox_config><keyboard></keyboard></openbox_config>"
+    text = re.sub(r"<file>\s*([^/<\s][^<]*?)\s*</file>", lambda m: f"<file>{OPENBOX_SYSTEM}/{m.group(1)}</file>", text)
     path.write_text(text.replace("<keyboard>", "<keyboard>\n" + OPENBOX_KEYS, 1))
     path.chmod(0o644)
 

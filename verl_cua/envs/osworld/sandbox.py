@@ -35,7 +35,7 @@ HOSTNAME = "verl-cua-desktop"  # the sandbox's own (UTS namespace): the host's n
 HOME = "/home/user"  # OSWorld's VM user is `user` with this HOME
 XDG_RUNTIME = "/run/user/1000"  # as on OSWorld's VM (tasks name /run/user/1000/bus), whatever the desktop's uid
 PUB = "/run/verl-cua"  # the runtime files, read-only inside
-SOCK = "/run/verl-cua-sock"  # server and CDP sockets, shared with the host
+SOCK = "/run/verl-cua-sock"  # the egress proxy's socket (read-only), when egress is on
 INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries
 INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon")
 CGROUP_FAILED = 98  # the keeper's exit status when it cannot join its cgroups
@@ -57,16 +57,31 @@ class Limits:
     var_tmp: int = 256 * MiB
     max_file: int = 64 * MiB  # largest file the evaluators may fetch from the desktop
     max_output: int = 1 * MiB  # stdout/stderr kept per command
+    max_log: int = 1 * MiB  # the desktop's log on the host (server, Xvfb, openbox): the rest is dropped
+    cpus: float = 1.0  # cgroup CPU quota, in CPUs: one desktop's busy loops cannot starve the others
 
     @classmethod
     def from_env(cls) -> Limits:
-        """Defaults overridden by VERL_CUA_DESKTOP_<FIELD> (bytes or a count), e.g. VERL_CUA_DESKTOP_MEMORY=8G."""
+        """Defaults overridden by VERL_CUA_DESKTOP_<FIELD> (bytes or a count; CPUS a number such as 1.5), e.g.
+        VERL_CUA_DESKTOP_MEMORY=8G."""
         values = {}
         for field in dataclasses.fields(cls):
-            raw = os.environ.get(f"VERL_CUA_DESKTOP_{field.name.upper()}")
+            name = f"VERL_CUA_DESKTOP_{field.name.upper()}"
+            raw = os.environ.get(name)
             if raw:
-                values[field.name] = parse_size(raw, f"VERL_CUA_DESKTOP_{field.name.upper()}")
+                values[field.name] = parse_cpus(raw, name) if field.name == "cpus" else parse_size(raw, name)
         return cls(**values)
+
+
+def parse_cpus(raw: str, name: str) -> float:
+    """A positive number of CPUs (`1`, `0.5`, `4`); one-line error otherwise."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{name}={raw!r}: expected a positive number of CPUs such as 1, 0.5 or 4")
+    return value
 
 
 def parse_size(raw: str, name: str) -> int:
@@ -122,8 +137,11 @@ def rootless_supported() -> str:
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
+CPU_PERIOD_US = 100_000  # the CFS period the CPU quota is a share of
+
+
 def create_cgroups(name: str, limits: Limits) -> list[Path]:
-    """Cgroup dirs limiting pids and memory (v2 when mounted, else the v1 pids and memory controllers).
+    """Cgroup dirs limiting pids, memory and CPU (v2 when mounted, else the v1 pids, memory and cpu controllers).
 
     Returns the `cgroup.procs` files to join; [] with one warning when cgroups cannot be used (not root, no
     controller): then only RLIMIT_NPROC and the tmpfs sizes bound the desktop.
@@ -135,12 +153,13 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
             parent = CGROUP_ROOT / "verl-cua"
             parent.mkdir(exist_ok=True)
             with contextlib.suppress(OSError):  # needs the root's subtree_control to allow them
-                (CGROUP_ROOT / "cgroup.subtree_control").write_text("+pids +memory")
-            (parent / "cgroup.subtree_control").write_text("+pids +memory")
+                (CGROUP_ROOT / "cgroup.subtree_control").write_text("+pids +memory +cpu")
+            (parent / "cgroup.subtree_control").write_text("+pids +memory +cpu")
             group = parent / name
             group.mkdir(exist_ok=True)
             (group / "pids.max").write_text(str(limits.pids))
             (group / "memory.max").write_text(str(limits.memory))
+            (group / "cpu.max").write_text(f"{_quota_us(limits)} {CPU_PERIOD_US}")
             with contextlib.suppress(OSError):
                 (group / "memory.swap.max").write_text("0")
             return [group / "cgroup.procs"]
@@ -148,6 +167,7 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
         for controller, files in (
             ("pids", {"pids.max": limits.pids}),
             ("memory", {"memory.limit_in_bytes": limits.memory}),
+            ("cpu", {"cpu.cfs_period_us": CPU_PERIOD_US, "cpu.cfs_quota_us": _quota_us(limits)}),
         ):
             group = CGROUP_ROOT / controller / "verl-cua" / name
             group.mkdir(parents=True, exist_ok=True)
@@ -156,14 +176,19 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
             procs.append(group / "cgroup.procs")
         return procs
     except OSError as exc:
-        warn_once(f"local desktop: no cgroup limits ({exc}); pids are bounded by RLIMIT_NPROC, memory is not")
+        warn_once(f"local desktop: no cgroup limits ({exc}); pids are bounded by RLIMIT_NPROC, memory and CPU are not")
         remove_cgroups(name)
         return []
 
 
+def _quota_us(limits: Limits) -> int:
+    return max(1000, round(limits.cpus * CPU_PERIOD_US))
+
+
 def remove_cgroups(name: str) -> None:
     """Remove the desktop's cgroup dirs (their processes must be gone)."""
-    for group in (CGROUP_ROOT / "verl-cua" / name, *(CGROUP_ROOT / c / "verl-cua" / name for c in ("pids", "memory"))):
+    v1 = (CGROUP_ROOT / c / "verl-cua" / name for c in ("pids", "memory", "cpu"))
+    for group in (CGROUP_ROOT / "verl-cua" / name, *v1):
         with contextlib.suppress(OSError):
             group.rmdir()
 
@@ -236,9 +261,14 @@ def _system_binds() -> list[str]:
 
 
 def bwrap_argv(
-    *, ident: Identity, runtime: Path, infra: Path, venv: str, limits: Limits, info_fd: int, command: list[str]
-) -> list[str]:
-    """bubblewrap's command line for one desktop running `command` (as the desktop user, no capability left)."""
+    *, ident: Identity, runtime: Path, infra: Path, venv: str, limits: Limits, info_fd: int, command: list[str],
+    proxy_socket: Path | None = None,
+) -> list[str]:  # fmt: skip
+    """bubblewrap's command line for one desktop running `command` (as the desktop user, no capability left).
+
+    Nothing of the host is writable inside: the server's sockets come in as file descriptors, and the egress
+    proxy's socket (`proxy_socket`, when given) is bound read-only at SOCK/proxy.sock (connecting needs no write).
+    """
     args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"]
     if ident.rootless:
         args += ["--unshare-user", "--uid", str(ident.uid), "--gid", str(ident.gid)]
@@ -258,12 +288,33 @@ def bwrap_argv(
     args += ["--perms", "1777", "--size", str(8 * MiB), "--tmpfs", "/run/lock"]
     args += ["--perms", "1777", "--size", str(64 * MiB), "--tmpfs", "/run/user"]
     args += ["--ro-bind", str(runtime / "pub"), PUB, "--ro-bind", str(infra), INFRA_DIR]
-    args += ["--bind", str(runtime / "sock"), SOCK, "--chdir", "/"]
+    if proxy_socket is not None:
+        args += ["--perms", "0755", "--dir", SOCK, "--ro-bind", str(proxy_socket), f"{SOCK}/proxy.sock"]
+    args += ["--chdir", "/"]
     args += ["--", "prlimit", f"--nproc={limits.pids}:{limits.pids}", "--"]
     if not ident.rootless:  # bubblewrap runs as root here: drop to the desktop's uid, every capability and privilege
         args += ["setpriv", f"--reuid={ident.uid}", f"--regid={ident.gid}", "--clear-groups", "--no-new-privs",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]  # fmt: skip
     return args + command
+
+
+# the calling uid's user, user-session and persistent keyrings emptied (keyctl CLEAR on @u, @us and the persistent
+# keyring GET_PERSISTENT links into the process keyring); the desktop's server does the same when it starts
+CLEAR_KEYRINGS = (
+    "import ctypes, platform\nlibc = ctypes.CDLL(None)\nnr = {'x86_64': 250, 'aarch64': 219}[platform.machine()]\n"
+    "persistent = libc.syscall(nr, 22, -1, -2)\nfor ring in [-4, -5] + [persistent] * (persistent > 0):\n"
+    "    libc.syscall(nr, 7, ring)\n"
+)
+
+
+def clear_keyrings(ident: Identity) -> None:
+    """Empty the kernel keyrings of the desktop's uid (root mode: they outlive its processes and would reach the next
+    desktop in the slot; rootless desktops get fresh ones with each user namespace)."""
+    if ident.rootless or os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["/usr/bin/python3", "-S", "-c", CLEAR_KEYRINGS], user=ident.uid, group=ident.gid,
+                       extra_groups=[], timeout=10, capture_output=True, cwd="/")  # fmt: skip
 
 
 def keeper_argv(cgroup_procs: list[Path], argv: list[str]) -> list[str]:

@@ -52,6 +52,7 @@ class Episode:
     success: bool = False
     infra_failure: bool = False
     infra_error: str | None = None
+    desktop_broken: bool = False  # the agent broke its desktop after acting: a failure scored 0, never masked
     truncated: bool = False
     final_screenshot: Image.Image | None = None
     env_seconds: float = 0.0
@@ -268,6 +269,7 @@ class GUIAgentLoop(AgentLoopBase):
         result = await self._env(ep, service, lease.step, parsed)
         if result.info.get("infra_failure"):
             ep.infra_failure, ep.infra_error = True, result.info.get("error")
+        ep.desktop_broken = ep.desktop_broken or bool(result.info.get("desktop_broken"))
         if ep.trace is not None:
             ep.trace.step(seen=seen, screen=screen, text=text, parsed=parsed, info=result.info, reward=result.reward,
                           model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before)  # fmt: skip
@@ -279,6 +281,7 @@ class GUIAgentLoop(AgentLoopBase):
         if lease.infra_failure:
             ep.infra_failure, ep.infra_error = True, lease.error
             ep.score = 0.0
+        ep.desktop_broken = (ep.desktop_broken or lease.desktop_broken) and not ep.infra_failure
         ep.success = not ep.infra_failure and ep.score >= self.env_cfg.success_threshold
 
     def _finish_trace(self, ep: Episode) -> float:
@@ -292,6 +295,8 @@ class GUIAgentLoop(AgentLoopBase):
         """Why the episode stopped, in the eval harness's words."""
         if ep.infra_failure:
             return "infra"
+        if ep.desktop_broken:
+            return "desktop_broken"
         if ep.truncated:
             return "truncated"
         if ep.terminal:
@@ -330,6 +335,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_score": float(ep.score),
             "cua_infra_failure": bool(ep.infra_failure) and not infra_as_agent_failure(),
             "cua_infra_error": ep.infra_error or "",
+            "cua_desktop_broken": bool(ep.desktop_broken),
             "cua_steps": ep.steps,
             "cua_invalid_actions": ep.invalid,
             "cua_invalid_steps": [e is not None for e in ep.errors],  # GiGPO charges each penalty at its step

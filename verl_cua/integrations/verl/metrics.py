@@ -7,7 +7,7 @@ from typing import Any
 
 
 def gui_metrics(extra_fields: Sequence[dict[str, Any] | None]) -> dict[str, float]:
-    """Success, reward parts, invalid-action rate, infra failures and steps over the episodes of a batch.
+    """Success, reward parts, invalid-action rate, infra failures, broken desktops and steps over a batch's episodes.
 
     A `step`-layout episode spans several rows; each episode counts once (its first row, `step_index` 0).
     """
@@ -21,6 +21,8 @@ def gui_metrics(extra_fields: Sequence[dict[str, Any] | None]) -> dict[str, floa
     out = {
         "cua/episodes": n,
         "cua/infra_failures": sum(1 for e in episodes if e["cua_infra_failure"]),
+        # episodes whose agent broke its desktop after acting: failures scored 0 (in the rates), not infra failures
+        "cua/desktop_broken": sum(1 for e in valid if e.get("cua_desktop_broken")),
         "cua/success_rate": sum(e["cua_success"] for e in valid) / len(valid) if valid else 0.0,
         "cua/score_mean": sum(e["cua_score"] for e in valid) / len(valid) if valid else 0.0,
         "cua/invalid_action_rate": invalid / steps if steps else 0.0,
