@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from verl_cua.envs import InfraFailure, make_env
-from verl_cua.envs.osworld import desktop_a11y, desktop_server
+from verl_cua.envs.osworld import desktop_a11y
 from verl_cua.envs.osworld import local_desktop as ld
 from verl_cua.envs.osworld.local_desktop import NETRC, DesktopStartError, LocalDesktop
 from verl_cua.testing.desktops import running, wait_for
@@ -195,9 +195,9 @@ def test_revert_removes_read_only_trees_and_restores_home_exactly(desktop):
     desktop.revert()
     template = desktop.runtime / "pub" / "home_template"
     # HOME is the template's copy, plus what openbox writes at start (its cache) in every new sandbox
-    listing = _sh(desktop, "cd ~ && find . -path ./.cache -prune -o -printf '%p %M\\n' | sort")["output"]
-    expected = subprocess.run(["sh", "-c", f"cd {template} && find . -path ./.cache -prune -o -printf '%p %M\\n' | sort"],
-                              capture_output=True)  # fmt: skip
+    find = "find . -path ./.cache -prune -o -printf '%p %M\\n' | sort"
+    listing = _sh(desktop, f"cd ~ && {find}")["output"]
+    expected = subprocess.run(["sh", "-c", f"cd {template} && {find}"], capture_output=True)
     assert listing.replace(". drwx------", ". drwxr-xr-x") == expected.stdout.decode()
 
 
