@@ -26,12 +26,12 @@ def test_limits_read_sizes_from_the_environment_and_reject_nonsense_in_one_line(
     assert "\n" not in str(info.value)
 
 
-def _argv(rootless: bool, tmp_path: Path) -> list[str]:
+def _argv(rootless: bool, tmp_path: Path, proxy: Path | None = None) -> list[str]:
     ident = sandbox.Identity(1000, 1000, rootless=True) if rootless else sandbox.Identity(1900000100, 1900000100, False)
     limits = sandbox.Limits(pids=300, tmp=5 << 20)
     venv = "/opt/verl-cua/desktop-venv"
     return sandbox.bwrap_argv(ident=ident, runtime=tmp_path, infra=tmp_path / "infra", venv=venv, limits=limits,
-                              info_fd=9, command=["server"])  # fmt: skip
+                              info_fd=9, command=["server"], proxy_socket=proxy)  # fmt: skip
 
 
 @pytest.mark.parametrize("rootless", [False, True])
@@ -43,8 +43,10 @@ def test_bubblewrap_gets_every_namespace_an_allow_list_and_the_limits(rootless, 
     binds = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind", "--ro-bind-try")]
     assert all(b.startswith(("/usr", "/etc", "/var/lib/dbus", "/var/cache/fontconfig", "/opt/verl-cua", str(tmp_path)))
                for b in binds), binds  # fmt: skip
-    writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
-    assert writable == [str(tmp_path / "sock")]  # the only host dir it may write: its socket dir
+    assert "--bind" not in argv  # no host dir is writable inside: the server's sockets come in as fds
+    proxy = tmp_path / "sock" / "proxy.sock"
+    egress = _argv(rootless, tmp_path, proxy)
+    assert "--bind" not in egress and egress[egress.index(str(proxy)) - 1] == "--ro-bind"  # connecting needs no write
     tmpfs = {argv[i + 1]: argv[i - 1] for i, a in enumerate(argv) if a == "--tmpfs" and argv[i - 2] == "--size"}
     assert tmpfs["/tmp"] == str(5 << 20) and set(tmpfs) >= {"/tmp", "/dev/shm", "/var/tmp", "/home", "/run/lock"}
     command = argv[argv.index("--") + 1 :]
@@ -65,6 +67,21 @@ def test_the_keeper_joins_its_cgroups_then_waits_on_the_owners_pipe(tmp_path):
     finally:
         keeper.kill()
     os.kill(sleeper, 9)  # (bubblewrap would have died with it through --die-with-parent; sleep does not)
+
+
+def test_the_keeper_passes_the_handed_fds_on_and_holds_none_of_them(tmp_path):
+    read, write = os.pipe()
+    keeper = subprocess.Popen(sandbox.keeper_argv([], ["sleep", "300"], (read,)), stdin=subprocess.PIPE,
+                              pass_fds=(read,))  # fmt: skip
+    try:
+        sleeper = _wait_child(keeper.pid)
+        assert _wait(lambda: os.readlink(f"/proc/{keeper.pid}/exe").endswith("cat"))
+        assert str(read) in os.listdir(f"/proc/{sleeper}/fd") and str(read) not in os.listdir(f"/proc/{keeper.pid}/fd")
+    finally:
+        keeper.kill()
+        os.close(read)
+        os.close(write)
+    os.kill(sleeper, 9)
 
 
 def test_a_keeper_that_cannot_join_its_cgroup_stops_with_its_status(tmp_path):

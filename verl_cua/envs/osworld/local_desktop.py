@@ -348,11 +348,11 @@ class LocalDesktop:
                 ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,
                 info_fd=info_w, command=inner, proxy_socket=proxy_socket,
             )  # fmt: skip
+            handed = (token_r, info_w, *(listener.fileno() for listener in listeners))
             try:
                 self.proc = subprocess.Popen(
-                    sandbox.keeper_argv(self.cgroups, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                    pass_fds=(token_r, info_w, *(listener.fileno() for listener in listeners)),
+                    sandbox.keeper_argv(self.cgroups, argv, handed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=handed,
                 )  # fmt: skip
                 _drain_log(self.proc.stdout, runtime / "server.log", self.limits.max_log)
             finally:

@@ -40,8 +40,9 @@ INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries
 INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon")
 CGROUP_FAILED = 98  # the keeper's exit status when it cannot join its cgroups
 GiB, MiB = 1 << 30, 1 << 20
-# The keeper: join the cgroups ($0, colon-separated cgroup.procs files), start bubblewrap (its stdin is /dev/null),
-# then wait on the owner's pipe. bubblewrap dies with it (--die-with-parent).
+# The keeper (bash): join the cgroups ($0, colon-separated cgroup.procs files), start bubblewrap (its stdin is
+# /dev/null), then wait on the owner's pipe, holding none of the fds handed to the sandbox (a listening socket kept
+# open here would leave the host's clients queued on a dead server). bubblewrap dies with it (--die-with-parent).
 KEEPER = 'IFS=:; for p in $0; do [ -z "$p" ] || echo $$ > "$p" || exit 98; done; unset IFS; "$@" & exec cat >/dev/null'
 
 
@@ -317,9 +318,10 @@ def clear_keyrings(ident: Identity) -> None:
                        extra_groups=[], timeout=10, capture_output=True, cwd="/")  # fmt: skip
 
 
-def keeper_argv(cgroup_procs: list[Path], argv: list[str]) -> list[str]:
-    """The keeper's command line around bubblewrap's (see KEEPER)."""
-    return ["/bin/sh", "-c", KEEPER, ":".join(str(p) for p in cgroup_procs), *argv]
+def keeper_argv(cgroup_procs: list[Path], argv: list[str], handed: tuple[int, ...] = ()) -> list[str]:
+    """The keeper's command line around bubblewrap's (see KEEPER); `handed`: the fds it passes on and then closes."""
+    script = KEEPER + "".join(f" {int(fd)}<&-" for fd in handed)
+    return ["/bin/bash", "-c", script, ":".join(str(p) for p in cgroup_procs), *argv]
 
 
 def passwd_files(ident: Identity) -> tuple[str, str]:
