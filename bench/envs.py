@@ -70,8 +70,10 @@ def overhead(steps: int) -> dict:
         env.close()
     ours_med, raw_med = statistics.median(ours), statistics.median(raw)
     return {
-        "reset_median_ms": round(1000 * statistics.median(resets[1:]), 1),  # the first reset starts the desktop
-        "reset_p95_ms": round(1000 * float(np.percentile(resets[1:], 95)), 1),
+        "reset_median_ms": round(1000 * statistics.median(resets["evaluated"]), 1),
+        "reset_p95_ms": round(1000 * float(np.percentile(resets["evaluated"], 95)), 1),
+        "reset_cold_median_ms": round(1000 * statistics.median(resets["cold"]), 1),
+        "reset_cold_p95_ms": round(1000 * float(np.percentile(resets["cold"], 95)), 1),
         "step_median_ms": round(1000 * ours_med, 1),
         "raw_step_median_ms": round(1000 * raw_med, 1),
         "overhead_pct": round(100 * (ours_med - raw_med) / raw_med, 1),
@@ -98,17 +100,22 @@ def desktop_boot(times: int = 5) -> float:
 
 
 def desktop_overhead(steps: int, resets_n: int = 20) -> dict:
-    """The same medians on one local OSWorld desktop (reset p50 and p95 over `resets_n` used desktops); memory with
-    an xterm and with LibreOffice Calc open."""
+    """The same medians on one local OSWorld desktop; reset p50 and p95 over `resets_n` used desktops, each after an
+    evaluation (the trainer's cycle: the next sandbox may boot while the last is evaluated) and without one; memory
+    with an xterm and with LibreOffice Calc open."""
     boot = desktop_boot()
     env = _local_desktop()
     try:
-        resets = []
-        for _ in range(resets_n + 1):
-            env.step("pyautogui.press('shift')") if resets else None  # a used desktop: reset reverts it
+        env.reset(XTERM_TASK)
+        resets = {"evaluated": [], "cold": []}
+        for i in range(2 * resets_n):
+            kind = "evaluated" if i % 2 == 0 else "cold"
+            env.step("pyautogui.press('shift')")  # a used desktop: reset replaces (or reverts) it
+            if kind == "evaluated":
+                env.evaluate()
             t = time.perf_counter()
             obs = env.reset(XTERM_TASK)
-            resets.append(time.perf_counter() - t)
+            resets[kind].append(time.perf_counter() - t)
         controller = env.desktop_env.controller
         ours, raw = [], []
         for text in _move_texts(obs.screen, steps):
@@ -131,14 +138,43 @@ def desktop_overhead(steps: int, resets_n: int = 20) -> dict:
     ours_med, raw_med = statistics.median(ours), statistics.median(raw)
     return {
         "boot_median_s": round(boot, 2),
-        "reset_median_ms": round(1000 * statistics.median(resets[1:]), 1),  # the first reset starts the desktop
-        "reset_p95_ms": round(1000 * float(np.percentile(resets[1:], 95)), 1),
+        "reset_median_ms": round(1000 * statistics.median(resets["evaluated"]), 1),
+        "reset_p95_ms": round(1000 * float(np.percentile(resets["evaluated"], 95)), 1),
+        "reset_cold_median_ms": round(1000 * statistics.median(resets["cold"]), 1),
+        "reset_cold_p95_ms": round(1000 * float(np.percentile(resets["cold"], 95)), 1),
         "step_median_ms": round(1000 * ours_med, 1),
         "raw_step_median_ms": round(1000 * raw_med, 1),
         "overhead_pct": round(100 * (ours_med - raw_med) / raw_med, 1),
         "pss_mb_per_instance": round(pss_xterm / 2**20),
         "pss_mb_per_instance_calc": round(pss_calc / 2**20),
     }
+
+
+def desktop_cpu_isolation(commands: int = 15) -> float:
+    """How much one desktop's busy loops (8, a session each) slow another's commands: median seconds of a small
+    Python command on desktop B while A spins, over the same while A is idle."""
+    from verl_cua.envs.osworld.local_desktop import LocalDesktop
+
+    def median_command(d) -> float:
+        times = []
+        for _ in range(commands):
+            t = time.perf_counter()
+            d.request("POST", "/execute", json={"command": ["python3", "-c", "sum(range(200000))"]}, timeout=60)
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    a, b = LocalDesktop(screen=(640, 480)), LocalDesktop(screen=(640, 480))
+    a.start()
+    b.start()
+    try:
+        quiet = median_command(b)
+        hog = "for i in $(seq 8); do setsid sh -c 'while :; do :; done' & done"
+        a.request("POST", "/setup/launch", json={"command": hog, "shell": True}, timeout=10).raise_for_status()
+        time.sleep(1.0)
+        return median_command(b) / quiet
+    finally:
+        a.stop()
+        b.stop()
 
 
 def _pss(pids: list[int]) -> int:
@@ -222,6 +258,7 @@ def main() -> None:
     res = {}
     if "local_desktop" in args.envs:
         res["local_desktop"] = desktop_overhead(args.steps, args.resets)
+        res["local_desktop"]["busy_neighbour_slowdown"] = round(desktop_cpu_isolation(), 2)
         res["local_desktop"]["steps_per_s"] = {n: round(pooled(n, args.steps, "local_desktop"), 1) for n in sizes}
         _print_desktop(res["local_desktop"], args.steps)
     if "miniwob" in args.envs:
@@ -235,8 +272,9 @@ def main() -> None:
 def _print_desktop(m: dict, steps: int) -> None:
     print(f"Local OSWorld desktop (Xvfb 1920x1080 + openbox + xterm, DesktopEnv pause=0, {steps} steps per env)")
     print(
-        f"  boot median {m['boot_median_s']} s, reset p50 {m['reset_median_ms']} ms, p95 {m['reset_p95_ms']} ms "
-        f"(a used desktop: new sandbox + setup), "
+        f"  boot median {m['boot_median_s']} s; reset of a used desktop (+ xterm setup) after an evaluation "
+        f"p50 {m['reset_median_ms']} ms, p95 {m['reset_p95_ms']} ms; without one p50 {m['reset_cold_median_ms']} ms, "
+        f"p95 {m['reset_cold_p95_ms']} ms; "
         f"step median {m['step_median_ms']} ms "
         f"(raw client {m['raw_step_median_ms']} ms): our overhead {m['overhead_pct']}% of step time"
     )
@@ -244,6 +282,7 @@ def _print_desktop(m: dict, steps: int) -> None:
         f"  memory per instance (PSS, whole desktop tree): {m['pss_mb_per_instance']} MB with an xterm, "
         f"{m['pss_mb_per_instance_calc']} MB with LibreOffice Calc open"
     )
+    print(f"  a neighbour's 8 busy loops slow a desktop's commands {m['busy_neighbour_slowdown']}x")
     for n, rate in m["steps_per_s"].items():
         print(f"  {n} desktop(s) in an EnvPool (threads): {rate} steps/s")
 
