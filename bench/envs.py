@@ -10,6 +10,7 @@ envs in an `EnvPool` (threads); and, for MiniWoB, threads vs processes at 4.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import statistics
@@ -150,28 +151,44 @@ def desktop_overhead(steps: int, resets_n: int = 20) -> dict:
     }
 
 
-def desktop_cpu_isolation(commands: int = 15) -> float:
-    """How much one desktop's busy loops (8, a session each) slow another's commands: median seconds of a small
-    Python command on desktop B while A spins, over the same while A is idle."""
+def desktop_cpu_isolation(rounds: int = 10, commands: int = 3) -> float:
+    """How much one desktop's busy loops (8, a session each) slow another's commands: the median seconds of a small
+    Python command on desktop B while A spins over the same while A's loops are stopped, alternating `rounds` times
+    (the host stops and resumes them), so that drift on a noisy machine cancels."""
+    import signal
+
+    import psutil
+
     from verl_cua.envs.osworld.local_desktop import LocalDesktop
 
-    def median_command(d) -> float:
-        times = []
+    def timed(d, out: list[float]) -> None:
         for _ in range(commands):
             t = time.perf_counter()
             d.request("POST", "/execute", json={"command": ["python3", "-c", "sum(range(200000))"]}, timeout=60)
-            times.append(time.perf_counter() - t)
-        return statistics.median(times)
+            out.append(time.perf_counter() - t)
 
     a, b = LocalDesktop(screen=(640, 480)), LocalDesktop(screen=(640, 480))
     a.start()
     b.start()
     try:
-        quiet = median_command(b)
         hog = "for i in $(seq 8); do setsid sh -c 'while :; do :; done' & done"
         a.request("POST", "/setup/launch", json={"command": hog, "shell": True}, timeout=10).raise_for_status()
-        time.sleep(1.0)
-        return median_command(b) / quiet
+        time.sleep(0.5)
+        loops = []
+        for pid in a.pids():
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(pid).cmdline()[-1:] == ["while :; do :; done"]:
+                    loops.append(psutil.Process(pid))
+        quiet, busy = [], []
+        for _ in range(rounds):
+            for p in loops:
+                p.send_signal(signal.SIGSTOP)
+            timed(b, quiet)
+            for p in loops:
+                p.send_signal(signal.SIGCONT)
+            time.sleep(0.1)
+            timed(b, busy)
+        return statistics.median(busy) / statistics.median(quiet)
     finally:
         a.stop()
         b.stop()

@@ -29,7 +29,15 @@ def test_parallel_episodes_on_two_browsers(chromium):
     with EnvPool(factory, 2) as pool:
         results = pool.map(solve, ["click-button", "enter-text", "click-test", "click-button"])
         assert results == [(1.0, 1.0, False)] * 4
-        assert pool.stats() == {"size": 2, "alive": 2, "parked": 0, "switches": 0, "restarts": 0, "infra_failures": 0}
+        assert pool.stats() == {
+            "size": 2,
+            "alive": 2,
+            "parked": 0,
+            "switches": 0,
+            "restarts": 0,
+            "infra_failures": 0,
+            "desktop_broken": 0,
+        }
 
 
 def _mixed_batch(keep_idle: int) -> tuple[set, dict]:

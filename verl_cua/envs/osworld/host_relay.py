@@ -1,12 +1,11 @@
 """Host-side TCP openings to a sandboxed desktop's unix sockets (its server, Chromium's CDP).
 
 The desktop has no network route to the host and the host none into the desktop: its server and its CDP relay
-listen on unix sockets in a directory bound into the sandbox. OSWorld's client speaks HTTP to `ip:port`, so the
-host opens a TCP listener on the desktop's own loopback address and pipes each connection to the socket. Only
-processes of this host user (the trainer, its Ray workers) may connect: the peer's uid is looked up in
-/proc/net/tcp; any other local user is refused before a byte reaches the desktop. The socket's own end is checked
-too: the desktop's user could replace the socket file with a server of its own (to fake a revert or an
-evaluator's answer), so the process listening on it must be the one the host started (SO_PEERCRED).
+accept on unix sockets the host made in its own runtime dir and handed to the server as file descriptors (no path
+of them exists inside, so the desktop's user cannot put a server of its own in their place). OSWorld's client
+speaks HTTP to `ip:port`, so the host opens a TCP listener on the desktop's own loopback address and pipes each
+connection to the socket. Only processes of this host user (the trainer, its Ray workers) may connect: the peer's
+uid is looked up in /proc/net/tcp; any other local user is refused before a byte reaches the desktop.
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ import logging
 import os
 import selectors
 import socket
-import struct
 import threading
-from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -75,19 +72,15 @@ class Acceptor:
 class UnixRelay(Acceptor):
     """A listener on (host, port) whose connections are piped to `target` (a unix socket), one thread each."""
 
-    def __init__(
-        self, host: str, target: str, *, allowed_uids: set[int] | None = None,
-        listener_pid: Callable[[], int | None] | None = None,
-    ):  # fmt: skip
+    def __init__(self, host: str, target: str, *, allowed_uids: set[int] | None = None):
         self.target = target
         self.allowed_uids = allowed_uids if allowed_uids is not None else {os.geteuid()}
-        self.listener_pid = listener_pid
         listener = socket.create_server((host, 0))
         self.port = listener.getsockname()[1]
         super().__init__(listener, f"relay-{host}:{self.port}")
 
     def handle(self, client: socket.socket) -> None:
-        """Check the peer's uid and the socket's listener, then pipe both ways."""
+        """Check the peer's uid, then pipe both ways."""
         upstream = None
         try:
             uid = peer_uid(client)
@@ -98,12 +91,6 @@ class UnixRelay(Acceptor):
             upstream.settimeout(10)
             upstream.connect(self.target)
             upstream.settimeout(None)
-            if self.listener_pid is not None:
-                pid = struct.unpack("3i", upstream.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
-                if pid != self.listener_pid():
-                    logger.warning("desktop relay %s: the socket is served by pid %s, not the desktop's server; "
-                                   "refused", self.target, pid)  # fmt: skip
-                    return
             shuttle(client, upstream)
         except OSError:
             pass

@@ -48,7 +48,7 @@ class LocalVMManager(VMManager):
 
 
 class LocalProvider(Provider):
-    """OSWorld provider over a LocalDesktop: start, address, revert (kill apps, restore HOME), stop."""
+    """OSWorld provider over a LocalDesktop: start, address, revert (a new sandbox), stop."""
 
     def __init__(self, desktop: LocalDesktop):
         super().__init__(region=None)
@@ -68,7 +68,8 @@ class LocalProvider(Provider):
         raise NotImplementedError("the local desktop has no snapshots; its pristine state is the HOME template")
 
     def revert_to_snapshot(self, path_to_vm: str, snapshot_name: str):
-        """Kill every app, restore HOME; the path is unchanged."""
+        """End the episode's sandbox and take a fresh one (DesktopEnv then reads its new address); the path is
+        unchanged."""
         self.desktop.revert()
         return path_to_vm
 
