@@ -33,6 +33,7 @@ XTERM_TASK = {
         "expected": {"type": "rule", "rules": {"expected": "ok\n"}},
     },
 }
+RESET_KINDS = ("ready", "evaluated", "cold")
 CALC_TASK = {**XTERM_TASK, "id": "bench-calc", "config": [
     {"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}},
     {"type": "sleep", "parameters": {"seconds": 6}},
@@ -71,10 +72,10 @@ def overhead(steps: int) -> dict:
         env.close()
     ours_med, raw_med = statistics.median(ours), statistics.median(raw)
     return {
-        "reset_median_ms": round(1000 * statistics.median(resets["evaluated"]), 1),
-        "reset_p95_ms": round(1000 * float(np.percentile(resets["evaluated"], 95)), 1),
-        "reset_cold_median_ms": round(1000 * statistics.median(resets["cold"]), 1),
-        "reset_cold_p95_ms": round(1000 * float(np.percentile(resets["cold"], 95)), 1),
+        "reset_ms": {
+            kind: {"p50": round(1000 * statistics.median(t), 1), "p95": round(1000 * float(np.percentile(t, 95)), 1)}
+            for kind, t in resets.items()
+        },
         "step_median_ms": round(1000 * ours_med, 1),
         "raw_step_median_ms": round(1000 * raw_med, 1),
         "overhead_pct": round(100 * (ours_med - raw_med) / raw_med, 1),
@@ -101,19 +102,22 @@ def desktop_boot(times: int = 5) -> float:
 
 
 def desktop_overhead(steps: int, resets_n: int = 20) -> dict:
-    """The same medians on one local OSWorld desktop; reset p50 and p95 over `resets_n` used desktops, each after an
-    evaluation (the trainer's cycle: the next sandbox may boot while the last is evaluated) and without one; memory
-    with an xterm and with LibreOffice Calc open."""
+    """The same medians on one local OSWorld desktop; reset p50 and p95 over `resets_n` used desktops of each kind:
+    `ready` (evaluated, then 1 s before the reset: the trainer's case, whose next reset comes after a training step,
+    so a sandbox prepared during the evaluation is up), `evaluated` (reset right after the evaluation) and `cold` (no
+    evaluation: nothing prepared); memory with an xterm and with LibreOffice Calc open."""
     boot = desktop_boot()
     env = _local_desktop()
     try:
         env.reset(XTERM_TASK)
-        resets = {"evaluated": [], "cold": []}
-        for i in range(2 * resets_n):
-            kind = "evaluated" if i % 2 == 0 else "cold"
+        resets = {kind: [] for kind in RESET_KINDS}
+        for i in range(len(RESET_KINDS) * resets_n):
+            kind = RESET_KINDS[i % len(RESET_KINDS)]
             env.step("pyautogui.press('shift')")  # a used desktop: reset replaces (or reverts) it
-            if kind == "evaluated":
+            if kind != "cold":
                 env.evaluate()
+            if kind == "ready":
+                time.sleep(1.0)
             t = time.perf_counter()
             obs = env.reset(XTERM_TASK)
             resets[kind].append(time.perf_counter() - t)
@@ -139,10 +143,10 @@ def desktop_overhead(steps: int, resets_n: int = 20) -> dict:
     ours_med, raw_med = statistics.median(ours), statistics.median(raw)
     return {
         "boot_median_s": round(boot, 2),
-        "reset_median_ms": round(1000 * statistics.median(resets["evaluated"]), 1),
-        "reset_p95_ms": round(1000 * float(np.percentile(resets["evaluated"], 95)), 1),
-        "reset_cold_median_ms": round(1000 * statistics.median(resets["cold"]), 1),
-        "reset_cold_p95_ms": round(1000 * float(np.percentile(resets["cold"], 95)), 1),
+        "reset_ms": {
+            kind: {"p50": round(1000 * statistics.median(t), 1), "p95": round(1000 * float(np.percentile(t, 95)), 1)}
+            for kind, t in resets.items()
+        },
         "step_median_ms": round(1000 * ours_med, 1),
         "raw_step_median_ms": round(1000 * raw_med, 1),
         "overhead_pct": round(100 * (ours_med - raw_med) / raw_med, 1),
@@ -289,9 +293,9 @@ def main() -> None:
 def _print_desktop(m: dict, steps: int) -> None:
     print(f"Local OSWorld desktop (Xvfb 1920x1080 + openbox + xterm, DesktopEnv pause=0, {steps} steps per env)")
     print(
-        f"  boot median {m['boot_median_s']} s; reset of a used desktop (+ xterm setup) after an evaluation "
-        f"p50 {m['reset_median_ms']} ms, p95 {m['reset_p95_ms']} ms; without one p50 {m['reset_cold_median_ms']} ms, "
-        f"p95 {m['reset_cold_p95_ms']} ms; "
+        f"  boot median {m['boot_median_s']} s; reset of a used desktop (+ xterm setup) p50/p95 "
+        + ", ".join(f"{kind} {r['p50']}/{r['p95']} ms" for kind, r in m["reset_ms"].items())
+        + "; "
         f"step median {m['step_median_ms']} ms "
         f"(raw client {m['raw_step_median_ms']} ms): our overhead {m['overhead_pct']}% of step time"
     )
