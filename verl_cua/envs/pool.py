@@ -32,8 +32,8 @@ BLANK = (64, 64)
 BACKENDS = ("thread", "ray")
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(TimeoutError):
+    """A call to an env that did not return in time (`call_with_timeout`)."""
 
 
 def call_with_timeout(fn: Callable[[], T], timeout: float | None) -> T:

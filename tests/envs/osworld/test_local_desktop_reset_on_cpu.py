@@ -38,8 +38,8 @@ DONE = {  # a task whose success is a folder: what anything outliving its episod
 LOOP = "while :; do mkdir -p ~/Documents/done; sleep 0.1; done"
 
 
-def _env():
-    return make_env("osworld", provider="local", action_format="pyautogui", pause=0.2, screen=SCREEN)
+def _env(**kwargs):
+    return make_env("osworld", provider="local", action_format="pyautogui", pause=0.2, screen=SCREEN, **kwargs)
 
 
 def _sh(desktop: LocalDesktop, script: str, timeout: float = 20) -> dict:
@@ -137,9 +137,10 @@ def test_the_uids_keyrings_are_empty_after_close_and_at_the_next_start(local_des
 FAILING = {**DONE, "id": "reset-fail"}  # never solved here: the agent's only way out of a 0 would be a masked row
 
 
-@pytest.mark.parametrize("attack", ["pkill -x Xvfb", "pkill -x openbox", "pkill -f desktop_server"])
+@pytest.mark.parametrize("attack", ["pkill -x Xvfb", "pkill -f desktop_server", "pkill -STOP -f desktop_server"])
 def test_killing_the_desktop_as_the_last_action_scores_zero_and_is_not_masked(local_desktop, attack):
-    with EnvPool(_env, 1) as pool:
+    # a frozen server answers nothing: the env's own action_timeout (here 5 s) finds it before the pool's step_timeout
+    with EnvPool(lambda: _env(action_timeout=5), 1) as pool:
         with pool.acquire() as lease:
             lease.reset(FAILING)
             assert not lease.infra_failure

@@ -38,6 +38,10 @@ TERMINAL = ("WAIT", "DONE", "FAIL")
 DEFAULT_PAUSE = {"local": 0.5}  # seconds after an action before the screenshot; OSWorld's VMs use 2.0
 
 
+class SlowDesktop(InfraFailure):
+    """A healthy local desktop that did not act within `action_timeout` (not the agent's doing)."""
+
+
 class OSWorldEnv:
     """One OSWorld desktop. `reset(task)` takes a task dict, a JSON path, or a name in our task set."""
 
@@ -54,6 +58,7 @@ class OSWorldEnv:
         cache_dir: str | None = None,
         start_timeout: float = 60.0,
         settle_timeout: float = 30.0,
+        action_timeout: float = 30.0,
         **provider_kwargs: Any,
     ):
         if provider not in PROVIDERS:
@@ -66,6 +71,9 @@ class OSWorldEnv:
         self.action_format = action_format
         self.pause = DEFAULT_PAUSE.get(provider, 2.0) if pause is None else float(pause)
         self.settle_timeout = float(settle_timeout)
+        # local desktop: an action (execute + screenshot) with no answer after this long finds a frozen desktop (the
+        # agent can stop its own server); it must stay under the pool's step_timeout, which would mask it as infra
+        self.action_timeout = float(action_timeout)
         self._own_cache = cache_dir is None
         self.cache_dir = Path(cache_dir or tempfile.mkdtemp(prefix="verl-cua-osworld-cache-"))
         self.local = None
@@ -144,14 +152,12 @@ class OSWorldEnv:
         try:
             self._check_alive("step")
             self._acted = True
-            for i, payload in enumerate(payloads):
-                last = i == len(payloads) - 1
-                obs, _reward, done, _info = self._desktop.step(payload, pause=self.pause if last else 0.0)
+            obs, done = self._send(payloads)
             self._last = self._observation(obs)
         except Exception as exc:
             self._done = True
             err = str(exc) if isinstance(exc, InfraFailure) else f"OSWorld step failed: {type(exc).__name__}: {exc}"
-            if self._agents_fault():
+            if self._agents_fault() and not isinstance(exc, SlowDesktop):
                 self.desktop_broken = True
                 info = step_info(action_valid=True, desktop_broken=True, error=f"the agent broke its desktop: {err}")
                 return StepResult(self._last, 0.0, True, info)
@@ -234,6 +240,26 @@ class OSWorldEnv:
             kind = action["action_type"]
             out.append(kind if kind in TERMINAL else action)  # DesktopEnv ends episodes on the bare words only
         return out
+
+    def _send(self, payloads: list) -> tuple[dict, bool]:
+        """Send the rendered action to the desktop; the last observation and DesktopEnv's done flag."""
+
+        def send() -> tuple[dict, bool]:
+            for i, payload in enumerate(payloads):
+                last = i == len(payloads) - 1
+                obs, _reward, done, _info = self._desktop.step(payload, pause=self.pause if last else 0.0)
+            return obs, done
+
+        if self.local is None:
+            return send()
+        from verl_cua.envs.pool import call_with_timeout
+
+        try:
+            return call_with_timeout(send, self.action_timeout)
+        except TimeoutError:
+            if self.local.healthy():  # slow, not frozen: not the agent's doing
+                raise SlowDesktop(f"the desktop took over {self.action_timeout:g} s to act") from None
+            raise InfraFailure(f"the desktop stopped answering (no answer after {self.action_timeout:g} s)") from None
 
     def _agents_fault(self) -> bool:
         """Whether a broken desktop is the agent's doing: an action reached it and no host-side fault explains it."""
