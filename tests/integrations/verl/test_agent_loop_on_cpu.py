@@ -133,6 +133,20 @@ def test_a_dead_env_is_an_infra_failure_with_zero_reward(tiny_model, chromium, m
     assert out.response_logprobs == [0.0] * len(out.response_ids)
 
 
+def test_a_desktop_the_agent_broke_is_its_failure_kept_in_training_not_masked(tiny_model, chromium, monkeypatch):
+    from verl_cua.envs import miniwob
+    from verl_cua.envs.base import StepResult, step_info
+
+    def breaking_step(self, action, *, format=None):  # what an env says once the agent broke its desktop
+        info = step_info(action_valid=True, desktop_broken=True, error="the agent broke its desktop: Xvfb gone")
+        return StepResult(self._last, 0.0, True, info)
+
+    monkeypatch.setattr(miniwob.MiniWoBEnv, "step", breaking_step)
+    out, _server, _ = run_loop(tiny_model, ["WAIT"])
+    assert out.extra_fields["cua_desktop_broken"] and not out.extra_fields["cua_infra_failure"]
+    assert out.reward_score == 0.0 and sum(out.response_mask) > 0  # a failure it trains on, like any other
+
+
 def test_traced_episode_is_written_in_the_eval_format(tiny_model, chromium, tmp_path):
     from verl_cua.envs.trajectory import read_episode
 

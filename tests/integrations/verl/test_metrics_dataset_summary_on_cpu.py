@@ -41,6 +41,13 @@ def test_gui_metrics_excludes_infra_failures_from_rates_and_counts_step_rows_onc
     assert gui_metrics([None, {}]) == {}
 
 
+def test_a_desktop_the_agent_broke_is_a_failure_in_the_rates_and_counted_apart():
+    rows = [_ep(True, 2, 0), _ep(False, 1, 0, cua_desktop_broken=True), _ep(False, 0, 0, infra=True)]
+    m = gui_metrics(rows)
+    assert m["cua/desktop_broken"] == 1 and m["cua/infra_failures"] == 1
+    assert m["cua/success_rate"] == pytest.approx(1 / 2)  # the broken desktop's episode counts as a failure
+
+
 def test_miniwob_dataset_rows(tmp_path, chromium):
     out = tmp_path / "train.parquet"
     assert (
