@@ -14,8 +14,10 @@ def test_env_bench_reports_medians_overhead_memory_and_pool_rates(chromium):
 def test_env_bench_reports_the_local_desktop_figures(local_desktop):
     from bench.envs import desktop_overhead
 
-    figures = desktop_overhead(steps=4)
+    figures = desktop_overhead(steps=4, resets_n=1)
     assert 0 < figures["raw_step_median_ms"] and 0 < figures["step_median_ms"] < 5000
+    assert set(figures["reset_ms"]) == {"ready", "evaluated", "cold"}
+    assert all(0 < r["p50"] <= r["p95"] < 30000 for r in figures["reset_ms"].values())
     assert figures["pss_mb_per_instance"] > 20  # Xvfb + server + openbox + xterm
     assert figures["pss_mb_per_instance_calc"] > figures["pss_mb_per_instance"]  # LibreOffice really opened
     assert pooled(2, 2, "local_desktop") > 0
