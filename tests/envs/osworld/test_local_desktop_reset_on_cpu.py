@@ -79,38 +79,53 @@ X_STATE = (  # X server state an earlier episode could leave behind for the next
 )
 X_STATE_READ = (
     "xprop -root VERL_CUA_MARK; xrdb -query | grep -c background; xset q | grep -c 'timeout:  5'; "
-    "xmodmap -pke | grep -c '^keycode  38 = q$'; ipcs -m | grep -c 1048576; grep -c verl-cua-mark /proc/keys"
+    "xmodmap -pke | grep -c '^keycode  38 = q'; ipcs -m | grep -c 1048576; grep -c verl-cua-mark /proc/keys"
 )
 
 
-def test_no_process_state_or_code_of_an_episode_survives_its_reset(local_desktop, tmp_path):
-    env = _env()
-    try:
-        env.reset(DONE)
-        local = env.local
-        (tmp_path / "menu.xml").write_text(OPENBOX_MENU)
-        plant = (
-            f"python3 -c {ZOMBIE_LEADER!r} >/dev/null 2>&1 & "
-            f'sh -c \'trap "sh -c \\"{LOOP}\\" &" TERM; {LOOP}\' >/dev/null 2>&1 & '
-            f"mkdir -p ~/.config/openbox && cat > ~/.config/openbox/menu.xml <<'EOF'\n{OPENBOX_MENU}EOF\n"
-            "openbox --reconfigure; sleep 0.5; xdotool mousemove 700 500 click 3; sleep 0.5; xdotool key Down Return; "
-            + X_STATE
-        )
-        assert _sh(local, plant, timeout=30)["output"].endswith("planted\n")
-        assert wait_for(lambda: "done" in _sh(local, "ls ~/Documents")["output"])
-        assert env.evaluate() == 1.0  # the attacks work within their own episode
-        # openbox read no menu from HOME: its process is still openbox, not the agent's program
-        assert _sh(local, "cat /proc/$(pgrep -x openbox)/comm")["output"] == "openbox\n"
-        before = local.pids()
+SURVIVORS = {  # ways to keep working after the episode, each recreating the task's folder
+    "zombie-leader": f"python3 -c {shlex.quote(ZOMBIE_LEADER)} >/dev/null 2>&1 &",
+    "fork-on-sigterm": f'sh -c \'trap "sh -c \\"{LOOP}\\" &" TERM; {LOOP}\' >/dev/null 2>&1 &',
+    # code in an infrastructure process: a menu entry whose Restart action openbox execs at its own pid
+    "openbox-menu": f"mkdir -p ~/.config/openbox && cat > ~/.config/openbox/menu.xml <<'EOF'\n{OPENBOX_MENU}EOF\n"
+    "openbox --reconfigure; sleep 0.5; xdotool mousemove 700 500 click 3; sleep 0.5; xdotool key Down Return",
+}
 
-        env.reset(DONE)  # the next episode: nothing of the last one may run or remain
-        assert wait_for(lambda: running(before) == [], timeout=15)  # the last sandbox's every process, Xvfb too
-        time.sleep(1.0)  # a survivor would have recreated the folder by now
-        assert env.evaluate() == 0.0
-        out = _sh(local, X_STATE_READ)["output"].split("\n")
-        assert "no such atom" in out[0] and out[1:6] == ["0"] * 5, out
-    finally:
-        env.close()
+
+@pytest.fixture(scope="module")
+def episodes(local_desktop):
+    env = _env()
+    yield env
+    env.close()
+
+
+@pytest.mark.parametrize("attack", list(SURVIVORS))
+def test_nothing_an_episode_started_runs_in_the_next(episodes, attack):
+    env = episodes
+    env.reset(DONE)
+    assert _sh(env.local, SURVIVORS[attack] + "\necho planted", timeout=30)["output"].endswith("planted\n")
+    if attack == "openbox-menu":  # openbox read no menu from HOME: its process is still openbox
+        time.sleep(1.0)
+        assert _sh(env.local, "cat /proc/$(pgrep -x openbox)/comm")["output"] == "openbox\n"
+    else:
+        assert wait_for(lambda: "done" in _sh(env.local, "ls ~/Documents")["output"])
+        assert env.evaluate() == 1.0  # the attack works within its own episode
+    before = env.local.pids()
+    env.reset(DONE)  # the next episode: nothing of the last one may run or remain
+    time.sleep(1.0)  # a survivor would have recreated the folder by now
+    assert env.evaluate() == 0.0
+    assert wait_for(lambda: running(before) == [], timeout=15)  # the last sandbox's every process, Xvfb too
+
+
+def test_x_server_ipc_and_keyring_state_of_an_episode_is_gone_in_the_next(episodes):
+    env = episodes
+    env.reset(DONE)
+    assert _sh(env.local, X_STATE, timeout=30)["output"].endswith("planted\n")
+    out = _sh(env.local, X_STATE_READ)["output"].split("\n")
+    assert "carried" in out[0] and out[1:6] == ["1"] * 5, out  # the probe sees what was planted
+    env.reset(DONE)
+    out = _sh(env.local, X_STATE_READ)["output"].split("\n")
+    assert "no such atom" in out[0] and out[1:6] == ["0"] * 5, out
 
 
 def test_the_uids_keyrings_are_empty_after_close_and_at_the_next_start(local_desktop):
