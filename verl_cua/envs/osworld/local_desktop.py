@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import fcntl
 import json
 import logging
@@ -376,13 +377,9 @@ class LocalDesktop:
         if not fresh.alive():
             fresh.start()
         with self._lock:
-            old = self._sibling()  # takes over the last episode's sandbox, to end it
-            for key, value in self.__dict__.items():
-                if key not in _OWN:
-                    setattr(old, key, value)
-            for key, value in fresh.__dict__.items():
-                if key not in _OWN:
-                    setattr(self, key, value)
+            old = copy.copy(self)  # takes over the last episode's sandbox, to end it
+            old._lock, old._spare = threading.RLock(), None
+            self.__dict__.update({key: value for key, value in fresh.__dict__.items() if key not in _OWN})
             fresh._forget()  # the sandbox is ours now: fresh must not stop it when it is collected
         if old.init is not None:  # nothing of the last episode runs on while the next one starts
             with contextlib.suppress(Exception):
@@ -627,14 +624,10 @@ class LocalDesktop:
             sock = self.runtime / "sock"
             self._relays = [UnixRelay(self.host, str(sock / name)) for name in ("server.sock", "cdp.sock")]
             self.port, self.cdp_port = self._relays[0].port, self._relays[1].port
-        server_socket = self.runtime / "sock" / "server.sock" if self.init is not None else None
         while self.init is not None and time.monotonic() < deadline:
             if self.proc.poll() is not None or not _running(self.init):
                 break
-            if not server_socket.exists():  # cheap: the server binds its socket once the desktop is up
-                time.sleep(0.01)
-                continue
-            try:
+            try:  # the host made the socket: a request waits in its backlog until the server accepts
                 response = self.request("GET", "/screenshot", timeout=5)
                 if response.status_code == 200:
                     return
