@@ -48,6 +48,14 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
+def _cmdline(proc: psutil.Process) -> str:
+    """The process's command line, or "" once it has exited (a zombie no one has reaped yet has none)."""
+    try:
+        return " ".join(proc.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return ""
+
+
 def _wait_dead(procs: list[psutil.Process]) -> list[psutil.Process]:
     deadline = time.monotonic() + DEADLINE_S
     while _alive(procs) and time.monotonic() < deadline:
@@ -151,7 +159,7 @@ def test_the_users_own_chromedriver_runs_without_a_keeper(chromium, monkeypatch)
         env.reset("click-test")
         procs = _processes(env.pids())
         assert procs[0].name() == "chromedriver" and procs[0].pid == env._instance().driver.service.process.pid
-        assert KEEPER not in " ".join(" ".join(p.cmdline()) for p in procs)
+        assert KEEPER not in " ".join(_cmdline(p) for p in procs)
     finally:
         env.close()
     assert _wait_dead(procs) == []
