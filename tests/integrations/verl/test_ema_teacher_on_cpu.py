@@ -31,3 +31,49 @@ def test_ema_update_and_swap_round_trip():
     assert module.weight[0].tolist() == [5.0, 6.0]
     W.cua_ema_swap_out(w)  # idempotent
     assert module.weight[0].tolist() == [5.0, 6.0]
+
+
+def test_ema_reads_offloaded_weights_only_after_the_pending_copy_lands(monkeypatch):
+    """A stand-in for verl's `non_blocking=True` offload: the host buffer holds stale values until the device is
+    synchronized. The EMA update and the swap must wait for it, or the teacher mixes in the stale buffer."""
+    from verl_cua.integrations.verl import workers
+
+    module = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        module.weight.copy_(torch.tensor([[-7.0, -7.0]]))  # what the pinned buffer held before the copy
+    pending = [torch.tensor([[4.0, 8.0]])]  # the offload's values, still in flight
+
+    def land_pending_copies():
+        with torch.no_grad():
+            while pending:
+                module.weight.copy_(pending.pop())
+
+    monkeypatch.setattr(workers, "device_synchronize", land_pending_copies)
+    w = _worker(module)
+    w._cua_params = lambda: W._cua_params(w)
+    W.cua_ema_update(w, 1.0)
+    assert w._cua_ema[0].tolist() == [[4.0, 8.0]]
+    pending.append(torch.tensor([[8.0, 12.0]]))  # the next update's offload, in flight again
+    W.cua_ema_update(w, 0.5)
+    assert w._cua_ema[0].tolist() == [[6.0, 10.0]]
+    pending.append(torch.tensor([[0.0, 2.0]]))
+    W.cua_ema_swap_in(w)
+    W.cua_ema_swap_out(w)
+    assert module.weight.tolist() == [[0.0, 2.0]]  # the backup was taken from the landed copy
+
+
+def test_device_synchronize_waits_on_the_accelerator_and_is_a_no_op_without_one(monkeypatch):
+    """It calls the device module's synchronize (verl's platform), and skips CUDA when CUDA never started."""
+    import verl.utils.device as device
+
+    from verl_cua.integrations.verl import workers
+
+    calls = []
+    monkeypatch.setattr(device, "get_torch_device", lambda: SimpleNamespace(synchronize=lambda: calls.append(1)))
+    workers.device_synchronize()
+    assert calls == [1]
+    monkeypatch.setattr(device, "get_torch_device", lambda: torch.cuda)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(2))
+    workers.device_synchronize()
+    assert calls == [1]

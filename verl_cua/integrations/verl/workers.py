@@ -12,6 +12,20 @@ from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_p
 from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights
 
 
+def device_synchronize() -> None:
+    """Wait for the accelerator's queued work. verl offloads parameters with `non_blocking=True` copies into pinned
+    host memory (`PARAM_OFFLOAD=true`) and leaves the wait to whoever reads them: without it the EMA would read
+    buffers the copy has not filled yet."""
+    from verl.utils.device import get_torch_device
+
+    device = get_torch_device()
+    if device is torch.cuda and not torch.cuda.is_initialized():
+        return  # nothing was ever queued
+    synchronize = getattr(device, "synchronize", None)
+    if callable(synchronize):
+        synchronize()
+
+
 def _local(param: torch.Tensor) -> torch.Tensor:
     """This rank's shard of a parameter (FSDP2 DTensor) or the parameter itself."""
     return param.to_local() if hasattr(param, "to_local") else param.data
@@ -21,6 +35,8 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
     """Adds the EMA teacher (`cua_ema_*`, every actor rank on its own shard) and keeps it in verl's checkpoints."""
 
     def _cua_params(self) -> list[torch.Tensor]:
+        """This rank's parameter shards, once every queued copy into them (an offload) has landed."""
+        device_synchronize()
         return [_local(p) for p in self.actor.engine.module.parameters()]
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
