@@ -10,7 +10,10 @@ Each check runs on its own and prints one JSON line (ok, figures, or the error),
   tower excluded (`exclude_modules='.*visual.*'`) has no tower adapter, equal logits at init, adapter-only grads;
 - `ema_checkpoint`: the SDPO EMA teacher of a tiny Qwen3-VL trained a step on the device, saved and loaded as a resume
   does (our atomic shard file), gives the same digest and the same bf16 teacher logits when swapped in; and the
-  write rate of a 2 GiB shard (fsync included) on that machine's disk, for the save time at the flagship's size.
+  write rate of a 2 GiB shard (fsync included) on that machine's disk, for the save time at the flagship's size;
+- `ema_offload`: the EMA teacher's reads (`verl_cua.algos.ema`) right after an offload the way verl makes it
+  (`module.to("cpu", non_blocking=True)` behind queued device work, `PARAM_OFFLOAD=true`): the copy, the average and
+  the swap see the offloaded values exactly; how often a read without the wait saw stale host memory is reported.
 """
 
 from __future__ import annotations
@@ -206,6 +209,60 @@ def ema_checkpoint(device: str) -> dict:
     return out
 
 
+def ema_offload(device: str, layers: int = 8, width: int = 4096) -> dict:
+    """EMA copy/update/swap right after a non-blocking offload behind queued device work: exact, every time."""
+    import torch
+
+    from verl_cua.algos.ema import ema_copy, ema_restore, ema_swap_in, ema_update
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)])
+    module = module.to(device, torch.bfloat16)
+    busy = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+
+    def offload_behind_work(scale: float) -> list[torch.Tensor]:
+        """Change the weights on the device, queue work, then offload the way verl does; the true values."""
+        with torch.no_grad():
+            for p in module.parameters():
+                p.mul_(scale)
+            truth = [p.detach().float().cpu() for p in module.parameters()]  # synchronous: the reference
+            for _ in range(8):
+                busy.copy_(busy @ busy / 8192)  # keeps the stream busy, so the copy below is still queued
+            module.to("cpu", non_blocking=True)
+        return truth
+
+    def stale_now(truth) -> bool:
+        """A read without the wait: does it see anything but the offloaded values?"""
+        return any(not torch.equal(p.detach().float(), t) for p, t in zip(module.parameters(), truth, strict=True))
+
+    races = 0
+    truth = offload_behind_work(1.0)
+    races += stale_now(truth)
+    ema = ema_copy(list(module.parameters()))
+    copy_exact = all(torch.equal(e, t) for e, t in zip(ema, truth, strict=True))
+    module.to(device)
+    before = [e.clone() for e in ema]
+    truth = offload_behind_work(0.5)
+    races += stale_now(truth)
+    ema_update(ema, list(module.parameters()), 0.25)
+    expected = [b.mul(0.75).add(t, alpha=0.25) for b, t in zip(before, truth, strict=True)]
+    update_exact = all(torch.equal(e, x) for e, x in zip(ema, expected, strict=True))
+    module.to(device)
+    truth = offload_behind_work(2.0)
+    races += stale_now(truth)
+    backup = ema_swap_in(ema, list(module.parameters()))
+    backup_exact = all(torch.equal(b.float(), t) for b, t in zip(backup, truth, strict=True))
+    ema_restore(list(module.parameters()), backup)
+    restored = all(torch.equal(p.detach().float(), t) for p, t in zip(module.parameters(), truth, strict=True))
+    out = {
+        "params_mib": round(sum(p.numel() * 2 for p in module.parameters()) / 2**20, 1),
+        "copy_exact": copy_exact, "update_exact": update_exact, "swap_backup_exact": backup_exact,
+        "restored_exact": restored, "reads_without_wait_that_saw_stale_memory": f"{races}/3",
+    }  # fmt: skip
+    out["ok"] = copy_exact and update_exact and backup_exact and restored
+    return out
+
+
 def main() -> None:
     """Run every check; one JSON line each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -223,6 +280,7 @@ def main() -> None:
         checks[f"tiny_{family}"] = lambda family=family: tiny(family, args.device)
         checks[f"lora_compact_{family}"] = lambda family=family: lora_compact(family, args.device)
     checks["ema_checkpoint"] = lambda: ema_checkpoint(args.device)
+    checks["ema_offload"] = lambda: ema_offload(args.device)
     for name, check in checks.items():
         try:
             result = check()

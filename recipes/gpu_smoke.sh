@@ -2,7 +2,9 @@
 # GPU smoke test: does the GPU stack train at all? One GPU, a small Qwen2.5-VL from the Hub, MiniWoB++ in Chromium,
 # vLLM rollout, FSDP2 actor; STEPS steps of each estimator (GRPO, SDPO, GiGPO), with LoRA off and on: six short runs,
 # ~15 minutes on one H100 (most of it vLLM and Ray start-up). Not learning, just the plumbing: every run must log
-# STEPS training steps. First: `verl-cua doctor recipes/gpu_smoke.sh` (driver, versions, budgets).
+# STEPS training steps. Then one more SDPO run with the actor's parameters offloaded (PARAM_OFFLOAD_SDPO=true): the
+# EMA teacher then reads host copies that verl fills with non-blocking copies. First: `verl-cua doctor
+# recipes/gpu_smoke.sh` (driver, versions, budgets).
 # Needs `pip install -e '.[vllm,miniwob]'` and Chromium (`apt-get install chromium chromium-driver`). Hydra
 # overrides appended go to every run.
 set -xeuo pipefail
@@ -19,6 +21,7 @@ PROMPTS_PER_STEP=${PROMPTS_PER_STEP:-2}
 N_RESP=${N_RESP:-4}
 MAX_STEPS=${MAX_STEPS:-2}                         # env steps per episode (step rows)
 GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.35}                # vLLM's share; the actor takes the rest
+PARAM_OFFLOAD_SDPO=${PARAM_OFFLOAD_SDPO:-true}   # one more SDPO run (EMA teacher) with param_offload=true
 OUT=${OUT:-outputs/gpu_smoke}
 
 # shellcheck source=recipes/preflight.sh
@@ -30,11 +33,11 @@ OUT=$(cd "${OUT}" && pwd)
     --out "${OUT}/train.parquet"
 
 smoke() {
-    local estimator=$1 lora_rank=$2 lr=1e-6
-    shift 2
+    local estimator=$1 lora_rank=$2 name=$3 lr=1e-6
+    shift 3
     if [ "${lora_rank}" -gt 0 ]; then lr=1e-5; fi
-    rm -f "${OUT}/${estimator}_lora${lora_rank}.jsonl"
-    VERL_FILE_LOGGER_PATH="${OUT}/${estimator}_lora${lora_rank}.jsonl" "${PYTHON}" -m verl_cua.main \
+    rm -f "${OUT}/${name}.jsonl"
+    VERL_FILE_LOGGER_PATH="${OUT}/${name}.jsonl" "${PYTHON}" -m verl_cua.main \
         algorithm.adv_estimator="${estimator}" \
         data.train_files="${OUT}/train.parquet" \
         data.val_files="${OUT}/train.parquet" \
@@ -74,15 +77,18 @@ smoke() {
         trainer.test_freq=-1 \
         trainer.save_freq=-1 \
         trainer.logger=[console,file] \
-        trainer.experiment_name="gpu_smoke_${estimator}_lora${lora_rank}" \
-        trainer.default_local_dir="${OUT}/checkpoints/${estimator}_lora${lora_rank}" \
-        hydra.run.dir="${OUT}/hydra/${estimator}_lora${lora_rank}" \
+        trainer.experiment_name="gpu_smoke_${name}" \
+        trainer.default_local_dir="${OUT}/checkpoints/${name}" \
+        hydra.run.dir="${OUT}/hydra/${name}" \
         "$@"
 }
 
 for estimator in ${ESTIMATORS}; do
     for lora_rank in ${LORA_RANKS}; do
-        smoke "${estimator}" "${lora_rank}" "$@"
+        smoke "${estimator}" "${lora_rank}" "${estimator}_lora${lora_rank}" "$@"
     done
 done
+if [ "${PARAM_OFFLOAD_SDPO}" = true ]; then
+    smoke sdpo 0 sdpo_param_offload cua.sdpo.teacher=ema actor_rollout_ref.actor.fsdp_config.param_offload=true "$@"
+fi
 "${PYTHON}" -m verl_cua.testing.smoke_runs "${OUT}" --steps "${STEPS}"

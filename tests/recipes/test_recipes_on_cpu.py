@@ -267,12 +267,15 @@ def test_gpu_smoke_runs_each_estimator_with_lora_off_and_on(stubs, tmp_path):
     assert subprocess.run(["bash", "-n", str(recipe)]).returncode == 0
     calls = _run(recipe, stubs, tmp_path, EXTRA)
     runs = [c[3:] for c in calls if c[0].startswith("python") and c[1:3] == MAIN]
-    seen = set()
+    seen, offloaded = set(), []
     for overrides in runs:
         assert overrides[-1] == EXTRA  # "$@" reaches every run, last
         cfg = _compose(overrides)
         model = cfg.actor_rollout_ref.model
-        seen.add((cfg.algorithm.adv_estimator, model.lora_rank))
+        if cfg.actor_rollout_ref.actor.fsdp_config.param_offload:
+            offloaded.append((cfg.algorithm.adv_estimator, cfg.cua.sdpo.teacher, model.lora_rank))
+        else:
+            seen.add((cfg.algorithm.adv_estimator, model.lora_rank))
         assert cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.trainer.n_gpus_per_node == 1
         assert cfg.trainer.total_training_steps == 2 and cfg.cua.env.name == "miniwob"
         assert model.exclude_modules == ".*visual.*" and model.path == "Qwen/Qwen2.5-VL-3B-Instruct"
@@ -280,6 +283,7 @@ def test_gpu_smoke_runs_each_estimator_with_lora_off_and_on(stubs, tmp_path):
         if not model.lora_rank:  # verl checks the installed vLLM's version for LoRA: none is installed here
             _verl_validate(cfg)
     assert seen == {(e, r) for e in ("grpo", "sdpo", "gigpo") for r in (0, 16)}
+    assert offloaded == [("sdpo", "ema", 0)]  # the EMA teacher under verl's non-blocking offload
     assert calls[-1][1:3] == ["-m", "verl_cua.testing.smoke_runs"]
 
 

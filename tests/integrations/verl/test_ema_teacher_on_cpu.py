@@ -35,8 +35,8 @@ def test_ema_update_and_swap_round_trip():
 
 def test_ema_reads_offloaded_weights_only_after_the_pending_copy_lands(monkeypatch):
     """A stand-in for verl's `non_blocking=True` offload: the host buffer holds stale values until the device is
-    synchronized. The EMA update and the swap must wait for it, or the teacher mixes in the stale buffer."""
-    from verl_cua.integrations.verl import workers
+    synchronized. The EMA update and the swaps must wait for it, or the teacher mixes in the stale buffer."""
+    from verl_cua.algos import ema
 
     module = torch.nn.Linear(2, 1, bias=False)
     with torch.no_grad():
@@ -48,7 +48,7 @@ def test_ema_reads_offloaded_weights_only_after_the_pending_copy_lands(monkeypat
             while pending:
                 module.weight.copy_(pending.pop())
 
-    monkeypatch.setattr(workers, "device_synchronize", land_pending_copies)
+    monkeypatch.setattr(ema, "settle", land_pending_copies)
     w = _worker(module)
     w._cua_params = lambda: W._cua_params(w)
     W.cua_ema_update(w, 1.0)
@@ -60,20 +60,20 @@ def test_ema_reads_offloaded_weights_only_after_the_pending_copy_lands(monkeypat
     W.cua_ema_swap_in(w)
     W.cua_ema_swap_out(w)
     assert module.weight.tolist() == [[0.0, 2.0]]  # the backup was taken from the landed copy
+    pending.append(torch.tensor([[6.0, 10.0]]))
+    assert W.cua_ema_distance(w) == (0.0, 136.0)
 
 
-def test_device_synchronize_waits_on_the_accelerator_and_is_a_no_op_without_one(monkeypatch):
-    """It calls the device module's synchronize (verl's platform), and skips CUDA when CUDA never started."""
-    import verl.utils.device as device
-
-    from verl_cua.integrations.verl import workers
+def test_settle_waits_on_the_accelerator_and_is_a_no_op_without_one(monkeypatch):
+    """It synchronizes the accelerator torch reports, and does nothing on a machine without one."""
+    from verl_cua.algos import ema
 
     calls = []
-    monkeypatch.setattr(device, "get_torch_device", lambda: SimpleNamespace(synchronize=lambda: calls.append(1)))
-    workers.device_synchronize()
-    assert calls == [1]
-    monkeypatch.setattr(device, "get_torch_device", lambda: torch.cuda)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(2))
-    workers.device_synchronize()
-    assert calls == [1]
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda *a: calls.append("sync"))
+    ema.settle()
+    assert calls == ["sync"]
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    ema.settle()
+    assert calls == ["sync"]

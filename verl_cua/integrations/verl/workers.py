@@ -8,22 +8,9 @@ import torch
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
+from verl_cua.algos.ema import ema_copy, ema_distance, ema_restore, ema_swap_in, ema_update
 from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, save_tensor_file
 from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights
-
-
-def device_synchronize() -> None:
-    """Wait for the accelerator's queued work. verl offloads parameters with `non_blocking=True` copies into pinned
-    host memory (`PARAM_OFFLOAD=true`) and leaves the wait to whoever reads them: without it the EMA would read
-    buffers the copy has not filled yet."""
-    from verl.utils.device import get_torch_device
-
-    device = get_torch_device()
-    if device is torch.cuda and not torch.cuda.is_initialized():
-        return  # nothing was ever queued
-    synchronize = getattr(device, "synchronize", None)
-    if callable(synchronize):
-        synchronize()
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -35,8 +22,6 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
     """Adds the EMA teacher (`cua_ema_*`, every actor rank on its own shard) and keeps it in verl's checkpoints."""
 
     def _cua_params(self) -> list[torch.Tensor]:
-        """This rank's parameter shards, once every queued copy into them (an offload) has landed."""
-        device_synchronize()
         return [_local(p) for p in self.actor.engine.module.parameters()]
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
@@ -81,20 +66,14 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
         params = self._cua_params()
         ema = getattr(self, "_cua_ema", None)
         if ema is None or rate == 1.0:
-            self._cua_ema = [p.detach().to("cpu", torch.float32, copy=True) for p in params]
+            self._cua_ema = ema_copy(params)
             return
-        with torch.no_grad():
-            for shadow, p in zip(ema, params, strict=True):
-                shadow.mul_(1.0 - rate).add_(p.detach().to("cpu", torch.float32), alpha=rate)
+        ema_update(ema, params, rate)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def cua_ema_swap_in(self) -> None:
         """Put the EMA weights into the actor (the current ones go to a host backup)."""
-        params = self._cua_params()
-        with torch.no_grad():
-            self._cua_backup = [p.detach().to("cpu", copy=True) for p in params]
-            for p, shadow in zip(params, self._cua_ema, strict=True):
-                p.copy_(shadow.to(p.device, p.dtype))
+        self._cua_backup = ema_swap_in(self._cua_ema, self._cua_params())
         mark_teacher_weights(True)
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
@@ -103,9 +82,7 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
         backup = getattr(self, "_cua_backup", None)
         if backup is None:
             return
-        with torch.no_grad():
-            for p, saved in zip(self._cua_params(), backup, strict=True):
-                p.copy_(saved.to(p.device, p.dtype))
+        ema_restore(self._cua_params(), backup)
         self._cua_backup = None
         mark_teacher_weights(False)
 
@@ -113,12 +90,4 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
     def cua_ema_distance(self) -> tuple[float, float]:
         """This rank's squared L2 distance between the EMA teacher and the actor, and the actor's squared norm."""
         ema = getattr(self, "_cua_ema", None)
-        if ema is None:
-            return 0.0, 0.0
-        gap = norm = 0.0
-        with torch.no_grad():
-            for shadow, p in zip(ema, self._cua_params(), strict=True):
-                live = p.detach().to("cpu", torch.float32)
-                gap += float((shadow - live).pow(2).sum())
-                norm += float(live.pow(2).sum())
-        return gap, norm
+        return (0.0, 0.0) if ema is None else ema_distance(ema, self._cua_params())
