@@ -10,19 +10,38 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
-from verl_cua.integrations.verl.compact_images import expand_rows
+from verl_cua.integrations.verl.compact_images import expand_one, expand_rows, row_pngs
+from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes
 
 
 class CompactImagesMixin:
-    """`prepare_model_inputs` that first turns PNG screenshots into the processor's `pixel_values`."""
+    """`prepare_model_inputs` that first turns PNG screenshots into the processor's `pixel_values`, each screenshot
+    once per step on this rank (`ScreenshotCache`), prefetched on a thread while the first micro-batches run."""
+
+    def forward_backward_batch(self, data: Any, loss_function: Any, forward_only: bool = False):
+        """Queue the batch's screenshots for expansion in the background, then verl's own micro-batch loop."""
+        cache = self._cua_screenshot_cache()
+        if cache is not None and "multi_modal_inputs" in data.keys():
+            cache.prefetch(row_pngs(tu.get(data, "multi_modal_inputs")))
+        return super().forward_backward_batch(data, loss_function, forward_only)
 
     def prepare_model_inputs(self, micro_batch: Any):
         """Expand the micro-batch's compact rows, then verl's own preparation."""
         if "multi_modal_inputs" in micro_batch.keys():
-            expanded = expand_rows(tu.get(micro_batch, "multi_modal_inputs"), self._cua_image_processor())
+            rows = tu.get(micro_batch, "multi_modal_inputs")
+            expanded = expand_rows(rows, self._cua_image_processor(), self._cua_screenshot_cache())
             if expanded is not None:
                 tu.assign_non_tensor_stack(micro_batch, "multi_modal_inputs", expanded)
         return super().prepare_model_inputs(micro_batch)
+
+    def _cua_screenshot_cache(self) -> ScreenshotCache | None:
+        if not hasattr(self, "_cua_cache"):
+            limit = budget_bytes()
+            self._cua_cache = None
+            if limit > 0:
+                processor = self._cua_image_processor
+                self._cua_cache = ScreenshotCache(lambda data: expand_one(data, processor()), limit)
+        return self._cua_cache
 
     def _cua_image_processor(self) -> Any:
         processor = getattr(self, "_cua_processor", None)

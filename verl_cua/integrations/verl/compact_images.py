@@ -47,33 +47,47 @@ def is_compact(multi_modal_inputs: Any) -> bool:
     return isinstance(multi_modal_inputs, dict) and KEY in multi_modal_inputs
 
 
-def expand(multi_modal_inputs: dict[str, Any], image_processor: Any) -> dict[str, Any]:
-    """A compact row's `multi_modal_inputs` with `pixel_values` computed from its PNGs (the grid must match)."""
+def expand_one(data: bytes, image_processor: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """One PNG screenshot's `pixel_values` and `image_grid_thw` row, as the processor makes them."""
+    processed = image_processor(images=[decode_png(data)], return_tensors="pt")
+    return processed["pixel_values"], processed["image_grid_thw"].to(torch.long)
+
+
+def expand(multi_modal_inputs: dict[str, Any], image_processor: Any, cache: Any = None) -> dict[str, Any]:
+    """A compact row's `multi_modal_inputs` with `pixel_values` computed from its PNGs (the grid must match); each
+    screenshot through `cache` (`ScreenshotCache.get`) when given. The processor works on each image alone, so one
+    image's patches do not depend on the others in its row."""
     if not is_compact(multi_modal_inputs):
         return multi_modal_inputs
     out = {k: v for k, v in multi_modal_inputs.items() if k != KEY}
-    images = [decode_png(data) for data in multi_modal_inputs[KEY]]
-    if not images:
+    pngs = list(multi_modal_inputs[KEY])
+    if not pngs:
         return out
-    processed = image_processor(images=images, return_tensors="pt")
-    grid = processed["image_grid_thw"].to(torch.long)
+    parts = [cache.get(data) if cache is not None else expand_one(data, image_processor) for data in pngs]
+    grid = torch.cat([g for _, g in parts])
     stored = out.get("image_grid_thw")
     if stored is not None and not torch.equal(grid, torch.as_tensor(stored).to(torch.long)):
         raise ValueError(
             f"compact screenshots expand to image_grid_thw {grid.tolist()}, the row was built with "
             f"{torch.as_tensor(stored).tolist()}: the processor differs between rollout and training"
         )
-    out["pixel_values"] = processed["pixel_values"]
+    out["pixel_values"] = torch.cat([p for p, _ in parts])  # a new tensor: the cached ones are never handed out
     out.setdefault("image_grid_thw", grid)
     return out
 
 
-def expand_rows(rows: Iterable[Any], image_processor: Any) -> list[Any] | None:
+def expand_rows(rows: Iterable[Any], image_processor: Any, cache: Any = None) -> list[Any] | None:
     """Every row's `multi_modal_inputs` expanded; None when no row is compact (nothing to do)."""
     values = [getattr(row, "data", row) for row in rows]
     if not any(is_compact(v) for v in values):
         return None
-    return [expand(v, image_processor) for v in values]
+    return [expand(v, image_processor, cache) for v in values]
+
+
+def row_pngs(rows: Iterable[Any]) -> list[bytes]:
+    """The PNG screenshots of every compact row, in row order."""
+    values = [getattr(row, "data", row) for row in rows]
+    return [data for v in values if is_compact(v) for data in v[KEY]]
 
 
 def image_grid(image: Image.Image, image_processor: Any) -> torch.Tensor:

@@ -1,0 +1,154 @@
+"""The engine's screenshot cache: each screenshot of a step is expanded once on a rank however many rows and passes
+hold it, the patches are the uncached ones bit for bit, the background prefetch never makes the forward wait behind
+its queue, and the byte budget holds (least recently used out first; 0 turns it off)."""
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from PIL import Image, ImageDraw
+from tensordict import TensorDict
+from transformers import AutoProcessor
+from verl.utils import tensordict_utils as tu
+
+from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
+from verl_cua.integrations.verl.compact_images import compact, expand, expand_one, image_grid, png_bytes
+from verl_cua.integrations.verl.screenshot_cache import BUDGET_ENV, ScreenshotCache, budget_bytes
+
+
+def _screens(n, size=(224, 168)):
+    out = []
+    for i in range(n):
+        image = Image.new("RGB", size, (30 * i, 90, 200 - 30 * i))
+        ImageDraw.Draw(image).rectangle((10 + 9 * i, 12, 90, 60), fill=(250, 250, 250), outline=(0, 0, 0))
+        out.append(image)
+    return out
+
+
+class _Counting:
+    """The image processor, counting the images it is given."""
+
+    def __init__(self, inner):
+        self.inner, self.images = inner, 0
+
+    def __call__(self, images, **kwargs):
+        self.images += len(images)
+        return self.inner(images=images, **kwargs)
+
+
+class _Base:
+    """verl's micro-batch loop, reduced: one row per micro-batch, each through prepare_model_inputs."""
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        return [self.prepare_model_inputs(data[i : i + 1]) for i in range(data.batch_size[0])]
+
+    def prepare_model_inputs(self, micro_batch):
+        return tu.get(micro_batch, "multi_modal_inputs")[0]
+
+
+def _engine(processor):
+    class Engine(CompactImagesMixin, _Base):
+        model_config = SimpleNamespace(processor=processor)
+
+    return Engine()
+
+
+@pytest.fixture
+def episode(tiny_model):
+    """An episode's step rows with a history of 3 screenshots, stored compact, and the counting processor."""
+    _family, path = tiny_model
+    real = AutoProcessor.from_pretrained(path).image_processor
+    shots = _screens(5)
+    rows = [shots[max(0, t - 2) : t + 1] for t in range(5)]  # 1, 2, 3, 3, 3 screenshots: 12 in all, 5 distinct
+    stored = [compact({"image_grid_thw": torch.cat([image_grid(s, real) for s in r])}, r) for r in rows]
+    return SimpleNamespace(image_processor=_Counting(real)), real, stored
+
+
+def _batch(stored):
+    batch = TensorDict({"input_ids": torch.zeros(len(stored), 3)}, batch_size=[len(stored)])
+    tu.assign_non_tensor_stack(batch, "multi_modal_inputs", [dict(s) for s in stored])
+    return batch
+
+
+def test_each_screenshot_is_expanded_once_across_rows_and_passes_with_the_same_patches(episode, monkeypatch):
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    processor, real, stored = episode
+    engine = _engine(processor)
+    want = [expand(s, real)["pixel_values"] for s in stored]
+    for _pass in ("old_log_probs", "student_topk", "teacher_gather", "update"):
+        got = engine.forward_backward_batch(_batch(stored), None)
+        assert all(torch.equal(g["pixel_values"], w) for g, w in zip(got, want, strict=True))
+    assert processor.image_processor.images == 5  # not 4 passes x 12
+    stats = engine._cua_cache.stats
+    assert stats["prefetched"] + stats["expanded"] == 5  # made once, mostly by the background thread
+    assert stats["hits"] + stats["expanded"] == 4 * 12  # every other lookup found it made
+
+
+def test_a_zero_budget_turns_the_cache_off_and_every_pass_expands_again(episode, monkeypatch):
+    monkeypatch.setenv(BUDGET_ENV, "0")
+    processor, real, stored = episode
+    engine = _engine(processor)
+    for _pass in range(2):
+        got = engine.forward_backward_batch(_batch(stored), None)
+    assert engine._cua_cache is None and processor.image_processor.images == 2 * 12
+    assert torch.equal(got[-1]["pixel_values"], expand(stored[-1], real)["pixel_values"])
+
+
+def test_the_byte_budget_evicts_the_least_recently_used(episode):
+    _processor, real, stored = episode
+    pngs = stored[2]["cua_images"]  # 3 distinct screenshots of one size
+    one = expand_one(pngs[0], real)[0]
+    size = one.numel() * one.element_size()
+    cache = ScreenshotCache(lambda data: expand_one(data, real), max_bytes=2 * size)
+    cache.get(pngs[0]), cache.get(pngs[1]), cache.get(pngs[0])  # 0 is now the most recent
+    cache.get(pngs[2])  # evicts 1
+    assert len(cache) == 2 and cache.nbytes == 2 * size and cache.stats["evicted"] == 1
+    cache.get(pngs[0])
+    assert cache.stats["expanded"] == 3
+    cache.get(pngs[1])
+    assert cache.stats["expanded"] == 4  # it had to be made again
+    tiny = ScreenshotCache(lambda data: expand_one(data, real), max_bytes=size - 1)
+    tiny.get(pngs[0])
+    assert len(tiny) == 0  # larger than the whole budget: used, not kept
+
+
+def test_the_forward_never_waits_behind_the_prefetch_queue():
+    """A screenshot the forward needs before the background thread reached it is expanded on the spot (its queued
+    job cancelled); one the thread is expanding is waited for, not expanded twice."""
+    started, release, made = threading.Event(), threading.Event(), []
+
+    def slow(data):
+        if data == b"first":
+            started.set()
+            release.wait(10)
+        made.append(data)
+        return torch.full((4, 2), float(len(data))), torch.tensor([[1, 2, 2]])
+
+    cache = ScreenshotCache(slow, max_bytes=2**20)
+    assert cache.prefetch([b"first", b"second", b"third"]) == 3
+    assert started.wait(10)
+    t0 = time.monotonic()
+    assert cache.get(b"third")[0][0, 0] == 5.0  # queued behind "first": made here, now
+    assert time.monotonic() - t0 < 5
+    release.set()
+    assert cache.get(b"first")[0][0, 0] == 5.0  # was running: waited for
+    assert cache.get(b"second")[0][0, 0] == 6.0
+    assert sorted(made) == [b"first", b"second", b"third"]  # each made once
+    assert cache.prefetch([b"first", b"second"]) == 0  # cached: nothing queued
+
+
+@pytest.mark.parametrize("raw", ["lots", "-1"])
+def test_a_bad_budget_is_one_line_naming_the_variable(monkeypatch, raw):
+    monkeypatch.setenv(BUDGET_ENV, raw)
+    with pytest.raises(ValueError, match=f"^{BUDGET_ENV}=.*0 turns the screenshot cache off") as err:
+        budget_bytes()
+    assert "\n" not in str(err.value)
+
+
+def test_a_png_of_equal_pixels_hits_the_same_entry():
+    image = _screens(1)[0]
+    cache = ScreenshotCache(lambda data: (torch.zeros(1, 1), torch.tensor([[1, 1, 1]])), max_bytes=2**20)
+    cache.get(png_bytes(image)), cache.get(png_bytes(image.copy()))
+    assert cache.stats == {"hits": 1, "expanded": 1, "prefetched": 0, "evicted": 0}
