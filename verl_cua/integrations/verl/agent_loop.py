@@ -23,6 +23,7 @@ from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.compact_images import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
+from verl_cua.integrations.verl.grid_prompts import use_grid_prompts
 from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class GUIAgentLoop(AgentLoopBase):
         self.response_length = self.rollout_config.response_length
         self._batch_step = None
         self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg.max_pixels)
+        use_grid_prompts(self.continuous_token_builder)  # prompt tokens from grids: no patches made and dropped
 
     # -- the loop ------------------------------------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput | list[AgentLoopOutput]:
