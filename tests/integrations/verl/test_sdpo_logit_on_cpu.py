@@ -197,3 +197,48 @@ def test_the_sdpo_loss_is_a_mean_over_reprompted_tokens():
     data, output = _loss_batch([torch.ones(2), torch.ones(3)])
     loss, _ = sdpo_actor_loss(config, output, data, sdpo)
     assert float(loss) == pytest.approx(0.5 * 2 / 5)
+
+
+def test_a_pass_output_keeps_only_response_positions_in_one_field():
+    """What the worker hands TransferQueue after a top-k pass: one field of [response_len * k] per row that unpacks
+    to the processor's values at the response tokens, instead of k fields over the whole sequence."""
+    from tensordict import TensorDict
+
+    nnz = sum(PROMPTS) + sum(RESPONSES)
+    student = torch.randn(nnz, VOCAB, generator=torch.Generator().manual_seed(1)) * 3
+    batch = _batch("student_topk")
+    out = logit.logits_processor(student.unsqueeze(0), batch, TOPK, 0.5, True)
+    cu_seqlens = batch["input_ids"].offsets()
+    nested = {k: torch.nested.nested_tensor_from_jagged(v[0], cu_seqlens) for k, v in out.items()}  # verl's engine
+    output = TensorDict(nested, batch_size=[len(PROMPTS)])
+    before = sum(v.values().numel() * 4 for v in output.values())
+    mask = torch.nested.as_nested_tensor([torch.ones(r) for r in RESPONSES], layout=torch.jagged)
+    packed = logit.pack_pass_output(output, mask)
+    assert list(packed.keys()) == [logit.PACKED]
+    rows = logit.unpack_rows(packed[logit.PACKED], TOPK)
+    want = [d.topk(TOPK, -1).indices for d in _response_logits(student, None)]
+    assert [r.shape for r in rows] == [(n, TOPK) for n in RESPONSES]
+    assert all(torch.equal(r.long(), w) for r, w in zip(rows, want, strict=True))
+    assert packed[logit.PACKED].values().numel() * 4 * nnz == before * sum(RESPONSES)  # response / sequence
+    plain = TensorDict({"log_probs": nested[logit.field(0)]}, batch_size=[len(PROMPTS)])
+    assert logit.pack_pass_output(plain, mask) is plain and list(plain.keys()) == ["log_probs"]
+
+
+def test_loss_fields_go_to_transfer_queue_one_call_per_row_shape(monkeypatch):
+    """Rows whose fields have the same shapes share one put, stacked; each row keeps its own values."""
+    import transfer_queue as tq
+
+    from verl_cua.integrations.verl.sdpo.fields import put_row_fields
+
+    calls = []
+    monkeypatch.setattr(tq, "kv_batch_put", lambda keys, partition_id, fields: calls.append((keys, fields)))
+    lengths = [3, 5, 3, 3, 5]
+    rows = [{logit.IDS: torch.full((n, TOPK), float(i)), "mask": torch.ones(n) * i} for i, n in enumerate(lengths)]
+    put_row_fields([f"k{i}" for i in range(5)], "train", rows)
+    assert sorted(keys for keys, _ in calls) == [["k0", "k2", "k3"], ["k1", "k4"]]
+    for keys, fields in calls:
+        for j, key in enumerate(keys):
+            i = int(key[1:])
+            assert torch.equal(fields[logit.IDS][j], rows[i][logit.IDS]) and torch.equal(
+                fields["mask"][j], rows[i]["mask"]
+            )

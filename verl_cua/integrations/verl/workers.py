@@ -5,12 +5,12 @@ verl's actor checkpoint (one file per rank inside its `actor` folder, so verl's 
 from __future__ import annotations
 
 import torch
-from verl.single_controller.base.decorator import Dispatch, register
+from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from verl_cua.algos.ema import ema_copy, ema_distance, ema_restore, ema_swap_in, ema_update
 from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, save_tensor_file
-from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights
+from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights, pack_pass_output
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -23,6 +23,12 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
 
     def _cua_params(self) -> list[torch.Tensor]:
         return [_local(p) for p in self.actor.engine.module.parameters()]
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    def compute_log_prob(self, data):
+        """verl's log-prob pass; an SDPO top-k pass's output keeps only its response positions, in one field."""
+        output = super().compute_log_prob(data)
+        return pack_pass_output(output, data["response_mask"]) if output is not None else None
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):

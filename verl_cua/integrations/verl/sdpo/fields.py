@@ -3,6 +3,7 @@ teacher's top-k log-probs for the logit loss, and the `loss_mask` verl counts to
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,10 +49,16 @@ def _rows(value: torch.Tensor | None, n: int, topk: int) -> torch.Tensor:
 
 
 def put_row_fields(keys: Sequence[str], partition_id: str, rows: Sequence[dict[str, torch.Tensor]]) -> None:
-    """Write per-row fields onto existing TransferQueue rows, one row at a time (plain tensors, no jagged split)."""
+    """Write per-row fields onto existing TransferQueue rows: the rows whose fields have the same shapes in one call,
+    stacked as plain tensors (TransferQueue splits those on the batch dimension; no jagged split)."""
     import transfer_queue as tq
     from tensordict import TensorDict
 
+    groups: dict[tuple, list[tuple[str, dict[str, torch.Tensor]]]] = defaultdict(list)
     for key, row in zip(keys, rows, strict=True):
-        fields = TensorDict({k: v.unsqueeze(0) for k, v in row.items()}, batch_size=1)
-        tq.kv_batch_put(keys=[key], partition_id=partition_id, fields=fields)
+        groups[tuple((name, tuple(value.shape)) for name, value in sorted(row.items()))].append((key, row))
+    for members in groups.values():
+        names = list(members[0][1])
+        stacked = {name: torch.stack([row[name] for _, row in members]) for name in names}
+        fields = TensorDict(stacked, batch_size=len(members))
+        tq.kv_batch_put(keys=[key for key, _ in members], partition_id=partition_id, fields=fields)

@@ -6,8 +6,11 @@ processor sees a micro-batch's logits while they are in memory, so [B, L, V] is 
 3. `train`: in the actor update, the student's log-probs at the same ids, with gradient, and the per-token
    divergence over the k ids plus a tail bucket (`verl_cua.algos.sdpo.sdpo_logit_loss`).
 
-verl's processor may only return one value per token, so passes 1 and 2 return k fields `cua_sdpo_k{j}`; the
-trainer stacks them back into `[response_len, k]` rows (`IDS`, `TEACHER`) that pass 3 reads from the batch."""
+verl's processor may only return one value per token of the whole sequence, so passes 1 and 2 return k fields
+`cua_sdpo_k{j}`; before the worker hands its output to TransferQueue, `pack_pass_output` keeps their response
+positions only, as one field `PACKED` (a row's [response_len, k] values, flattened): ~response/sequence of the bytes
+(a 6.5k-token step row with a 100-token action: 65x fewer). The trainer unpacks them into `[response_len, k]` rows
+(`IDS`, `TEACHER`) that pass 3 reads from the batch."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ PASSES = ("student_topk", "teacher_gather", "train")
 IDS = "cua_sdpo_ids"  # per row [response_len, k]: the student's top-k ids (float32, exact below 2**24)
 TEACHER = "cua_sdpo_teacher_logp"  # per row [response_len, k]: the teacher's log-probs at IDS
 LOSS = "cua_sdpo_logit_loss"  # per-token output of the train pass
+PACKED = "cua_sdpo_topk"  # per row [response_len * k]: a pass's k values at each response token, row-major
 _EXACT_IDS = 2**24
 # On a worker: whether the actor's module holds the EMA teacher's weights (between cua_ema_swap_in and _out). Only
 # the teacher_gather pass may run then; the student's top-k ids and the update need the live policy's weights.
@@ -87,14 +91,30 @@ def _spread_columns(values: torch.Tensor, pos: torch.Tensor, nnz: int) -> dict:
     return {field(j): full[:, j].unsqueeze(0) for j in range(values.shape[-1])}
 
 
-def stack_columns(out, topk: int, response_mask) -> list[torch.Tensor]:
-    """The k per-token output fields of a pass, as one [response_len, k] tensor per row."""
+def pack_pass_output(output, response_mask):
+    """A worker's pass output with its k per-token fields replaced by `PACKED` (response positions only); any other
+    output unchanged."""
     from verl.workers.utils.padding import response_from_nested
 
-    columns = [response_from_nested(out[field(j)], response_mask).unbind(0) for j in range(topk)]
-    return [torch.stack(cols, dim=-1) for cols in zip(*columns, strict=True)]
+    if output is None or field(0) not in output.keys():
+        return output
+    topk = 0
+    while field(topk) in output.keys():
+        topk += 1
+    columns = [response_from_nested(output[field(j)], response_mask).unbind(0) for j in range(topk)]
+    rows = [torch.stack(cols, dim=-1).reshape(-1) for cols in zip(*columns, strict=True)]
+    for j in range(topk):
+        del output[field(j)]
+    output[PACKED] = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+    return output
+
+
+def unpack_rows(packed, topk: int) -> list[torch.Tensor]:
+    """`PACKED` of a TransferQueue batch as one [response_len, k] tensor per row."""
+    rows = packed.unbind(0) if getattr(packed, "is_nested", False) else list(packed)
+    return [row.reshape(-1, topk) for row in rows]
 
 
 def pass_fields(topk: int) -> list[str]:
-    """The TransferQueue fields a student_topk / teacher_gather pass writes."""
+    """The per-token fields the logits processor returns to verl in a student_topk / teacher_gather micro-batch."""
     return [field(j) for j in range(topk)]

@@ -109,11 +109,11 @@ def run_teacher_pass(
             meta.extra_info.update(_pass_info("teacher_gather", distillation_only=False))
         with teacher_weights():
             actor_wg.compute_log_prob(meta)
-        select = ["log_probs", "response_mask"] + (logit.pass_fields(topk) if topk else [])
+        select = ["log_probs", "response_mask"] + ([logit.PACKED] if topk else [])
         out = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=select)
         teacher = response_from_nested(out["log_probs"], out["response_mask"]).unbind(0)[: len(rows)]
         if topk:
-            gathered = logit.stack_columns(out, topk, out["response_mask"])[: len(rows)]
+            gathered = logit.unpack_rows(out[logit.PACKED], topk)[: len(rows)]
             result.topk_ids = {i: t[logit.IDS] for i, t in zip(rows, teacher_fields, strict=False)}
             result.teacher_topk = dict(zip(rows, gathered, strict=True))
     finally:
@@ -178,8 +178,8 @@ def _topk_pass(actor_wg, batch, rows, student, lengths, mode, topk, temperature,
     try:
         meta.extra_info = {"calculate_entropy": False, "temperature": temperature, **_pass_info(mode, True)}
         actor_wg.compute_log_prob(meta)
-        out = tq.kv_batch_get(keys, batch.partition_id, [*logit.pass_fields(topk), "response_mask"])
-        return logit.stack_columns(out, topk, out["response_mask"])[: len(rows)]
+        out = tq.kv_batch_get(keys, batch.partition_id, [logit.PACKED])
+        return logit.unpack_rows(out[logit.PACKED], topk)[: len(rows)]
     finally:
         tq.kv_clear(keys=keys, partition_id=batch.partition_id)
 
