@@ -40,7 +40,7 @@ source recipes/preflight.sh
 require_python
 if ! skip_preflight; then  # before torchrun starts a process per GPU
     "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --gpus "${N_GPUS_PER_NODE}" \
-        --model "${MODEL_PATH}" -- "$@" || exit 1
+        --model "${MODEL_PATH}" --logger "${LOGGER}" -- "$@" || exit 1
 fi
 
 IFS=, read -r -a RUNS <<< "${SFT_RUNS}"

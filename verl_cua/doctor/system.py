@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.doctor.gpus import SERVED_ROLLOUTS, gpu_findings, torch_cuda, visible_gpus
+from verl_cua.doctor.loggers import logger_findings
 from verl_cua.doctor.model import model_finding
 from verl_cua.doctor.report import Finding
 from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig
@@ -40,6 +41,7 @@ def system_findings(config: dict[str, Any] | None, host: str = "verl") -> list[F
         model = ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
         if model:
             findings.append(model_finding(model))
+        findings += logger_findings(config, host)
         if host == "verl" and (config.get("cua") or {}).get("env"):
             findings += _desktops(config)
     return findings
