@@ -91,15 +91,16 @@ def _pinned_torch(package: str) -> str | None:
 
 
 def _flash_attn(config: dict[str, Any] | None) -> Finding:
-    from verl_cua.integrations.verl.attention import flash_attn_error
+    """The attention transformers will load for the actor: flash_attention_2 where flash-attn 2 is usable, else sdpa."""
+    from verl_cua.integrations.verl.attention import flash_attn_error, flash_attn_version
 
     error = flash_attn_error()
     if error is None:
-        return Finding("ok", "flash-attn", _version("flash-attn") or _version("flash_attn") or "importable")
+        return Finding("ok", "flash-attn", f"flash_attention_2 (flash-attn {flash_attn_version()})")
     if not _gpu_run(config):
         return Finding("info", "flash-attn", "not needed on the CPU (sdpa)")
-    return Finding("warn", "flash-attn", f"not usable ({error}): the actor falls back to sdpa with remove-padding off "
-                                         "(slower, more memory); docs/gpu.md says how to install it")  # fmt: skip
+    return Finding("warn", "flash-attn", f"sdpa ({error}): the actor runs sdpa with remove-padding off (slower, "
+                                         "more memory); docs/gpu.md says how to install flash-attn")  # fmt: skip
 
 
 def _desktops(config: dict[str, Any]) -> list[Finding]:
