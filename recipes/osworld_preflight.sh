@@ -1,10 +1,10 @@
 # Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH, N_GPUS_PER_NODE,
-# MODEL_PATH; reads NNODES, TP, ENGINE, PREFLIGHT_HOST): checks the interpreter (recipes/preflight.sh: verl-cua, verl
-# and OSWorld's client), the GPUs, model and stack (`python -m verl_cua.doctor.preflight`, with the recipe's
-# appended overrides) and, for the docker provider, Docker and KVM; then
-# fetches the osworld-docker image and the Ubuntu VM image (downloaded once, here, so that no Ray worker downloads it
-# by itself); sets VM_ARGS, the overrides that pass the image on (under KWARGS_PREFIX: +cua.env.kwargs by default,
-# +env.osworld.kwargs for verl-agent). SKIP_PREFLIGHT=1 skips the checks, not the downloads.
+# MODEL_PATH; reads NNODES, TP, ENGINE, LOGGER, PREFLIGHT_HOST): checks the interpreter (recipes/preflight.sh:
+# verl-cua, verl and OSWorld's client), the GPUs, model, stack and the loggers' credentials
+# (`python -m verl_cua.doctor.preflight`, with the recipe's appended overrides) and, for the docker provider, Docker
+# and KVM; then fetches the osworld-docker image and the Ubuntu VM image (downloaded once, here, so that no Ray worker
+# downloads it by itself); sets VM_ARGS, the overrides that pass the image on (under KWARGS_PREFIX: +cua.env.kwargs by
+# default, +env.osworld.kwargs for verl-agent). SKIP_PREFLIGHT=1 skips the checks, not the downloads.
 
 # shellcheck source=recipes/preflight.sh
 source recipes/preflight.sh
@@ -18,7 +18,7 @@ require_python "$(osworld_client)"
 if ! skip_preflight; then  # the machine, before the downloads below (main checks the composed config again)
     "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --host "${PREFLIGHT_HOST:-verl}" \
         --gpus "${N_GPUS_PER_NODE}" --nnodes "${NNODES:-1}" --tp "${TP:-1}" --rollout "${ENGINE:-vllm}" \
-        --model "${MODEL_PATH}" -- "$@" || exit 1
+        --model "${MODEL_PATH}" --logger "${LOGGER:-}" -- "$@" || exit 1
 fi
 if [ "${PROVIDER}" = docker ]; then
     skip_preflight || require_docker

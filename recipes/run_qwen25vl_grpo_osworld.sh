@@ -48,6 +48,8 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen25vl7b_grpo_osworld}
 LOGGER=${LOGGER:-[console,wandb]}
 TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}
 SAVE_FREQ=${SAVE_FREQ:-20}
+CKPT_KEEP=${CKPT_KEEP:-2}                         # checkpoints kept: verl removes older global_step_N/actor (~100 GB each
+                                                  # for a 7-8B full fine-tune: fp32 weights, Adam); null keeps every one
 TEST_FREQ=${TEST_FREQ:--1}
 REPLAY=${REPLAY:-false}                           # ARPO-style: a buffered success replaces a row of an all-fail group
 BUFFER_PER_TASK=${BUFFER_PER_TASK:-8}             # successes kept per task (for REPLAY)
@@ -107,6 +109,8 @@ source recipes/osworld_preflight.sh
     trainer.n_gpus_per_node="${N_GPUS_PER_NODE}" \
     trainer.val_before_train=false \
     trainer.save_freq="${SAVE_FREQ}" \
+    trainer.max_actor_ckpt_to_keep="${CKPT_KEEP}" \
+    trainer.max_critic_ckpt_to_keep="${CKPT_KEEP}" \
     trainer.test_freq="${TEST_FREQ}" \
     trainer.total_epochs="${TOTAL_EPOCHS}" \
     "$@"

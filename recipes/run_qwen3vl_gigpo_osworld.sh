@@ -49,6 +49,8 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_gigpo_osworld}
 LOGGER=${LOGGER:-[console,wandb]}
 TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}
 SAVE_FREQ=${SAVE_FREQ:-20}
+CKPT_KEEP=${CKPT_KEEP:-2}                         # checkpoints kept: verl removes older global_step_N/actor (~100 GB each
+                                                  # for a 7-8B full fine-tune: fp32 weights, Adam); null keeps every one
 TEST_FREQ=${TEST_FREQ:--1}
 # GiGPO (cua.gigpo.*)
 GIGPO_GAMMA=${GIGPO_GAMMA:-0.95}                  # step return discount
@@ -118,6 +120,8 @@ fi
     trainer.n_gpus_per_node="${N_GPUS_PER_NODE}" \
     trainer.val_before_train=false \
     trainer.save_freq="${SAVE_FREQ}" \
+    trainer.max_actor_ckpt_to_keep="${CKPT_KEEP}" \
+    trainer.max_critic_ckpt_to_keep="${CKPT_KEEP}" \
     trainer.test_freq="${TEST_FREQ}" \
     trainer.total_epochs="${TOTAL_EPOCHS}" \
     "$@"

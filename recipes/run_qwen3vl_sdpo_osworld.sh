@@ -60,6 +60,8 @@ EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sdpo_osworld}
 LOGGER=${LOGGER:-[console,wandb]}
 TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}
 SAVE_FREQ=${SAVE_FREQ:-20}
+CKPT_KEEP=${CKPT_KEEP:-2}                         # checkpoints kept: verl removes older global_step_N/actor (~140 GB each
+                                                  # for an 8B full fine-tune with SDPO's EMA); null keeps every one
 TEST_FREQ=${TEST_FREQ:--1}
 # SDPO (cua.sdpo.*)
 SDPO_LOSS=${SDPO_LOSS:-logit}                     # logit: top-k divergence | token: -A log pi, A = log q - log p
@@ -169,6 +171,8 @@ fi
     trainer.n_gpus_per_node="${N_GPUS_PER_NODE}" \
     trainer.val_before_train=false \
     trainer.save_freq="${SAVE_FREQ}" \
+    trainer.max_actor_ckpt_to_keep="${CKPT_KEEP}" \
+    trainer.max_critic_ckpt_to_keep="${CKPT_KEEP}" \
     trainer.test_freq="${TEST_FREQ}" \
     trainer.total_epochs="${TOTAL_EPOCHS}" \
     "$@"

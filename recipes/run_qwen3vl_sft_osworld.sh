@@ -34,13 +34,14 @@ PROJECT_NAME=${PROJECT_NAME:-verl_cua}
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sft_osworld}
 CKPT_DIR=${CKPT_DIR:-checkpoints/${PROJECT_NAME}/${EXPERIMENT_NAME}}
 LOGGER=${LOGGER:-[console,wandb]}
+CKPT_KEEP=${CKPT_KEEP:-2}                         # checkpoints kept (verl removes older ones); null keeps every one
 
 # shellcheck source=recipes/preflight.sh
 source recipes/preflight.sh
 require_python
 if ! skip_preflight; then  # before torchrun starts a process per GPU
     "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --gpus "${N_GPUS_PER_NODE}" \
-        --model "${MODEL_PATH}" -- "$@" || exit 1
+        --model "${MODEL_PATH}" --logger "${LOGGER}" -- "$@" || exit 1
 fi
 
 IFS=, read -r -a RUNS <<< "${SFT_RUNS}"
@@ -67,6 +68,7 @@ IFS=, read -r -a RUNS <<< "${SFT_RUNS}"
     engine.strategy=fsdp2 \
     optim.lr="${LR}" \
     trainer.default_local_dir="${CKPT_DIR}" \
+    trainer.max_ckpt_to_keep="${CKPT_KEEP}" \
     trainer.project_name="${PROJECT_NAME}" \
     trainer.experiment_name="${EXPERIMENT_NAME}" \
     trainer.logger="${LOGGER}" \

@@ -26,7 +26,8 @@ source recipes/preflight.sh
 require_python "$(osworld_client)"
 if ! skip_preflight; then
     "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --gpus "${N_GPUS_PER_NODE:-8}" \
-        --nnodes "${NNODES:-1}" --tp "${TP:-2}" --rollout vllm --model "${BASE_MODEL}" -- "$@" || exit 1
+        --nnodes "${NNODES:-1}" --tp "${TP:-2}" --rollout vllm --model "${BASE_MODEL}" \
+        --logger "${LOGGER:-[console,wandb]}" -- "$@" || exit 1
     if [ "${PROVIDER:-docker}" = docker ]; then require_docker; fi
 fi
 

@@ -38,7 +38,8 @@ def _lines(stderr):
 
 def test_the_flagship_on_the_local_desktop_stops_before_ray_naming_the_gpus_it_needs_and_found(tmp_path):
     proc, seconds = _run_recipe("run_qwen3vl_sdpo_osworld.sh", tmp_path, PROVIDER="local",
-                                TASKS="files-make-dirs,calc-sum-column")  # fmt: skip
+                                TASKS="files-make-dirs,calc-sum-column", WANDB_API_KEY="", WANDB_MODE="",
+                                NETRC=str(tmp_path / "no-netrc"))  # fmt: skip
     lines = _lines(proc.stderr)
     assert proc.returncode == 1 and seconds < 60, (seconds, lines[-5:])
     prefix = "run_qwen3vl_sdpo_osworld.sh: "
@@ -48,6 +49,7 @@ def test_the_flagship_on_the_local_desktop_stops_before_ray_naming_the_gpus_it_n
     model = next(line for line in lines if line.startswith(f"{prefix}model: "))
     assert "Qwen/Qwen3-VL-8B-Instruct" in model and "HF_HUB_OFFLINE=1" in model and "MODEL_PATH=" in model
     assert any(line.startswith(f"{prefix}vllm: not installed") for line in lines)  # the rollout's engine
+    assert any(line.startswith(f"{prefix}wandb: no credentials") for line in lines)  # LOGGER's default
     blockers = [line for line in lines if re.match(rf"^{prefix}[\w -]+: \S", line) and "blocker(s)" not in line]
     summary = lines[-1]  # closes the list: one line per blocker above it
     assert re.match(rf"{prefix}\d+ blocker\(s\) before the run starts; SKIP_PREFLIGHT=1 starts it anyway", summary)

@@ -166,6 +166,7 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
         assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, 8)
         assert cfg.trainer.device == "cuda" and cfg.actor_rollout_ref.actor.strategy == "fsdp2"
         assert list(cfg.trainer.logger) == ["console", "wandb"]
+        assert cfg.trainer.max_actor_ckpt_to_keep == cfg.trainer.max_critic_ckpt_to_keep == 2  # CKPT_KEEP
         assert cfg.cua.entropulse.schedule == ("fixed" if ladder else "none")  # off by default, on in the ladder
     elif recipe.name == "run_tiny_grpo_miniwob_cpu.sh":  # the learnable setting (docs/learning.md)
         assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.actor.optim.lr == 2e-3
@@ -312,6 +313,7 @@ def test_sft_recipe_builds_rows_in_the_rl_layout_and_composes(stubs, tmp_path):
     assert (cfg.data.messages_key, cfg.data.image_key, cfg.data.pad_mode) == ("messages", "images", "no_padding")
     assert cfg.engine.strategy == "fsdp2" and cfg.trainer.total_epochs == 5 and cfg.trainer.n_gpus_per_node == 8
     assert "hf_model" in cfg.checkpoint.save_contents  # the folder RL starts from
+    assert cfg.trainer.max_ckpt_to_keep == 2  # CKPT_KEEP
     assert cfg.model.exclude_modules == ".*visual.*" and cfg.model.lora_rank == 0
 
 

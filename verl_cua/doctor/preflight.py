@@ -52,6 +52,7 @@ OVERRIDES = {  # Hydra keys a recipe's appended overrides may set that the stand
     "trainer.nnodes": ("trainer", "nnodes"),
     "trainer.n_gpus_per_node": ("trainer", "n_gpus_per_node"),
     "trainer.device": ("trainer", "device"),
+    "trainer.logger": ("trainer", "logger"),
     "actor_rollout_ref.model.path": ("model", "path"),
     "model.path": ("model", "path"),  # the SFT trainer's key
     "actor_rollout_ref.rollout.name": ("rollout", "name"),
@@ -60,11 +61,20 @@ OVERRIDES = {  # Hydra keys a recipe's appended overrides may set that the stand
 
 
 def standalone_config(
-    gpus: int, model: str, nnodes: int = 1, tp: int = 1, rollout: str = "none", overrides: list[str] | None = None
+    gpus: int,
+    model: str,
+    nnodes: int = 1,
+    tp: int = 1,
+    rollout: str = "none",
+    overrides: list[str] | None = None,
+    logger: str | None = None,
 ) -> dict[str, Any]:
-    """The parts of a trainer config the checks read, for a run with `gpus` GPUs per node on `model`; Hydra
-    `overrides` (`key=value`, as appended to a recipe) win for the keys in OVERRIDES, the others are ignored."""
+    """The parts of a trainer config the checks read, for a run with `gpus` GPUs per node on `model` logging to
+    `logger` (`[console,wandb]`); Hydra `overrides` (`key=value`, as appended to a recipe) win for the keys in
+    OVERRIDES, the others are ignored."""
     trainer: dict[str, Any] = {"device": "cuda" if gpus > 0 else "cpu", "nnodes": nnodes, "n_gpus_per_node": gpus}
+    if logger:
+        trainer["logger"] = logger
     parts: dict[str, dict[str, Any]] = {
         "trainer": trainer,
         "model": {"path": model},
@@ -87,11 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tp", type=int, default=1, help="the rollout's tensor parallel size")
     parser.add_argument("--rollout", default="none", help="the rollout engine (vllm, sglang), checked as installed")
     parser.add_argument("--model", required=True, help="the model folder or hub name the run loads")
+    parser.add_argument("--logger", default=None, help="trainer.logger as the recipe sets it ([console,wandb])")
     parser.add_argument("--host", default="verl", choices=("verl", "verl-agent"), help="whose trainer runs")
     parser.add_argument("--prog", default="verl-cua", help="the name the lines start with (the recipe's)")
     parser.add_argument("overrides", nargs="*", help="the recipe's appended Hydra overrides (after --)")
     args = parser.parse_args(argv)
-    config = standalone_config(args.gpus, args.model, args.nnodes, args.tp, args.rollout, args.overrides)
+    config = standalone_config(
+        args.gpus, args.model, args.nnodes, args.tp, args.rollout, args.overrides, logger=args.logger
+    )
     try:
         check_preflight(config, prog=args.prog, host=args.host)
     except PreflightError as exc:

@@ -1,5 +1,6 @@
 """The machine's side: the GPUs against the run's ask, driver and CUDA, the model path, the Python stack's
-versions, Docker, /dev/kvm, disk, RAM and cores."""
+versions, the loggers' credentials, Docker, /dev/kvm, disk for the VM image and the kept checkpoints, RAM (desktops,
+rows, the EMA teacher, the worker processes) and cores."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from verl_cua.doctor.footprint import checkpoint_finding, host_terms, model_params
 from verl_cua.doctor.gpus import SERVED_ROLLOUTS, gpu_findings, torch_cuda, visible_gpus
+from verl_cua.doctor.loggers import logger_findings
 from verl_cua.doctor.model import model_finding
 from verl_cua.doctor.report import Finding
 from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig
@@ -40,6 +43,7 @@ def system_findings(config: dict[str, Any] | None, host: str = "verl") -> list[F
         model = ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
         if model:
             findings.append(model_finding(model))
+        findings += logger_findings(config, host)
         if host == "verl" and (config.get("cua") or {}).get("env"):
             findings += _desktops(config)
     return findings
@@ -89,15 +93,16 @@ def _pinned_torch(package: str) -> str | None:
 
 
 def _flash_attn(config: dict[str, Any] | None) -> Finding:
-    from verl_cua.integrations.verl.attention import flash_attn_error
+    """The attention transformers will load for the actor: flash_attention_2 where flash-attn 2 is usable, else sdpa."""
+    from verl_cua.integrations.verl.attention import flash_attn_error, flash_attn_version
 
     error = flash_attn_error()
     if error is None:
-        return Finding("ok", "flash-attn", _version("flash-attn") or _version("flash_attn") or "importable")
+        return Finding("ok", "flash-attn", f"flash_attention_2 (flash-attn {flash_attn_version()})")
     if not _gpu_run(config):
         return Finding("info", "flash-attn", "not needed on the CPU (sdpa)")
-    return Finding("warn", "flash-attn", f"not usable ({error}): the actor falls back to sdpa with remove-padding off "
-                                         "(slower, more memory); docs/gpu.md says how to install it")  # fmt: skip
+    return Finding("warn", "flash-attn", f"sdpa ({error}): the actor runs sdpa with remove-padding off (slower, "
+                                         "more memory); docs/gpu.md says how to install flash-attn")  # fmt: skip
 
 
 def _desktops(config: dict[str, Any]) -> list[Finding]:
@@ -116,15 +121,25 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
     from verl_cua.integrations.verl.budget import row_budget, step_memory
 
     step_gb = step_memory(config, row_budget(config)).total / 1e9
-    need = count * gb + step_gb
+    params = model_params(str(config["actor_rollout_ref"]["model"]["path"]))
+    extra = host_terms(config, params)
+    need = count * gb + step_gb + sum(size for size, _ in extra)
+    terms = "".join(f" + {_gb(size)} GB {what}" for size, what in extra)
     level = "FAIL" if ram and need > ram else "warn" if ram and need > 0.8 * ram else "ok"
-    out.append(Finding(level, "memory", f"{count} {provider} desktops x {gb:g} GB + ~{step_gb:.1f} GB of rows a step "
-                                        f"= {need:.0f} GB of {ram:.0f} GB RAM"))  # fmt: skip
+    out.append(Finding(level, "memory", f"{count} {provider} desktops x {gb:g} GB + ~{step_gb:.1f} GB of rows a step"
+                                        f"{terms} = {need:.0f} GB of {ram:.0f} GB RAM"))  # fmt: skip
+    disk = checkpoint_finding(config, params)
+    if disk:
+        out.append(disk)
     cpus = os.cpu_count() or 1
     want = count * cores
     out.append(Finding("warn" if want > cpus else "ok", "cores", f"{count} desktops want ~{want:g} cores; "
                                                                  f"this machine has {cpus}"))  # fmt: skip
     return out
+
+
+def _gb(size: float) -> str:
+    return f"{size:.0f}" if size >= 10 else f"{size:.1f}"
 
 
 def _local_desktop() -> list[Finding]:

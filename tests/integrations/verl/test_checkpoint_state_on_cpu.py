@@ -23,9 +23,11 @@ from verl_cua.integrations.verl.checkpoint_io import (
     FORMAT_VERSION,
     CheckpointStateError,
     content_digest,
+    ema_shard_path,
     prune_orphans,
     read_manifest,
     read_state_dir,
+    save_tensor_file,
     write_state_dir,
 )
 from verl_cua.integrations.verl.cua_config import CuaConfigError
@@ -188,6 +190,29 @@ def test_our_state_goes_when_verl_removes_the_actor_checkpoint(tmp_path):
     removed = prune_orphans(tmp_path)
     assert [p.parent.name for p in removed] == ["global_step_1"]
     assert [read_state_dir(tmp_path / f"global_step_{s}") is not None for s in (1, 2, 3)] == [False, True, True]
+
+
+def test_verls_retention_of_two_takes_our_ema_shards_and_state_of_older_steps(tmp_path):
+    """verl's own rotation (BaseCheckpointManager, as the recipes' CKPT_KEEP=2 sets it) on the folders a save
+    writes: the EMA shards inside `actor/` go with it, our `cua/` goes with the next prune_orphans."""
+    from verl.utils.checkpoint.checkpoint_manager import BaseCheckpointManager
+
+    manager = BaseCheckpointManager.__new__(BaseCheckpointManager)  # its rotation only: no model, no process group
+    manager.previous_saved_paths = []
+    for step in (1, 2, 3):
+        folder = tmp_path / f"global_step_{step}"
+        write_state_dir(folder, {"s": step}, {})  # our trainer's order: our state, verl's actor, then the prune
+        actor = folder / "actor"
+        manager.ensure_checkpoint_capacity(2)
+        actor.mkdir()
+        (actor / "model_world_size_1_rank_0.pt").write_bytes(b"weights")
+        save_tensor_file([torch.ones(2)], ema_shard_path(actor, 0))
+        manager.register_checkpoint(str(actor), 2)
+        prune_orphans(tmp_path)
+    assert not (tmp_path / "global_step_1" / "actor").exists() and read_state_dir(tmp_path / "global_step_1") is None
+    for step in (2, 3):
+        assert ema_shard_path(tmp_path / f"global_step_{step}" / "actor", 0).is_file()
+        assert read_state_dir(tmp_path / f"global_step_{step}") is not None
 
 
 def _config(tmp_path, **cua) -> dict:
