@@ -138,7 +138,20 @@ def host_terms(config: dict[str, Any], params: Params | None) -> list[tuple[floa
     if gpus:
         per_gpu = f"{gpus} GPUs x {PROCESS_GB_PER_GPU:g} GB"
         out.append((gpus * PROCESS_GB_PER_GPU, f"worker and rollout processes ({per_gpu})"))
+        cache = screenshot_cache_gb()
+        if cache:
+            out.append((gpus * cache, f"screenshot caches ({gpus} GPUs x {cache:g} GB, VERL_CUA_IMAGE_CACHE_GIB)"))
     return out
+
+
+def screenshot_cache_gb() -> float:
+    """The engine's screenshot cache per GPU rank, in GB (0 when turned off or set to nonsense: the run says so)."""
+    from verl_cua.integrations.verl.screenshot_cache import budget_bytes
+
+    try:
+        return round(budget_bytes() / 1e9, 1)
+    except ValueError:
+        return 0.0
 
 
 def checkpoint_bytes_per_param(config: dict[str, Any]) -> tuple[int, str]:

@@ -17,12 +17,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import torch
-
 BUDGET_ENV = "VERL_CUA_IMAGE_CACHE_GIB"
 DEFAULT_GIB = 4.0
 
-Expanded = tuple[torch.Tensor, torch.Tensor]  # pixel_values [patches, dim], image_grid_thw [1, 3]
+Expanded = tuple  # (pixel_values [patches, dim], image_grid_thw [1, 3]): torch tensors; no torch import here, the
+# doctor reads the budget on machines without it
 
 
 def budget_bytes() -> int:
