@@ -1,0 +1,230 @@
+"""The CPU work a training step does while the GPUs wait, before and after, at the flagship's shapes:
+`python -m bench.gpu_idle [--episodes N] [--out DIR]`.
+
+Three places, each measured in this process (CPU seconds: `time.process_time`, every thread counted) with the old way
+as the anchor of its ratio, since both run back to back on the same machine:
+- `engine`: the actor's screenshot expansion over one step's passes (old log-probs, SDPO's student top-k and
+  teacher pass on the reprompted rows, the update), each row expanded in full (before) against the rank's screenshot
+  cache with its prefetch (after). Step rows of 1312x736 screenshots, a history of 3, episodes of `--steps` turns;
+  the figures are scaled to the flagship's rows per rank (1920 rows a step over 8 ranks);
+- `agent_loop`: a step prompt of 3 screenshots through verl's Continuous Token render (the whole processor, patches
+  dropped) against prompt tokens from grids, scaled to a worker's prompts per step (1920 prompts over 8 workers);
+- `transfer_queue`: the bytes logit SDPO's two top-k passes hand TransferQueue for one row (k fields over the whole
+  sequence against one field of response positions), and per step at the doctor's worst case; and the number of
+  puts of the loss fields (one per row against one per row shape).
+The tiny Qwen3-VL built locally brings the processor, with Qwen3-VL-8B's image limits put back (patch 16, merge 2,
+up to 16M pixels: 943 tokens and 22 MiB of fp32 patches a screenshot).
+Writes OUT/gpu_idle.json and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+
+FLAGSHIP_ROWS_PER_STEP = 1920  # 128 episodes x 15 steps: the doctor's worst case for the flagship
+RANKS = WORKERS = 8
+SIZE = (1312, 736)
+HISTORY = 3
+REPROMPTED = 2 / 3  # share of rows SDPO reprompts (failed episodes of groups with a success)
+TOPK, PROMPT_TOKENS, TEACHER_TOKENS, RESPONSE_TOKENS = 100, 6006, 8000, 80
+QWEN3VL_SIZE = {"shortest_edge": 65536, "longest_edge": 16777216}  # Qwen3-VL-8B-Instruct's preprocessor limits
+
+
+def flagship_processor_dir(out: Path) -> str:
+    """A copy of the tiny Qwen3-VL whose image processor has Qwen3-VL-8B's limits (the tiny one caps images)."""
+    import shutil
+
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    dest = out / "qwen3vl-flagship-limits"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(build_tiny_model("qwen3vl"), dest)
+    config = json.loads((dest / "processor_config.json").read_text())
+    config["image_processor"]["size"] = dict(QWEN3VL_SIZE)
+    (dest / "processor_config.json").write_text(json.dumps(config, indent=2))
+    return str(dest)
+
+
+def _screenshot(seed: int):
+    """A desktop-like 1312x736 screenshot: panels, text lines, noise where photos would be."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(seed)
+    image = Image.new("RGB", SIZE, (rng.randrange(200, 240),) * 3)
+    draw = ImageDraw.Draw(image)
+    for _ in range(40):
+        x, y = rng.randrange(0, SIZE[0] - 200), rng.randrange(0, SIZE[1] - 40)
+        colour = tuple(rng.randrange(0, 255) for _ in range(3))
+        draw.rectangle((x, y, x + rng.randrange(40, 200), y + rng.randrange(10, 40)), fill=colour)
+        draw.text((x + 4, y + 2), f"Item {rng.randrange(1000)}", fill=(0, 0, 0))
+    photo = Image.effect_noise((320, 200), 60).convert("RGB")
+    image.paste(photo, (rng.randrange(0, 900), rng.randrange(0, 500)))
+    return image
+
+
+def _rows(episodes: int, steps: int, image_processor) -> tuple[list[dict], list[dict]]:
+    """One rank's step rows (compact, as TransferQueue holds them) and the teacher rows SDPO builds from them."""
+    import torch
+
+    from verl_cua.integrations.verl.compact_images import compact, image_grid, insert_png
+
+    rows, teacher = [], []
+    for e in range(episodes):
+        shots = [_screenshot(1000 * e + t) for t in range(steps + 1)]
+        for t in range(steps):
+            recent = shots[max(0, t - HISTORY + 1) : t + 1]
+            grid = torch.cat([image_grid(s, image_processor) for s in recent])
+            rows.append(compact({"image_grid_thw": grid}, recent))
+            if (e * steps + t) % 3:  # two rows of three reprompted, with the episode's final screenshot
+                teacher.append(insert_png(rows[-1], 0, shots[-1], image_grid(shots[-1], image_processor)))
+    return rows, teacher
+
+
+def engine(episodes: int, steps: int, processor) -> dict:
+    """CPU seconds of one step's expansions on a rank: every row in full against the screenshot cache."""
+    from verl_cua.integrations.verl.compact_images import decode_png, expand, expand_one, row_pngs
+    from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache
+
+    ip = processor.image_processor
+    rows, teacher = _rows(episodes, steps, ip)
+    reprompted = [r for i, r in enumerate(rows) if i % 3]
+    passes = {"old_log_probs": rows, "student_topk": reprompted, "teacher_gather": teacher, "update": rows}
+
+    def full(row):  # the old path: the row's PNGs decoded and processed together
+        ip(images=[decode_png(d) for d in row["cua_images"]], return_tensors="pt")
+
+    t0, w0 = time.process_time(), time.perf_counter()
+    for batch in passes.values():
+        for row in batch:
+            full(row)
+    before, before_wall = time.process_time() - t0, time.perf_counter() - w0
+    cache = ScreenshotCache(lambda data: expand_one(data, ip), 4 * 2**30)
+    t0, w0 = time.process_time(), time.perf_counter()
+    for batch in passes.values():
+        cache.prefetch(row_pngs(batch))
+        for row in batch:
+            expand(row, ip, cache)
+    after, after_wall = time.process_time() - t0, time.perf_counter() - w0
+    images = sum(len(r["cua_images"]) for batch in passes.values() for r in batch)
+    scale = FLAGSHIP_ROWS_PER_STEP / RANKS / len(rows)
+    return {
+        "rows": len(rows), "screenshots_expanded_before": images,
+        "screenshots_expanded_after": cache.stats["expanded"] + cache.stats["prefetched"],
+        "cpu_s_before": round(before, 2), "cpu_s_after": round(after, 2),
+        "ratio_after_before": round(after / before, 3),
+        "wall_s_before": round(before_wall, 2), "wall_s_after": round(after_wall, 2),
+        "cpu_s_per_step_per_rank_before": round(before * scale, 1),
+        "cpu_s_per_step_per_rank_after": round(after * scale, 1),
+        "cache_gib": round(cache.nbytes / 2**30, 2),
+    }  # fmt: skip
+
+
+def agent_loop(prompts: int, path: str) -> dict:
+    """CPU seconds of a step prompt's tokens: verl's render against grids."""
+    from transformers import AutoConfig, AutoProcessor, AutoTokenizer
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    from verl_cua.actions.conversation import step_prompt
+    from verl_cua.actions.prompts import build_prompt
+    from verl_cua.integrations.verl.grid_prompts import use_grid_prompts
+
+    def builder():
+        return create_continuous_token_builder(
+            AutoTokenizer.from_pretrained(path), hf_model_type=AutoConfig.from_pretrained(path).model_type,
+            chat_template_kwargs={}, mm_processor_kwargs={}, processor=AutoProcessor.from_pretrained(path),
+        )  # fmt: skip
+
+    verl_builder, ours = builder(), builder()
+    use_grid_prompts(ours)
+    spec = build_prompt("qwen3vl", screen=(1920, 1080), image=SIZE)
+    cases = []
+    for i in range(prompts):
+        shots = [_screenshot(7000 + i + j) for j in range(HISTORY)]
+        actions = [f"click({10 * j}, {20 * j})" for j in range(i % 10)]
+        cases.append((step_prompt(spec, "Rename the file.", actions, [False] * len(actions), shots), shots))
+    ours.build_initial_tokens(*cases[0][:1], images=cases[0][1])  # its one check against verl's render
+    timings = {}
+    for name, b in (("before", verl_builder), ("after", ours)):
+        t0 = time.process_time()
+        tokens = [b.build_initial_tokens(messages, images=shots) for messages, shots in cases]
+        timings[name] = time.process_time() - t0
+        timings[f"{name}_tokens"] = tokens
+    same = timings.pop("before_tokens") == timings.pop("after_tokens")
+    scale = FLAGSHIP_ROWS_PER_STEP / WORKERS / prompts
+    return {
+        "prompts": prompts, "same_tokens": same,
+        "cpu_ms_per_prompt_before": round(1000 * timings["before"] / prompts, 1),
+        "cpu_ms_per_prompt_after": round(1000 * timings["after"] / prompts, 1),
+        "ratio_after_before": round(timings["after"] / timings["before"], 3),
+        "cpu_s_per_step_per_worker_before": round(timings["before"] * scale, 1),
+        "cpu_s_per_step_per_worker_after": round(timings["after"] * scale, 1),
+    }  # fmt: skip
+
+
+def transfer_queue(rows: int = 8) -> dict:
+    """Bytes of the top-k passes' outputs per row and per step; puts of the loss fields."""
+    import torch
+    from tensordict import TensorDict
+
+    from verl_cua.integrations.verl.sdpo import logit
+
+    def pass_bytes(seq: int) -> tuple[int, int]:
+        lengths = [seq - RESPONSE_TOKENS, RESPONSE_TOKENS]
+        full = {
+            logit.field(j): torch.nested.as_nested_tensor([torch.zeros(seq) for _ in range(rows)], layout=torch.jagged)
+            for j in range(TOPK)
+        }
+        output = TensorDict(full, batch_size=[rows])
+        before = sum(v.values().numel() * v.values().element_size() for v in output.values())
+        mask = torch.nested.as_nested_tensor([torch.ones(lengths[1]) for _ in range(rows)], layout=torch.jagged)
+        packed = logit.pack_pass_output(output, mask)[logit.PACKED].values()
+        return before // rows, packed.numel() * packed.element_size() // rows
+
+    student = pass_bytes(PROMPT_TOKENS + RESPONSE_TOKENS)
+    teacher = pass_bytes(TEACHER_TOKENS + RESPONSE_TOKENS)
+    reprompted = int(FLAGSHIP_ROWS_PER_STEP * REPROMPTED)
+    per_step = [reprompted * (s + t) for s, t in zip(student, teacher, strict=True)]
+    rng = random.Random(0)
+    response_lengths = [rng.randint(20, 200) for _ in range(FLAGSHIP_ROWS_PER_STEP)]
+    return {
+        "topk": TOPK, "response_tokens": RESPONSE_TOKENS,
+        "student_pass_bytes_per_row_before": student[0], "student_pass_bytes_per_row_after": student[1],
+        "teacher_pass_bytes_per_row_before": teacher[0], "teacher_pass_bytes_per_row_after": teacher[1],
+        "gb_per_step_before": round(per_step[0] / 1e9, 2), "gb_per_step_after": round(per_step[1] / 1e9, 3),
+        "ratio_after_before": round(per_step[1] / per_step[0], 4),
+        "loss_field_puts_per_step_before": FLAGSHIP_ROWS_PER_STEP,
+        "loss_field_puts_per_step_after": len(set(response_lengths)),
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=2, help="episodes of one rank's step (default 2)")
+    ap.add_argument("--steps", type=int, default=15, help="turns per episode (default 15, the flagship's)")
+    ap.add_argument("--prompts", type=int, default=20, help="agent-loop prompts to time (default 20)")
+    ap.add_argument("--out", default="outputs/bench_gpu_idle")
+    args = ap.parse_args(argv)
+    from transformers import AutoProcessor
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = flagship_processor_dir(out)
+    processor = AutoProcessor.from_pretrained(path)
+    record = {
+        "engine": engine(args.episodes, args.steps, processor),
+        "agent_loop": agent_loop(args.prompts, path),
+        "transfer_queue": transfer_queue(),
+    }
+    (out / "gpu_idle.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
