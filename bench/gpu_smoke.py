@@ -209,7 +209,7 @@ def ema_checkpoint(device: str) -> dict:
     return out
 
 
-def ema_offload(device: str, layers: int = 8, width: int = 4096) -> dict:
+def ema_offload(device: str, layers: int = 8, width: int = 4096, busy_matmuls: int = 200) -> dict:
     """EMA copy/update/swap right after a non-blocking offload behind queued device work: exact, every time."""
     import torch
 
@@ -218,7 +218,8 @@ def ema_offload(device: str, layers: int = 8, width: int = 4096) -> dict:
     torch.manual_seed(0)
     module = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)])
     module = module.to(device, torch.bfloat16)
-    busy = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    side = 8192 if device == "cuda" else 256
+    busy = torch.randn(side, side, device=device, dtype=torch.bfloat16)
 
     def offload_behind_work(scale: float) -> list[torch.Tensor]:
         """Change the weights on the device, queue work, then offload the way verl does; the true values."""
@@ -226,8 +227,8 @@ def ema_offload(device: str, layers: int = 8, width: int = 4096) -> dict:
             for p in module.parameters():
                 p.mul_(scale)
             truth = [p.detach().float().cpu() for p in module.parameters()]  # synchronous: the reference
-            for _ in range(8):
-                busy.copy_(busy @ busy / 8192)  # keeps the stream busy, so the copy below is still queued
+            for _ in range(busy_matmuls):  # ~0.3 s of an H200's bf16 matmuls
+                busy.copy_(busy @ busy / side)  # keeps the stream busy, so the copy below is still queued
             module.to("cpu", non_blocking=True)
         return truth
 
