@@ -319,17 +319,16 @@ class EnvPool:
         }
 
     def close(self) -> None:
-        """Close every env (killing its processes if closing hangs)."""
+        """Close every env in parallel (a docker desktop stops in ~13 s), killing its processes if closing hangs."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        for slot in self._slots:
-            if slot.env is not None:
-                self._discard(slot, count=False)
-        with self._cond:
             idle, self._idle = self._idle, []
-        for _, env in idle:
-            _retire(env)
+        closes = [lambda slot=slot: self._discard(slot, count=False) for slot in self._slots if slot.env is not None]
+        closes += [lambda env=env: _retire(env) for _, env in idle]
+        if closes:
+            with ThreadPoolExecutor(max_workers=len(closes), thread_name_prefix="verl-cua-close") as ex:
+                list(ex.map(lambda close: close(), closes))
 
     def __enter__(self) -> EnvPool:
         return self
