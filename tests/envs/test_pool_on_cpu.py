@@ -160,3 +160,30 @@ def test_pool_rejects_bad_size_and_times_out_when_exhausted(chromium):
         with pytest.raises(EnvUsageError, match="released"):
             held.step("DONE")
         assert len(pool._free) == 1
+
+
+class _SlowToStart:
+    """An env of any kind whose constructor outlasts the pool's start timeout; records its close."""
+
+    closed: list = []
+
+    def __init__(self, start_s: float):
+        time.sleep(start_s)
+
+    def close(self):
+        _SlowToStart.closed.append(self)
+
+
+def test_an_env_built_after_its_start_timeout_is_closed_not_leaked():
+    _SlowToStart.closed = []
+    starts = [0.6, 0.0]  # the first start outlasts the 0.2 s timeout; the retry is quick
+    pool = EnvPool(lambda: _SlowToStart(starts.pop(0)), 1, start_timeout=0.2, start_retries=1)
+    pool.warm()
+    kept = pool._slots[0].env
+    assert isinstance(kept, _SlowToStart) and pool.stats()["infra_failures"] == 1
+    deadline = time.monotonic() + 5
+    while not _SlowToStart.closed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(_SlowToStart.closed) == 1 and _SlowToStart.closed[0] is not kept  # the late one, not the slot's
+    pool.close()
+    assert _SlowToStart.closed[-1] is kept

@@ -7,6 +7,7 @@ from verl_cua.envs.base import (
     InfraFailure,
     Observation,
     StepResult,
+    env_start_timeout,
     make_env,
     register_env,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "InfraFailure",
     "Observation",
     "StepResult",
+    "env_start_timeout",
     "make_env",
     "register_env",
 ]

@@ -95,10 +95,22 @@ def register_env(name: str, entry_point: str | Callable[..., GUIEnv]) -> None:
 
 def make_env(name: str, **kwargs) -> GUIEnv:
     """Build the env registered as `name` with `kwargs`; unknown names raise ValueError listing the valid ones."""
+    return _entry(name)(**kwargs)
+
+
+def env_start_timeout(name: str, kwargs: dict[str, Any], pool_size: int, default: float | None) -> float | None:
+    """Seconds a pool of `pool_size` should give one start of env `name` built with `kwargs`: what the env's
+    `start_timeout_for(pool_size, **kwargs)` asks for, else `default`."""
+    asked = getattr(_entry(name), "start_timeout_for", None)
+    timeout = None if asked is None else asked(pool_size, **kwargs)
+    return default if timeout is None else float(timeout)
+
+
+def _entry(name: str) -> Callable[..., GUIEnv]:
     entry = ENV_REGISTRY.get(name)
     if entry is None:
         raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENV_REGISTRY))}")
     if isinstance(entry, str):
         module_name, _, attr = entry.partition(":")
         entry = getattr(importlib.import_module(module_name), attr)
-    return entry(**kwargs)
+    return entry

@@ -3,7 +3,7 @@
 Threads on one host: every env call waits on a browser or a desktop server (I/O), so threads overlap them
 without the start-up and memory cost of processes. A call that fails or times out is an infra failure: the
 lease answers `infra_failure=True` instead of raising, the env's processes are killed, and the slot is rebuilt
-for the next episode.
+for the next episode. An env whose start finishes after `start_timeout` gave up on it is closed when it arrives.
 
 Envs that load a task at a cost (a MiniWoB++ browser opens one task page) say so with `task_key(task)` and
 `loaded_key`; `acquire(task=...)` then leases a free env already loaded for that task, and an env it must switch
@@ -36,23 +36,33 @@ class _Timeout(TimeoutError):
     """A call to an env that did not return in time (`call_with_timeout`)."""
 
 
-def call_with_timeout(fn: Callable[[], T], timeout: float | None) -> T:
-    """Run `fn` in a daemon thread; raise `_Timeout` if it has not returned after `timeout` seconds."""
+def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Callable[[T], None] | None = None) -> T:
+    """Run `fn` in a daemon thread; raise `_Timeout` if it has not returned after `timeout` seconds. A value `fn`
+    returns after that goes to `on_late` (in the worker thread), so what it built is not left to nobody."""
     if timeout is None:
         return fn()
     box: dict[str, Any] = {}
+    guard = threading.Lock()
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            value = fn()
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
+            return
+        with guard:
+            late = box.get("abandoned", False)
+            box["value"] = value
+        if late and on_late is not None:
+            on_late(value)
 
     worker = threading.Thread(target=run, daemon=True, name="verl-cua-env-call")
     worker.start()
     worker.join(timeout)
-    if worker.is_alive():
-        raise _Timeout(f"no answer after {timeout:g}s")
+    with guard:
+        if "value" not in box and "error" not in box:
+            box["abandoned"] = True
+            raise _Timeout(f"no answer after {timeout:g}s")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -309,17 +319,16 @@ class EnvPool:
         }
 
     def close(self) -> None:
-        """Close every env (killing its processes if closing hangs)."""
+        """Close every env in parallel (a docker desktop stops in ~13 s), killing its processes if closing hangs."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        for slot in self._slots:
-            if slot.env is not None:
-                self._discard(slot, count=False)
-        with self._cond:
             idle, self._idle = self._idle, []
-        for _, env in idle:
-            _retire(env)
+        closes = [lambda slot=slot: self._discard(slot, count=False) for slot in self._slots if slot.env is not None]
+        closes += [lambda env=env: _retire(env) for _, env in idle]
+        if closes:
+            with ThreadPoolExecutor(max_workers=len(closes), thread_name_prefix="verl-cua-close") as ex:
+                list(ex.map(lambda close: close(), closes))
 
     def __enter__(self) -> EnvPool:
         return self
@@ -336,7 +345,7 @@ class EnvPool:
             if slot.env is not None:
                 return
             try:
-                slot.env = call_with_timeout(self._factory_for(slot), self.start_timeout)
+                slot.env = call_with_timeout(self._factory_for(slot), self.start_timeout, on_late=_close_late)
                 slot.start_error = None
                 if slot.restarts or attempt:
                     logger.info("env %d rebuilt", slot.index)
@@ -412,6 +421,12 @@ def _close(env: GUIEnv) -> None:
         call_with_timeout(env.close, 15.0)
     except Exception:
         logger.debug("closing a broken env failed", exc_info=True)
+
+
+def _close_late(env: GUIEnv) -> None:
+    """Close an env whose start finished after the pool gave up on it (its slot was rebuilt or failed meanwhile)."""
+    logger.warning("an env finished starting after its start timeout; closing it")
+    _retire(env)
 
 
 def _retire(env: GUIEnv) -> None:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import EnvPool, GUIEnv, InfraFailure, make_env
+from verl_cua.envs import EnvPool, GUIEnv, InfraFailure, env_start_timeout, make_env
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
 from verl_cua.eval.endpoint import ChatClient, EndpointError
@@ -145,6 +145,16 @@ def _check(config: EvalConfig) -> None:
         raise ValueError("--max-pixels does not apply to --format pyautogui: its coordinates are screen pixels")
 
 
+def _start_timeout(config: EvalConfig, workers: int) -> float | None:
+    """Seconds one env start may take: 900 on a VM, 120 on this host, or more if the env asks (docker at scale)."""
+    default = 900.0 if config.provider not in (None, "local") else 120.0
+    kwargs = dict(config.env_kwargs)
+    if config.env == "osworld":
+        kwargs.setdefault("provider", config.provider)
+    asked = env_start_timeout(config.env, kwargs, workers, default)
+    return default if asked is None else max(default, asked)
+
+
 def _env_factory(config: EvalConfig) -> Callable[[], GUIEnv]:
     kwargs = dict(config.env_kwargs)
     if config.env == "osworld":
@@ -252,7 +262,7 @@ def _run_pending(
             reset_timeout=600.0 if config.env == "osworld" else 120.0,
             step_timeout=300.0,
             evaluate_timeout=600.0,
-            start_timeout=900.0 if config.provider not in (None, "local") else 120.0,
+            start_timeout=_start_timeout(config, workers),
         ) as pool,
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verl-cua-eval") as executor,
     ):

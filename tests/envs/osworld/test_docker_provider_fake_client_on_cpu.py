@@ -114,6 +114,7 @@ class FakeContainer:
     def __init__(self, client, kwargs: dict, vm: FakeVM | None):
         self.client, self.kwargs, self.vm = client, kwargs, vm
         self.stopped = self.removed = False
+        self.labels = dict(kwargs.get("labels") or {})
         host_ports = {f"{c}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(h)}] for c, h in kwargs["ports"].items()}
         self.attrs = {"NetworkSettings": {"Ports": host_ports}}
 
@@ -125,9 +126,11 @@ class FakeContainer:
             self.vm.shutdown()
             self.vm = None
 
-    def remove(self):
+    def remove(self, force: bool = False):
         if self.removed:
             raise docker.errors.NotFound("No such container")
+        if force and not self.stopped:
+            self.stop()
         if not self.stopped:
             raise docker.errors.APIError("cannot remove a running container")
         self.removed = True
@@ -135,7 +138,7 @@ class FakeContainer:
 
 
 class FakeDockerClient:
-    """`docker.DockerClient` as DockerProvider uses it: `containers.run(...)` and `containers.list()`."""
+    """`docker.DockerClient` as DockerProvider and our labels use it: `containers.run(...)`, `containers.list()`."""
 
     def __init__(self, vm_boots: bool = True):
         self.vm_boots = vm_boots
@@ -143,8 +146,9 @@ class FakeDockerClient:
         self.running: list = [FakeForeignContainer()]
         self.containers = self
 
-    def list(self):
-        return list(self.running)
+    def list(self, all: bool = False, filters: dict | None = None):
+        wanted = [label.partition("=") for label in (filters or {}).get("label", [])]
+        return [c for c in self.running if not any(c.labels.get(k) != v for k, _, v in wanted)]
 
     def run(self, image, **kwargs):
         kwargs = {**kwargs, "image": image, "environment": dict(kwargs["environment"])}
@@ -157,6 +161,8 @@ class FakeDockerClient:
 
 class FakeForeignContainer:
     """Another project's container, already holding host ports 8006 and 5000."""
+
+    labels: dict = {}
 
     attrs = {"NetworkSettings": {"Ports": {"8006/tcp": [{"HostPort": "8006"}], "5000/tcp": [{"HostPort": "5000"}]}}}
 
@@ -202,6 +208,7 @@ def _kvm(monkeypatch, present: bool):
 
 
 def _docker_env(**kwargs):
+    kwargs = {"docker_start_interval": 0, **kwargs}  # starts one after another: nothing to space
     return make_env("osworld", provider="docker", path_to_vm="Ubuntu.qcow2", pause=0, screen=SCREEN, **kwargs)
 
 
@@ -214,6 +221,8 @@ def test_fake_client_container_arguments_and_port_mapping(docker_fakes, tmp_path
         assert len(client.runs) == 1
         run = client.runs[0].kwargs
         assert run["image"] == IMAGE and run["detach"] is True
+        labels = run["labels"]  # ours, so close() and the next run's reaper find the container
+        assert labels["verl-cua.owner-pid"] == str(os.getpid()) and labels["verl-cua.env"] == env.docker.env_id
         assert run["cap_add"] == ["NET_ADMIN"]
         env_vars = {"DISK_SIZE": "32G", "RAM_SIZE": "4G", "CPU_CORES": "4"}
         if kvm:

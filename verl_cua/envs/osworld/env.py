@@ -1,7 +1,8 @@
 """The `osworld` env: OSWorld's own DesktopEnv (client, setup controller, evaluators) on any provider.
 
-`provider="local"` runs the task on a sandboxed Xvfb desktop on this host (no VM); every other name (docker,
-vmware, virtualbox, aws, azure, gcp, aliyun, volcengine) is OSWorld's own provider, passed through unchanged.
+`provider="local"` runs the task on a sandboxed Xvfb desktop on this host (no VM); `docker` is OSWorld's docker
+provider made fit for many desktops at once (`docker_fleet`: lock waits, spaced starts, labelled containers); every
+other name (vmware, virtualbox, aws, azure, gcp, aliyun, volcengine) is OSWorld's own provider, passed through.
 Actions are parsed by verl_cua.actions and rendered to the `pyautogui` or `computer_13` action space; model
 text is never executed. Step reward is 0; the score comes from `evaluate()` (OSWorld's metric, in [0, 1]).
 
@@ -77,6 +78,7 @@ class OSWorldEnv:
         self._own_cache = cache_dir is None
         self.cache_dir = Path(cache_dir or tempfile.mkdtemp(prefix="verl-cua-osworld-cache-"))
         self.local = None
+        self.docker = None  # provider="docker": our LabelledDockerProvider (docker_fleet)
         self._task: dict | None = None
         self._last: Observation | None = None
         self._done = False
@@ -98,9 +100,21 @@ class OSWorldEnv:
                 self.local = LocalDesktop(screen=tuple(screen), start_timeout=start_timeout, network=network)
                 self._desktop = desktop_env_with_provider(LocalVMManager(), LocalProvider(self.local), **kwargs)
                 self._tighten_retries()
+            elif provider == "docker":
+                from desktop_env.providers.docker.manager import DockerVMManager
+
+                from verl_cua.envs.osworld import docker_fleet
+                from verl_cua.envs.osworld.provider import desktop_env_with_provider
+
+                options = docker_fleet.pop_options(provider_kwargs)
+                self.docker = docker_fleet.LabelledDockerProvider(provider_kwargs.get("region"), options)
+                self._desktop = desktop_env_with_provider(DockerVMManager(), self.docker, **kwargs, **provider_kwargs)
             else:
                 from desktop_env.desktop_env import DesktopEnv
 
+                docker_only = sorted(k for k in provider_kwargs if k.startswith("docker_"))
+                if docker_only:
+                    raise ValueError(f"{', '.join(docker_only)}: for provider='docker' only, not {provider!r}")
                 self._desktop = DesktopEnv(provider_name=provider, **kwargs, **provider_kwargs)
         except ImportError as exc:
             raise ImportError(f"the osworld env needs OSWorld's client ({exc}): verl-cua install-osworld") from exc
@@ -190,7 +204,7 @@ class OSWorldEnv:
         return min(1.0, max(0.0, score))  # computed: never discarded by a later health check
 
     def close(self) -> None:
-        """Stop the desktop (local: kill its process tree) and remove our cache directory."""
+        """Stop the desktop (local: kill its process tree; docker: remove its containers) and remove our cache."""
         desktop = getattr(self, "_desktop", None)
         if desktop is not None:
             try:
@@ -200,8 +214,21 @@ class OSWorldEnv:
             self._desktop = None
         if self.local is not None:
             self.local.stop()
+        if self.docker is not None:
+            self.docker.close()  # every container it ran, by label, even one still starting
         if self._own_cache:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    @staticmethod
+    def start_timeout_for(pool_size: int, provider: str = "local", **kwargs: Any) -> float | None:
+        """Seconds a pool of `pool_size` should give one start of this env (None: the pool's default)."""
+        if provider != "docker":
+            return None
+        try:
+            from verl_cua.envs.osworld import docker_fleet
+        except ImportError:
+            return None  # no OSWorld client: the start itself fails with the install hint
+        return docker_fleet.start_timeout(pool_size, docker_fleet.pop_options(dict(kwargs)))
 
     # -- health and processes (EnvPool) ---------------------------------------------------------------------------
     def healthy(self) -> bool:

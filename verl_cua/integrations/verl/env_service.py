@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from verl_cua.envs import EnvPool, make_env
+from verl_cua.envs import EnvPool, env_start_timeout, make_env
 
 _LOCK = threading.Lock()
+START_TIMEOUT = 120.0  # seconds per env start, unless the env asks for more
 _SERVICES: dict[str, EnvService] = {}
 
 
@@ -26,6 +27,7 @@ class EnvService:
             reset_timeout=float(env_cfg["reset_timeout"]),
             step_timeout=float(env_cfg["step_timeout"]),
             evaluate_timeout=float(env_cfg["evaluate_timeout"]),
+            start_timeout=env_start_timeout(name, kwargs, self.size, START_TIMEOUT),  # docker: lock wait + boot
             keep_idle=int(env_cfg.get("idle_envs", 0)),
         )
         self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="verl-cua-env")

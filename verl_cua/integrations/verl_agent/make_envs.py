@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_cua.envs import EnvPool, make_env
+from verl_cua.envs import EnvPool, env_start_timeout, make_env
 from verl_cua.envs.task_sets import resolve_tasks
 from verl_cua.integrations.verl_agent.env_manager import Fleet, GUIEnvironmentManager
 from verl_cua.integrations.verl_agent.settings import ENV_NAMES, env_name, read_settings
@@ -29,6 +29,7 @@ def make_gui_envs(config: Any) -> tuple[GUIEnvironmentManager, GUIEnvironmentMan
         reset_timeout=settings.reset_timeout,
         step_timeout=settings.step_timeout,
         evaluate_timeout=settings.evaluate_timeout,
+        start_timeout=env_start_timeout(name, kwargs, max(train_n, val_n), 120.0),  # docker: lock wait + boot
         backend=settings.pool_backend,
         hosts=settings.hosts,
     )

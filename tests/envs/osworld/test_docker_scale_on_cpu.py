@@ -1,0 +1,347 @@
+"""32 docker desktops at once through our EnvPool, with a FAKE Docker client (no Docker engine on CPU CI).
+
+Real: desktop-env's DockerProvider (its host-wide file lock, port scan, `containers.run`, readiness polling, revert),
+DesktopEnv and its controllers over HTTP, our OSWorldEnv, EnvService and EnvPool. Fake: `docker.from_env()` returns a
+client whose `containers.run(...)` takes `RUN_S` under the lock (as docker does) and serves, in place of the VM, a
+stdlib HTTP server on the mapped host port that answers 503 for `BOOT_S`, then screenshots. Times are scaled down:
+a lock hold of ~0.05 s stands for docker's 1-3 s, so desktop-env's 10 s lock wait becomes `UPSTREAM_LOCK_S`.
+"""
+
+import io
+import itertools
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import docker
+import filelock
+import pytest
+from PIL import Image
+
+from verl_cua.envs import EnvPool, InfraFailure, make_env
+
+docker_provider = pytest.importorskip("desktop_env.providers.docker.provider")
+from verl_cua.envs.osworld import docker_fleet  # noqa: E402  (needs desktop-env)
+from verl_cua.integrations.verl.env_service import EnvService  # noqa: E402
+
+DESKTOPS = 32
+RUN_S = 0.04  # a `docker run` under the lock
+BOOT_S = 0.3  # a VM answering 503 before its first screenshot
+UPSTREAM_LOCK_S = 0.25  # desktop-env's 10 s lock wait, scaled like the lock hold
+SCALED = {"docker_lock_timeout": 30.0, "docker_lock_retries": 1, "docker_start_interval": 0.01}
+UPSTREAM = {"docker_lock_timeout": UPSTREAM_LOCK_S, "docker_lock_retries": 0, "docker_start_interval": 0}
+PNG = io.BytesIO()
+Image.new("RGB", (64, 40), "blue").save(PNG, format="PNG")
+TASK = {
+    "id": "docker-scale",
+    "instruction": "Look at the screen.",
+    "config": [{"type": "execute", "parameters": {"command": "true", "shell": True}}],  # used: next reset restarts
+    "evaluator": {"func": "infeasible"},
+}
+
+
+class FakeVM:
+    """The container's VM on its server port: 503 while booting, then screenshots, /terminal and /setup/execute."""
+
+    def __init__(self, port: int, boot_s: float):
+        ready_at = time.monotonic() + boot_s
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: bytes, kind: str = "application/json"):
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if time.monotonic() < ready_at:
+                    return self._send(503, b"{}")
+                if self.path == "/screenshot":
+                    return self._send(200, PNG.getvalue(), "image/png")
+                return self._send(200, json.dumps({"output": ""}).encode())
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                reply = {"status": "success", "output": "", "error": "", "returncode": 0}
+                return self._send(200, json.dumps(reply).encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+
+    def shutdown(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FakeContainer:
+    def __init__(self, client, kwargs: dict, vm: FakeVM | None):
+        self.client, self.kwargs, self.vm = client, kwargs, vm
+        self.id = f"fake{len(client.runs):04d}"
+        self.labels = dict(kwargs.get("labels") or {})
+        ports = {f"{c}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(h)}] for c, h in kwargs.get("ports", {}).items()}
+        self.attrs = {"NetworkSettings": {"Ports": ports}}
+        self.stopped = self.removed = False
+
+    def stop(self):
+        if self.removed:
+            raise docker.errors.NotFound("No such container")
+        self.stopped = True
+        self._power_off()
+
+    def remove(self, force: bool = False):
+        with self.client.lock:
+            if self.removed:
+                raise docker.errors.NotFound("No such container")
+            if not (self.stopped or force):
+                raise docker.errors.APIError("cannot remove a running container")
+            self.removed = True
+            self.client.existing.remove(self)
+        self._power_off()
+
+    def _power_off(self):
+        vm, self.vm = self.vm, None
+        if vm is not None:
+            vm.shutdown()
+
+
+class FakeDockerClient:
+    """`containers.run/list` of a docker client; `existing` is every container not removed."""
+
+    def __init__(self, boot_s: float = BOOT_S):
+        self.boot_s = boot_s
+        self.lock = threading.Lock()
+        self.runs: list[FakeContainer] = []
+        self.existing: list[FakeContainer] = []
+        self.containers = self
+
+    def run(self, image, **kwargs):
+        time.sleep(RUN_S)
+        vm = FakeVM(kwargs["ports"][5000], self.boot_s)
+        with self.lock:
+            container = FakeContainer(self, {**kwargs, "image": image}, vm)
+            self.runs.append(container)
+            self.existing.append(container)
+        return container
+
+    def add(self, labels: dict) -> FakeContainer:
+        """A container some earlier process ran (no VM behind it)."""
+        with self.lock:
+            container = FakeContainer(self, {"labels": labels}, None)
+            self.runs.append(container)
+            self.existing.append(container)
+        return container
+
+    def list(self, all: bool = False, filters: dict | None = None):
+        wanted = [label.partition("=") for label in (filters or {}).get("label", [])]
+        with self.lock:
+            return [c for c in self.existing if not any(c.labels.get(k) != v for k, _, v in wanted)]
+
+    def ours(self) -> list:
+        return [c for c in self.list() if "verl-cua.env" in c.labels]
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    """A fake docker client behind desktop-env's real provider; its lock file in tmp_path, its polls scaled down."""
+    fake = FakeDockerClient()
+    monkeypatch.setattr(docker_provider.docker, "from_env", lambda *a, **k: fake)
+    monkeypatch.setattr(docker_provider, "RETRY_INTERVAL", 0.1)
+    monkeypatch.setattr(docker_provider, "WAIT_TIME", 0.01)
+    monkeypatch.setattr(docker_fleet, "_reaped", False)  # each test is a "next run"
+    init = docker_provider.DockerProvider.__init__
+
+    def init_with_lock_in_tmp(self, region):  # upstream locks /tmp/docker_port_allocation.lck, host-wide
+        init(self, region)
+        self.lock_file = tmp_path / "docker_port_allocation.lck"
+
+    monkeypatch.setattr(docker_provider.DockerProvider, "__init__", init_with_lock_in_tmp)
+    monkeypatch.setattr(docker_provider, "LOCK_TIMEOUT", docker_provider.LOCK_TIMEOUT)  # restored after the test
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Ubuntu.qcow2").write_bytes(b"QFI\xfb")
+    yield fake
+    for container in list(fake.existing):  # a failing test leaves no servers behind
+        container.remove(force=True)
+
+
+def _kwargs(**options) -> dict:
+    return {"provider": "docker", "path_to_vm": "Ubuntu.qcow2", "pause": 0, "screen": (64, 40), **options}
+
+
+def _reset_all(pool: EnvPool) -> list[bool]:
+    """Reset every desktop of the pool at once; each one's infra_failure."""
+
+    def reset(lease, task):
+        lease.reset(task)
+        return lease.infra_failure
+
+    return pool.map(reset, [TASK] * pool.size)
+
+
+def test_32_desktops_start_and_reset_together_with_a_fake_docker_client(client):
+    service = EnvService(
+        {"name": "osworld", "kwargs": _kwargs(**SCALED), "pool_size": DESKTOPS, "reset_timeout": 60.0,
+         "step_timeout": 60.0, "evaluate_timeout": 60.0}
+    )  # fmt: skip
+    pool = service.pool
+    # the pool waits for every lock wait, this process's spaced starts and desktop-env's 300 s boot wait
+    assert pool.start_timeout >= 2 * SCALED["docker_lock_timeout"] + docker_fleet.BOOT_TIMEOUT >= 300
+    try:
+        pool.warm()  # 32 first starts at once, queued on desktop-env's file lock
+        assert len(client.runs) == DESKTOPS and pool.stats()["alive"] == DESKTOPS
+        assert docker_provider.LOCK_TIMEOUT == SCALED["docker_lock_timeout"]
+        assert not any(_reset_all(pool))  # clean containers: setup only, then marked used
+        assert not any(_reset_all(pool))  # used: 32 stops and 32 new containers through the lock at once
+        assert len(client.runs) == 2 * DESKTOPS and len(client.ours()) == DESKTOPS
+        assert pool.stats()["infra_failures"] == 0 and pool.stats()["restarts"] == 0
+        ports = [c.kwargs["ports"][5000] for c in client.ours()]
+        assert len(set(ports)) == DESKTOPS
+        run, pid = docker_fleet.run_id(), str(os.getpid())
+        assert all(c.labels["verl-cua.run"] == run and c.labels["verl-cua.owner-pid"] == pid for c in client.runs)
+    finally:
+        pool.close()
+    assert client.existing == []  # every container of the run removed, none leaked
+
+
+def test_desktop_envs_10_s_lock_wait_scaled_down_fails_most_of_32_starts_with_a_fake_docker_client(client, tmp_path):
+    """Why: with desktop-env's own semantics (one wait, no retry, no spacing), most of a first wave is masked."""
+    pool = EnvPool(lambda: make_env("osworld", **_kwargs(**UPSTREAM)), DESKTOPS, start_timeout=30.0, start_retries=0)
+    try:
+        pool.warm()
+        failed = pool.stats()["infra_failures"]
+        assert failed >= DESKTOPS // 2, f"only {failed} of {DESKTOPS} starts timed out on the lock"
+        lock = tmp_path / "docker_port_allocation.lck"
+        assert f"docker lock {lock} stayed busy (1 x {UPSTREAM_LOCK_S:g} s waited)" in pool.last_errors[-1]
+    finally:
+        pool.close()
+    assert client.existing == []
+
+
+def _hold_lock(path, seconds: float) -> threading.Thread:
+    """Someone else holds desktop-env's lock for `seconds` (from its own thread: filelock's locks are per thread)."""
+    taken = threading.Event()
+
+    def hold():
+        with filelock.FileLock(str(path)):
+            taken.set()
+            time.sleep(seconds)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    taken.wait(5)
+    return holder
+
+
+def test_a_lock_timeout_is_retried_with_a_fake_docker_client(client, tmp_path):
+    lock = tmp_path / "docker_port_allocation.lck"
+    holder = _hold_lock(lock, 0.6)  # longer than one wait of 0.4 s
+    with pytest.raises(InfraFailure, match=r"docker lock .* stayed busy \(1 x 0.4 s waited\)"):
+        make_env("osworld", **_kwargs(docker_lock_timeout=0.4, docker_lock_retries=0))
+    assert client.runs == []
+    holder.join()
+    _hold_lock(lock, 0.6)
+    env = make_env("osworld", **_kwargs(docker_lock_timeout=0.4, docker_lock_retries=2))
+    try:
+        assert env.healthy() and len(client.ours()) == 1
+    finally:
+        env.close()
+    assert client.existing == []
+
+
+def test_a_start_that_ends_after_the_pools_timeout_is_closed_with_a_fake_docker_client(client):
+    client.boot_s = 1.5  # booting outlasts the pool's start timeout
+    pool = EnvPool(lambda: make_env("osworld", **_kwargs(**SCALED)), 1, start_timeout=0.5, start_retries=0)
+    try:
+        pool.warm()
+        assert pool.stats()["alive"] == 0 and pool.stats()["infra_failures"] == 1
+        assert len(client.ours()) == 1  # still booting, nobody's to close but the late start's own
+        deadline = time.monotonic() + 15
+        while client.existing and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.existing == [] and client.runs[0].removed
+    finally:
+        pool.close()
+
+
+def test_containers_of_an_exited_owner_are_reaped_at_the_next_start_with_a_fake_docker_client(client):
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    host, me = socket.gethostname(), docker_fleet.owner_labels("earlier")
+    dead = client.add({**me, "verl-cua.owner-pid": str(exited.pid)})
+    reused = client.add({**me, "verl-cua.owner-started": "1.00"})  # our pid, but an earlier process's start time
+    alive = client.add(dict(me))  # this process: a live run's desktop
+    elsewhere = client.add({**me, "verl-cua.owner-pid": str(exited.pid), "verl-cua.host": host + "-other"})
+    foreign = client.add({"com.example.app": "db"})
+    env = make_env("osworld", **_kwargs(**SCALED))
+    try:
+        assert dead.removed and reused.removed
+        assert not (alive.removed or elsewhere.removed or foreign.removed)
+        assert len(client.ours()) == 3  # the new desktop, the live run's and the other host's
+        later = client.add({**me, "verl-cua.owner-pid": str(exited.pid)})
+        make_env("osworld", **_kwargs(**SCALED)).close()  # the reaper runs at a process's first desktop only
+        assert not later.removed
+    finally:
+        env.close()
+    assert client.existing == [alive, elsewhere, foreign, later]
+
+
+def test_close_while_the_container_starts_removes_it_with_a_fake_docker_client(client):
+    env = make_env("osworld", **_kwargs(**SCALED))
+    provider = env.docker
+    env.close()
+    assert client.existing == [] and provider.closed
+    with pytest.raises(InfraFailure, match="closed before its container started"):
+        provider.start_emulator("Ubuntu.qcow2", True, "Ubuntu")
+    provider.closed = False
+    run = client.run
+
+    def close_during_run(image, **kwargs):  # close() lists the containers before docker has made this one
+        provider.close()
+        return run(image, **kwargs)
+
+    client.run = close_during_run
+    with pytest.raises(InfraFailure, match="closed while its container started"):
+        provider.start_emulator("Ubuntu.qcow2", True, "Ubuntu")
+    assert client.existing == []
+
+
+def test_starts_of_one_process_are_spaced_apart():
+    spacer, starts = docker_fleet._Spacer(), []
+
+    def start():
+        spacer.wait(0.1)
+        starts.append(time.monotonic())
+
+    threads = [threading.Thread(target=start) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    gaps = [b - a for a, b in itertools.pairwise(sorted(starts))]
+    assert len(gaps) == 4 and min(gaps) >= 0.09
+
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"docker_lock_timeout": 0}, "docker_lock_timeout must be > 0"),
+        ({"docker_lock_retries": 1.5}, "docker_lock_retries must be a whole number"),
+        ({"docker_start_interval": "1"}, "docker_start_interval must be a number >= 0"),
+    ],
+)
+def test_bad_docker_options_are_one_line_errors(bad, match):
+    with pytest.raises(ValueError, match=match):
+        make_env("osworld", **_kwargs(**bad))
+
+
+def test_docker_options_are_refused_for_other_providers():
+    with pytest.raises(ValueError, match="docker_lock_timeout: for provider='docker' only, not 'vmware'"):
+        make_env("osworld", provider="vmware", docker_lock_timeout=60)
