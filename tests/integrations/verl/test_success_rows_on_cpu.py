@@ -7,6 +7,8 @@ import torch
 
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, task_instance
 from verl_cua.integrations.verl import entropulse_phase, success_rows
+from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.fields import sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.loss import MASK
@@ -92,7 +94,8 @@ def test_sdpo_loss_fields_normalise_over_reprompted_tokens():
     assert (
         "loss_mask" not in sdpo_loss_fields("sdpo", _teacher([True, False]), mask, [False] * 2, {"normalize": "all"})[0]
     )
-    rows = sdpo_loss_fields("sdpo_grpo", _teacher([True, False]), mask, [False, True], sdpo)
+    settings = plan_for("sdpo_grpo", CuaConfig.from_mapping({"sdpo": {"loss": "logit"}})).sdpo_settings(sdpo)
+    rows = sdpo_loss_fields("sdpo_grpo", _teacher([True, False]), mask, [False, True], settings)
     assert rows[1][MASK].tolist() == [0, 0] and rows[0][MASK].tolist() == [1, 0, 1]  # infra rows train nothing
     assert logit.IDS not in rows[0] and "loss_mask" not in rows[0]
 

@@ -9,6 +9,7 @@ from verl.protocol import DataProto
 
 from verl_cua.integrations.verl.batch_rows import isolate_infra_uids
 from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.trainer import CuaTrainer, _AdvantageStep
 
 L = 6  # response tokens: two turns of 3 model tokens
@@ -17,6 +18,7 @@ L = 6  # response tokens: two turns of 3 model tokens
 def _trainer(estimator: str) -> CuaTrainer:
     trainer = object.__new__(CuaTrainer)  # the advantage step reads only these
     trainer.estimator, trainer.cua, trainer.logit_sdpo = estimator, CuaConfig.from_mapping({}), False
+    trainer.plan = plan_for(estimator, trainer.cua)
     return trainer
 
 

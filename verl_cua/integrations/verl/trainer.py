@@ -31,7 +31,7 @@ from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
 from verl_cua.integrations.verl.checkpoint_io import prune_orphans, read_state_dir, write_state_dir
-from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS, validate_estimator_config
+from verl_cua.integrations.verl.cua_config import validate_estimator_config
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 from verl_cua.integrations.verl.cua_state import (
     load_trainer_state,
@@ -42,6 +42,7 @@ from verl_cua.integrations.verl.cua_state import (
     trainer_state,
 )
 from verl_cua.integrations.verl.entropulse_phase import run_sft_phase
+from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.replay_injection import inject_replays
@@ -80,9 +81,7 @@ class _AdvantageStep:
         self.sessions = as_list(rows["session_id"])
         self.response_mask = rows["response_mask"]
         self.infra = infra_rows(self.extra)
-        self.outcome_estimator = (
-            "grpo" if trainer.estimator in CUA_ESTIMATORS else trainer.config.algorithm.adv_estimator
-        )
+        self.outcome_estimator = trainer.plan.outcome_estimator
 
     def estimate(self, upstream, data: DataProto, **kwargs) -> DataProto:
         """verl's estimator on `data`, infra rows in singleton groups; then ours (`CuaTrainer.cua_advantages`)."""
@@ -128,10 +127,10 @@ class CuaTrainer(PPOTrainerSync):
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
+        self.plan = plan_for(self.estimator, self.cua)  # what each step does, decided once (estimator_plan)
         # ema and frozen keep a host copy of the teacher's weights (swapped in for its pass); only ema updates it
-        self.ema_teacher = self.estimator in SDPO_ESTIMATORS and self.cua.sdpo.teacher in ("ema", "frozen")
-        self.ema_rate = self.cua.sdpo.ema_rate if self.cua.sdpo.teacher == "ema" else 0.0
-        self.logit_sdpo = self.estimator == "sdpo" and self.cua.sdpo.loss == "logit"
+        self.ema_teacher, self.ema_rate = self.plan.weight_teacher, self.plan.ema_rate
+        self.logit_sdpo = self.plan.logit_loss
 
     # -- the run's length and its sampling ------------------------------------------------------------------------
     def _build_replay_buffer(self):
@@ -157,7 +156,7 @@ class CuaTrainer(PPOTrainerSync):
     # -- losses ------------------------------------------------------------------------------------------------------
     def on_init_end(self):
         super().on_init_end()
-        if self.estimator in SDPO_ESTIMATORS:
+        if self.plan.sdpo_loss:
             self._set_actor_loss("rl")
         if self.ema_teacher:  # the EMA teacher starts as the initial policy, unless the checkpoint held one
             self.actor_rollout_wg.cua_ema_start()
@@ -193,9 +192,8 @@ class CuaTrainer(PPOTrainerSync):
         """Ship the actor loss for `phase` ("rl": the estimator's, "sft": Entropulse's) to every actor rank."""
         if phase == "sft":
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sft")
-        elif self.estimator in SDPO_ESTIMATORS:
-            # sdpo_grpo is token-level whatever cua.sdpo.loss says
-            sdpo = {**self.cua.sdpo.to_dict(), "loss": "logit" if self.logit_sdpo else "token"}
+        elif self.plan.sdpo_loss:
+            sdpo = self.plan.sdpo_settings(self.cua.sdpo)
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=sdpo)
         else:
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo")
@@ -247,12 +245,13 @@ class CuaTrainer(PPOTrainerSync):
         # GRPO's part is settled above; GiGPO's step part and SDPO's teacher signal and loss are not zero for it
         lone, _ = small_groups(step.batch.keys, data.non_tensor_batch["uid"], infra)
         excluded = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
-        if self.estimator in SDPO_ESTIMATORS:
+        if self.plan.teacher_pass:
             grpo = data.batch["advantages"]
             adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, step.teacher, self.cua.sdpo, grpo)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
             metrics.update(sdpo_metrics)
-            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, excluded, self.cua.sdpo)
+            sdpo = self.plan.sdpo_settings(self.cua.sdpo)
+            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, excluded, sdpo)
             put_row_fields(step.batch.keys, step.batch.partition_id, loss_fields)
             if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
                 topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
@@ -274,7 +273,7 @@ class CuaTrainer(PPOTrainerSync):
 
     def teacher_pass(self, batch: KVBatchMeta, metrics: dict) -> TeacherResult | None:
         """The SDPO teacher pass (reprompted contexts scored on the actor) for estimator sdpo/sdpo_grpo, else None."""
-        if self.estimator not in SDPO_ESTIMATORS:
+        if not self.plan.teacher_pass:
             return None
         if self._teacher_builder is None:
             self._teacher_builder = TeacherContextBuilder(self.tokenizer, self.processor)
@@ -283,7 +282,7 @@ class CuaTrainer(PPOTrainerSync):
                 self.actor_rollout_wg,
                 self._teacher_builder,
                 batch,
-                self.cua.sdpo,
+                self.plan.sdpo_settings(self.cua.sdpo),  # sdpo_grpo: no top-k passes, its loss is token-level
                 self.config.actor_rollout_ref.rollout.temperature,
                 multiple=self._row_multiple(),
                 buffer_demos=demos(self.success_buffer),
@@ -342,7 +341,7 @@ class CuaTrainer(PPOTrainerSync):
     def _buffer_successes(self, batch: KVBatchMeta, extra: list[dict], metrics: dict) -> None:
         """Keep this step's successful trajectories (`extra`: the batch's extra fields): their actions (SDPO demos),
         and their rows when Entropulse or replay will train on them."""
-        if self.estimator not in SDPO_ESTIMATORS and not self._wants_rows():
+        if not self.plan.teacher_pass and not self._wants_rows():
             return
         with_lp = bool(self.config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
         new = buffer_successes(self.success_buffer, batch, extra, self._wants_rows(), with_rollout_log_probs=with_lp)

@@ -22,7 +22,7 @@ def sdpo_loss_fields(
     """Per row: MASK (model tokens the SDPO term trains), and for the logit loss IDS/TEACHER ([response_len, k],
     zeros on rows that were not reprompted); with `normalize=reprompted` (adv_estimator=sdpo) `loss_mask` = MASK,
     so verl's token count, and with it the loss's mean, runs over the reprompted tokens only."""
-    topk = int(sdpo.get("topk", 100)) if estimator == "sdpo" and sdpo.get("loss") == "logit" else 0
+    topk = int(sdpo.get("topk", 100)) if sdpo.get("loss") == "logit" else 0  # the plan's loss (estimator_plan)
     reprompted_only = estimator == "sdpo" and sdpo.get("normalize", "reprompted") == "reprompted"
     rows = []
     for i, mask in enumerate(response_mask.unbind(0)):
