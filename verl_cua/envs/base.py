@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -85,12 +85,45 @@ def to_parsed(action: ParsedAction | str, fmt: str | None, screen: tuple[int, in
 ENV_REGISTRY: dict[str, str | Callable[..., GUIEnv]] = {}
 
 
-def register_env(name: str, entry_point: str | Callable[..., GUIEnv]) -> None:
-    """Register an env by name with a factory or a lazy `"module:Class"` string (imported on first use)."""
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the start-up checks need to know of an env without building (or importing) it."""
+
+    screen: Callable[[Mapping[str, Any]], tuple[int, int]] | None = None  # its screenshots' size, from its kwargs
+
+
+ENV_SPECS: dict[str, EnvSpec] = {}
+
+
+def register_env(name: str, entry_point: str | Callable[..., GUIEnv], spec: EnvSpec | None = None) -> None:
+    """Register an env by name with a factory or a lazy `"module:Class"` string (imported on first use), and what
+    the start-up checks may read of it (`EnvSpec`)."""
     existing = ENV_REGISTRY.get(name)
     if existing is not None and existing != entry_point:
         raise ValueError(f"env {name!r} is already registered: {existing} vs {entry_point}")
     ENV_REGISTRY[name] = entry_point
+    ENV_SPECS[name] = spec or ENV_SPECS.get(name) or EnvSpec()
+
+
+def explicit_screen(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The screen size an env's kwargs name (`screen` or `screen_size`), if any."""
+    screen = kwargs.get("screen") or kwargs.get("screen_size")
+    return None if not screen else (int(screen[0]), int(screen[1]))
+
+
+def env_screen(name: str, kwargs: Mapping[str, Any]) -> tuple[int, int]:
+    """The size of the screenshots env `name` built with `kwargs` gives; one-line errors for an unknown env or one
+    that does not say."""
+    if name not in ENV_REGISTRY:
+        raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENV_REGISTRY))}")
+    spec = ENV_SPECS.get(name) or EnvSpec()
+    screen = spec.screen(kwargs) if spec.screen is not None else explicit_screen(kwargs)
+    if screen is None:
+        raise ValueError(
+            f"env {name!r} does not say its screenshots' size: set cua.env.kwargs.screen=[WIDTH,HEIGHT], or register "
+            "it with register_env(name, entry_point, EnvSpec(screen=...))"
+        )
+    return screen
 
 
 def make_env(name: str, **kwargs) -> GUIEnv:

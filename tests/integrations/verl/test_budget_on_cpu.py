@@ -96,3 +96,28 @@ def _plain(cfg):
     from omegaconf import OmegaConf
 
     return OmegaConf.to_container(cfg, resolve=True)
+
+
+def test_an_env_registered_without_its_screen_is_one_line_naming_the_setting(monkeypatch):
+    """A user's env added with `register_env` (no EnvSpec) used to crash the check with KeyError."""
+    from verl_cua.envs import base
+
+    monkeypatch.setitem(base.ENV_REGISTRY, "my_desktop", None)  # removed again after the test
+    monkeypatch.setitem(base.ENV_SPECS, "my_desktop", None)
+    base.ENV_REGISTRY.pop("my_desktop"), base.ENV_SPECS.pop("my_desktop")
+    base.register_env("my_desktop", lambda **kwargs: None)
+    with pytest.raises(CuaConfigError) as err:
+        prepare_config(_config("cua.env.name=my_desktop"))
+    assert "cua.env.kwargs.screen=[WIDTH,HEIGHT]" in str(err.value) and "\n" not in str(err.value)
+    cfg = _config("cua.env.name=my_desktop", "+cua.env.kwargs.screen=[1280,800]")
+    prepare_config(cfg)  # it says its size: checked like any env
+    assert row_budget(cfg).image_size == row_budget(_config("+cua.env.kwargs.screen=[1280,800]")).image_size
+
+
+def test_builtin_envs_screens_come_from_their_specs():
+    from verl_cua.envs import env_screen
+
+    assert env_screen("miniwob", {"screenshot_scale": 2}) == (320, 420)
+    assert env_screen("osworld", {}) == (1920, 1080) and env_screen("osworld", {"screen": [1280, 720]}) == (1280, 720)
+    with pytest.raises(ValueError, match="unknown env 'nope'; valid envs: .*miniwob"):
+        env_screen("nope", {})

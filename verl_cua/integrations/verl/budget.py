@@ -15,6 +15,7 @@ from typing import Any
 
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.envs import env_screen
 from verl_cua.integrations.verl.cua_config import CuaConfigError
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 
@@ -22,7 +23,6 @@ CHARS_PER_TOKEN = 3
 INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
 ACTION_HISTORY_CHARS = 400  # step rows show each earlier action cut to this many characters
 TURN_SCAFFOLD_TOKENS = 16  # <|im_start|>user ... <|im_end|> and the vision start/end tokens of one turn
-DEFAULT_SCREENS = {"osworld": (1920, 1080), "miniwob": (160, 210)}
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,10 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
     env, action, sdpo = cua.env, cua.action, cua.sdpo
     geometry = geometry or model_geometry(str(config["actor_rollout_ref"]["model"]["path"]))
     kwargs = env.kwargs
-    screen = tuple(kwargs.get("screen") or kwargs.get("screen_size") or DEFAULT_SCREENS[env.name])
-    if env.name == "miniwob":
-        scale = int(kwargs.get("screenshot_scale", 1))
-        screen = (screen[0] * scale, screen[1] * scale)
+    try:
+        screen = env_screen(env.name, kwargs)
+    except ValueError as exc:  # an env registered without its screen size, or none of that name
+        raise CuaConfigError(str(exc)) from None
     size, per_image = image_tokens(screen, geometry, env.max_pixels)
     image = per_image + TURN_SCAFFOLD_TOKENS
     spec = build_prompt(action.format, screen=screen, image=size)
