@@ -75,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+    from verl_cua.algos.entropulse import Entropulse
     from verl_cua.integrations.verl.checkpoint_io import read_state_dir, save_tensor_file, write_state_dir
+    from verl_cua.integrations.verl.cua_schema import EntropulseConfig
 
     t0 = time.perf_counter()
     buffer = _buffer(args.episodes, args.screens)

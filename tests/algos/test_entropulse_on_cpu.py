@@ -1,8 +1,9 @@
-"""Entropulse: config validation and the RL/SFT phase state machine for each schedule."""
+"""Entropulse: its settings' bounds (the config schema's) and the RL/SFT phase state machine for each schedule."""
 
 import pytest
 
-from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+from verl_cua.algos.entropulse import Entropulse
+from verl_cua.integrations.verl.cua_schema import EntropulseConfig
 
 
 def run(pulse: Entropulse, entropies, after=None) -> list[str]:
@@ -131,7 +132,7 @@ def test_state_dict_round_trip_mid_sft():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"schedule": "cosine"}, "valid: none, fixed, entropy"),
+        ({"schedule": "cosine"}, "schedule='cosine' is not valid; valid: none, fixed, entropy"),
         ({"rl_steps": 0}, "rl_steps"),
         ({"sft_steps": -1}, "sft_steps"),
         ({"early_steps": 2.5}, "early_steps"),
@@ -143,12 +144,18 @@ def test_state_dict_round_trip_mid_sft():
     ],
 )
 def test_config_validation(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        EntropulseConfig(**kwargs)
+    """The bounds are the config schema's, checked before Ray starts (a ratio of 0 used to pass it and fail in the
+    trainer, after the workers had started)."""
+    from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+
+    with pytest.raises(CuaConfigError, match=f"cua.entropulse.{message}") as err:
+        validate_cua_config({"entropulse": kwargs})
+    assert "\n" not in str(err.value)
 
 
 def test_a_phase_that_ran_no_sft_step_is_not_counted():
-    from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+    from verl_cua.algos.entropulse import Entropulse
+    from verl_cua.integrations.verl.cua_schema import EntropulseConfig
 
     pulse = Entropulse(EntropulseConfig(schedule="fixed", rl_steps=2, sft_steps=3))
     assert pulse.observe(1.0) == "rl" and pulse.observe(1.0) == "sft"

@@ -3,42 +3,28 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 SCHEDULES = ("none", "fixed", "entropy")
 
 
-@dataclass
-class EntropulseConfig:
-    """When to pause RL for an SFT phase: never, every rl_steps, or when the entropy EMA falls below ratio x early."""
+class EntropulseSettings(Protocol):
+    """When to pause RL for an SFT phase: never, every rl_steps, or when the entropy EMA falls below ratio x early.
+    The trainer passes its validated `cua.entropulse` section (the bounds live there, once)."""
 
-    schedule: str = "none"
-    rl_steps: int = 50
-    sft_steps: int = 5
-    ratio: float = 0.5
-    ema: float = 0.9
-    early_steps: int = 5
-    min_rl_steps: int = 20
-
-    def __post_init__(self) -> None:
-        """Validate the fields; raise ValueError with a one-line reason."""
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown entropulse schedule {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
-        for name in ("rl_steps", "sft_steps", "early_steps", "min_rl_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"entropulse {name} must be a positive integer, got {value!r}")
-        if not 0.0 < self.ratio <= 1.0:
-            raise ValueError(f"entropulse ratio must be in (0, 1], got {self.ratio}")
-        if not 0.0 <= self.ema < 1.0:
-            raise ValueError(f"entropulse ema must be in [0, 1), got {self.ema}")
+    schedule: str  # one of SCHEDULES
+    rl_steps: int
+    sft_steps: int
+    ratio: float  # in (0, 1]
+    ema: float  # in [0, 1)
+    early_steps: int
+    min_rl_steps: int
 
 
 class Entropulse:
     """RL/SFT phase state machine: observe() once per RL step says "rl" or "sft"; sft_done() resumes RL."""
 
-    def __init__(self, config: EntropulseConfig) -> None:
+    def __init__(self, config: EntropulseSettings) -> None:
         self.config = config
         self._phase = "rl"
         self._phases_completed = 0

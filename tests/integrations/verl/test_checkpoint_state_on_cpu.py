@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+from verl_cua.algos.entropulse import Entropulse
 from verl_cua.algos.success_buffer import SuccessBuffer
 from verl_cua.integrations.verl.checkpoint_io import (
     FORMAT_VERSION,
@@ -31,6 +31,7 @@ from verl_cua.integrations.verl.checkpoint_io import (
     write_state_dir,
 )
 from verl_cua.integrations.verl.cua_config import CuaConfigError
+from verl_cua.integrations.verl.cua_schema import EntropulseConfig
 from verl_cua.integrations.verl.cua_state import (
     STATE_SETTINGS,
     check_resume,

@@ -75,7 +75,9 @@ def valid_text(kind: Any, meta: Any) -> str:
     elif base is bool:
         text = "true | false"
     elif base in (int, float):
-        text = describe_bounds(base, meta.get("low"), meta.get("high"))
+        text = describe_bounds(
+            base, meta.get("low"), meta.get("high"), meta.get("low_open", False), meta.get("high_open", False)
+        )
     elif base is dict:
         text = "a mapping"
     else:

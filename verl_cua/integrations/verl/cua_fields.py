@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
+from verl_cua.algos.entropulse import SCHEDULES
+
 ENV_NAMES = ("miniwob", "osworld")  # built in; `verl_cua.envs.register_env` adds more
 ROW_LAYOUTS = ("episode", "step")
 IMAGE_STORAGES = ("png", "pixel_values")
@@ -19,7 +21,7 @@ SDPO_LOSSES = ("logit", "token")
 SDPO_NORMALIZE = ("reprompted", "all")
 GIGPO_NORMS = ("mean", "std")
 GIGPO_ANCHORS = ("screen", "screenshot", "a11y")
-ENTROPULSE_SCHEDULES = ("none", "fixed", "entropy")
+ENTROPULSE_SCHEDULES = SCHEDULES  # the algorithm's own list (verl_cua.algos.entropulse)
 
 S = TypeVar("S", bound="Section")
 
@@ -36,8 +38,9 @@ def env_names() -> tuple[str, ...]:
 
 
 def setting(default: Any, help: str, **valid: Any) -> Any:
-    """A dataclass field with its default and its metadata: `help`, and `choices`, `low`, `high` where they apply
-    (`choices` may be a function; `valid` then says in words what it accepts). A class as default: a fresh instance
+    """A dataclass field with its default and its metadata: `help`, and `choices`, `low`, `high` (`low_open`,
+    `high_open`: the bound excluded) where they apply (`choices` may be a function; `valid` then says in words what
+    it accepts). A class as default: a fresh instance
     of it for every config (nested sections)."""
     metadata = {"help": help, **valid}
     if isinstance(default, type):
@@ -128,15 +131,16 @@ def check_value(key: str, value: Any, kind: Any, meta: Mapping[str, Any]) -> Any
         return None
     null = "; null is also valid" if optional else ""
     low, high = meta.get("low"), meta.get("high")
+    bounds = (low, high, meta.get("low_open", False), meta.get("high_open", False))
     if base is bool:
         if not isinstance(value, bool):
             raise CuaConfigError(f"{key} must be true or false, got {value!r}")
     elif base is int:
-        if not isinstance(value, int) or isinstance(value, bool) or not _within(value, low, high):
-            raise CuaConfigError(f"{key} must be {describe_bounds(int, low, high)}, got {value!r}{null}")
+        if not isinstance(value, int) or isinstance(value, bool) or not _within(value, *bounds):
+            raise CuaConfigError(f"{key} must be {describe_bounds(int, *bounds)}, got {value!r}{null}")
     elif base is float:
-        if not isinstance(value, int | float) or isinstance(value, bool) or not _within(value, low, high):
-            raise CuaConfigError(f"{key} must be {describe_bounds(float, low, high)}, got {value!r}{null}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not _within(value, *bounds):
+            raise CuaConfigError(f"{key} must be {describe_bounds(float, *bounds)}, got {value!r}{null}")
         return float(value)
     elif base is str:
         if not isinstance(value, str):
@@ -148,8 +152,10 @@ def check_value(key: str, value: Any, kind: Any, meta: Mapping[str, Any]) -> Any
     return value
 
 
-def _within(value: float, low: float | None, high: float | None) -> bool:
-    return (low is None or value >= low) and (high is None or value <= high)
+def _within(value: float, low: float | None, high: float | None, low_open: bool, high_open: bool) -> bool:
+    above = low is None or (value > low if low_open else value >= low)
+    below = high is None or (value < high if high_open else value <= high)
+    return above and below
 
 
 def base_type(kind: Any) -> tuple[Any, bool]:
@@ -161,15 +167,18 @@ def base_type(kind: Any) -> tuple[Any, bool]:
     return typing.get_origin(kind) or kind, False
 
 
-def describe_bounds(base: type, low: float | None, high: float | None) -> str:
-    """What a number field accepts, in the words of the error messages: "a positive integer", "a number in [0, 1]"."""
+def describe_bounds(
+    base: type, low: float | None, high: float | None, low_open: bool = False, high_open: bool = False
+) -> str:
+    """What a number field accepts, in the words of the error messages: "a positive integer", "a number in [0, 1]",
+    "a number in (0, 1]" (`low_open`/`high_open`: the bound itself excluded)."""
     if base is int:
         if low == 1 and high is None:
             return "a positive integer"
         return "an integer" + (f" >= {low:g}" if low is not None else "")
     if high is not None:
-        return f"a number in [{low:g}, {high:g}]"
-    return "a number" + (f" >= {low:g}" if low is not None else "")
+        return f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    return "a number" + (f" {'>' if low_open else '>='} {low:g}" if low is not None else "")
 
 
 def type_name(kind: Any) -> str:

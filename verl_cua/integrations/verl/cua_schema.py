@@ -227,9 +227,15 @@ class EntropulseConfig(Section):
     sft_steps: int = setting(5, "SFT steps per phase", low=1)
     sft_batch_size: int = setting(8, "trajectories per SFT step", low=1)
     ratio: float = setting(
-        0.5, "entropy schedule: an SFT phase starts when the entropy EMA < ratio x the early entropy", low=0.0, high=1.0
+        0.5,
+        "entropy schedule: an SFT phase starts when the entropy EMA < ratio x the early entropy",
+        low=0.0,
+        low_open=True,
+        high=1.0,
     )
-    ema: float = setting(0.9, "entropy schedule: the EMA's weight on its previous value", low=0.0, high=1.0)
+    ema: float = setting(
+        0.9, "entropy schedule: the EMA's weight on its previous value", low=0.0, high=1.0, high_open=True
+    )
     early_steps: int = setting(5, "entropy schedule: the first RL steps whose mean entropy is the early value", low=1)
     min_rl_steps: int = setting(20, "entropy schedule: the fewest RL steps before an SFT phase", low=1)
 

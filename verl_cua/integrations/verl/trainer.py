@@ -25,7 +25,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.device import get_device_name
 from verl.utils.profiler import marked_timer
 
-from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+from verl_cua.algos.entropulse import Entropulse
 from verl_cua.algos.success_buffer import SuccessBuffer
 from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
@@ -118,10 +118,7 @@ class CuaTrainer(PPOTrainerSync):
         self.cua = CuaConfig.from_mapping(container["cua"])
         self._state_settings = setting_values(container)  # what a checkpoint's state depends on (cua_state)
         self.estimator = config.algorithm.adv_estimator
-        pulse = self.cua.entropulse
-        self.entropulse = Entropulse(
-            EntropulseConfig(**{k: v for k, v in pulse.items() if k not in ("sft_batch_size",)})
-        )
+        self.entropulse = Entropulse(self.cua.entropulse)  # the validated section: its bounds are checked once
         # successful trajectories per task instance: SDPO's demos, and (with their rows) Entropulse SFT and replay
         self.success_buffer = SuccessBuffer(self.cua.buffer.per_task)
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
