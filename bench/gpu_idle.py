@@ -5,8 +5,9 @@ Three places, each measured in this process (CPU seconds: `time.process_time`, e
 as the anchor of its ratio, since both run back to back on the same machine:
 - `engine`: the actor's screenshot expansion over one step's passes (old log-probs, SDPO's student top-k and
   teacher pass on the reprompted rows, the update), each row expanded in full (before) against the rank's screenshot
-  cache with its prefetch (after). Step rows of 1312x736 screenshots, a history of 3, episodes of `--steps` turns;
-  the figures are scaled to the flagship's rows per rank (1920 rows a step over 8 ranks);
+  cache with its prefetch at the default budget, bf16 entries as on the GPU (after). A rank's 240 rows are drawn at
+  random from the flagship's step (128 episodes x 15 step rows of 1312x736 screenshots, a history of 3), as verl's
+  balancing spreads an episode's rows over the ranks; figures scaled to 240 rows when `--rows` is smaller;
 - `agent_loop`: a step prompt of 3 screenshots through verl's Continuous Token render (the whole processor, patches
   dropped) against prompt tokens from grids, scaled to a worker's prompts per step (1920 prompts over 8 workers);
 - `transfer_queue`: the bytes logit SDPO's two top-k passes hand TransferQueue for one row (k fields over the whole
@@ -67,33 +68,46 @@ def _screenshot(seed: int):
     return image
 
 
-def _rows(episodes: int, steps: int, image_processor) -> tuple[list[dict], list[dict]]:
-    """One rank's step rows (compact, as TransferQueue holds them) and the teacher rows SDPO builds from them."""
+def _rows(rows: int, episodes: int, steps: int, image_processor, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """One rank's share of a step: `rows` step rows drawn at random from `episodes` x `steps` (verl balances rows
+    across ranks by length, so an episode's rows land on several ranks), compact as TransferQueue holds them; and
+    the teacher rows SDPO builds from two in three of them (each with its episode's final screenshot)."""
     import torch
 
     from verl_cua.integrations.verl.compact_images import compact, image_grid, insert_png
 
-    rows, teacher = [], []
-    for e in range(episodes):
-        shots = [_screenshot(1000 * e + t) for t in range(steps + 1)]
-        for t in range(steps):
-            recent = shots[max(0, t - HISTORY + 1) : t + 1]
-            grid = torch.cat([image_grid(s, image_processor) for s in recent])
-            rows.append(compact({"image_grid_thw": grid}, recent))
-            if (e * steps + t) % 3:  # two rows of three reprompted, with the episode's final screenshot
-                teacher.append(insert_png(rows[-1], 0, shots[-1], image_grid(shots[-1], image_processor)))
-    return rows, teacher
+    shots: dict[tuple[int, int], object] = {}
+
+    def shot(e: int, t: int):
+        if (e, t) not in shots:
+            shots[e, t] = _screenshot(1000 * e + t)
+        return shots[e, t]
+
+    rng = random.Random(seed)
+    picked = rng.sample([(e, t) for e in range(episodes) for t in range(steps)], rows)
+    out, teacher = [], []
+    for i, (e, t) in enumerate(picked):
+        recent = [shot(e, u) for u in range(max(0, t - HISTORY + 1), t + 1)]
+        grid = torch.cat([image_grid(s, image_processor) for s in recent])
+        out.append(compact({"image_grid_thw": grid}, recent))
+        if i % 3:
+            final = shot(e, steps)
+            teacher.append(insert_png(out[-1], 0, final, image_grid(final, image_processor)))
+    return out, teacher
 
 
-def engine(episodes: int, steps: int, processor) -> dict:
-    """CPU seconds of one step's expansions on a rank: every row in full against the screenshot cache."""
+def engine(rows: int, episodes: int, steps: int, processor) -> dict:
+    """CPU seconds of one step's expansions on a rank: every row in full against the screenshot cache (default
+    budget, bf16 entries as on the GPU)."""
+    import torch
+
     from verl_cua.integrations.verl.compact_images import decode_png, expand, expand_one, row_pngs
-    from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache
+    from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes
 
     ip = processor.image_processor
-    rows, teacher = _rows(episodes, steps, ip)
-    reprompted = [r for i, r in enumerate(rows) if i % 3]
-    passes = {"old_log_probs": rows, "student_topk": reprompted, "teacher_gather": teacher, "update": rows}
+    batch_rows, teacher = _rows(rows, episodes, steps, ip)
+    reprompted = [r for i, r in enumerate(batch_rows) if i % 3]
+    passes = {"old_log_probs": batch_rows, "student_topk": reprompted, "teacher_gather": teacher, "update": batch_rows}
 
     def full(row):  # the old path: the row's PNGs decoded and processed together
         ip(images=[decode_png(d) for d in row["cua_images"]], return_tensors="pt")
@@ -103,7 +117,7 @@ def engine(episodes: int, steps: int, processor) -> dict:
         for row in batch:
             full(row)
     before, before_wall = time.process_time() - t0, time.perf_counter() - w0
-    cache = ScreenshotCache(lambda data: expand_one(data, ip), 4 * 2**30)
+    cache = ScreenshotCache(lambda data: expand_one(data, ip), budget_bytes(), torch.bfloat16)
     t0, w0 = time.process_time(), time.perf_counter()
     for batch in passes.values():
         cache.prefetch(row_pngs(batch))
@@ -111,16 +125,17 @@ def engine(episodes: int, steps: int, processor) -> dict:
             expand(row, ip, cache)
     after, after_wall = time.process_time() - t0, time.perf_counter() - w0
     images = sum(len(r["cua_images"]) for batch in passes.values() for r in batch)
-    scale = FLAGSHIP_ROWS_PER_STEP / RANKS / len(rows)
+    distinct = len({d for batch in passes.values() for d in row_pngs(batch)})
+    scale = FLAGSHIP_ROWS_PER_STEP / RANKS / len(batch_rows)
     return {
-        "rows": len(rows), "screenshots_expanded_before": images,
+        "rows": len(batch_rows), "screenshots_distinct": distinct, "screenshots_expanded_before": images,
         "screenshots_expanded_after": cache.stats["expanded"] + cache.stats["prefetched"],
         "cpu_s_before": round(before, 2), "cpu_s_after": round(after, 2),
         "ratio_after_before": round(after / before, 3),
         "wall_s_before": round(before_wall, 2), "wall_s_after": round(after_wall, 2),
         "cpu_s_per_step_per_rank_before": round(before * scale, 1),
         "cpu_s_per_step_per_rank_after": round(after * scale, 1),
-        "cache_gib": round(cache.nbytes / 2**30, 2),
+        "cache_gib": round(cache.nbytes / 2**30, 2), "cache_budget_gib": round(cache.max_bytes / 2**30, 2),
     }  # fmt: skip
 
 
@@ -205,7 +220,8 @@ def transfer_queue(rows: int = 8) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=2, help="episodes of one rank's step (default 2)")
+    ap.add_argument("--rows", type=int, default=240, help="a rank's rows of the step (default 240: 1920 over 8)")
+    ap.add_argument("--episodes", type=int, default=128, help="episodes of the step (default 128, the flagship's)")
     ap.add_argument("--steps", type=int, default=15, help="turns per episode (default 15, the flagship's)")
     ap.add_argument("--prompts", type=int, default=20, help="agent-loop prompts to time (default 20)")
     ap.add_argument("--out", default="outputs/bench_gpu_idle")
@@ -217,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     path = flagship_processor_dir(out)
     processor = AutoProcessor.from_pretrained(path)
     record = {
-        "engine": engine(args.episodes, args.steps, processor),
+        "engine": engine(args.rows, args.episodes, args.steps, processor),
         "agent_loop": agent_loop(args.prompts, path),
         "transfer_queue": transfer_queue(),
     }

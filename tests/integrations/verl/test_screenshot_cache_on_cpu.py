@@ -96,22 +96,66 @@ def test_a_zero_budget_turns_the_cache_off_and_every_pass_expands_again(episode,
     assert torch.equal(got[-1]["pixel_values"], expand(stored[-1], real)["pixel_values"])
 
 
-def test_the_byte_budget_evicts_the_least_recently_used(episode):
+def _fake_cache(max_entries):
+    """A cache of 1 KiB fake expansions with room for `max_entries`, counting what it makes."""
+    made = []
+
+    def make(data):
+        made.append(data)
+        return torch.zeros(256), torch.tensor([[1, 1, 1]])
+
+    return ScreenshotCache(make, max_bytes=max_entries * 1024), made
+
+
+def test_earlier_batches_go_first_least_recently_used_and_a_batch_keeps_its_own():
+    cache, made = _fake_cache(2)
+    cache.prefetch([]), cache.get(b"a"), cache.get(b"b"), cache.get(b"a")
+    cache.get(b"c")  # full of this batch's own: used, not kept
+    assert len(cache) == 2 and cache.stats["not_kept"] == 1 and cache.stats["evicted"] == 0
+    cache.prefetch([])  # the next batch
+    cache.get(b"a")  # now this batch's
+    cache.get(b"c")  # evicts b: of an earlier batch, least recently used
+    assert cache.stats["evicted"] == 1 and made == [b"a", b"b", b"c", b"c"]
+    cache.get(b"a"), cache.get(b"c")
+    assert made == [b"a", b"b", b"c", b"c"]  # both kept
+
+
+def test_passes_over_more_screenshots_than_fit_still_hit_on_those_kept():
+    """Four passes over 5 screenshots in the same order with room for 3: plain LRU would miss on all 20."""
+    cache, made = _fake_cache(3)
+    shots = [bytes([i]) for i in range(5)]
+    for _pass in range(4):
+        cache.prefetch([])
+        for shot in shots:
+            cache.get(shot)
+    assert len(made) == 5 + 3 * 2 and cache.stats["hits"] == 3 * 3
+
+
+def test_patches_are_kept_in_the_compute_dtype():
+    cache = ScreenshotCache(lambda data: (torch.ones(4, 2), torch.tensor([[1, 2, 2]])), 2**20, torch.bfloat16)
+    first, again = cache.get(b"x"), cache.get(b"x")
+    assert first[0].dtype == again[0].dtype == torch.bfloat16 and cache.nbytes == 4 * 2 * 2
+
+
+def test_the_prefetch_stops_where_the_budget_ends(episode):
     _processor, real, stored = episode
-    pngs = stored[2]["cua_images"]  # 3 distinct screenshots of one size
-    one = expand_one(pngs[0], real)[0]
-    size = one.numel() * one.element_size()
-    cache = ScreenshotCache(lambda data: expand_one(data, real), max_bytes=2 * size)
-    cache.get(pngs[0]), cache.get(pngs[1]), cache.get(pngs[0])  # 0 is now the most recent
-    cache.get(pngs[2])  # evicts 1
-    assert len(cache) == 2 and cache.nbytes == 2 * size and cache.stats["evicted"] == 1
-    cache.get(pngs[0])
-    assert cache.stats["expanded"] == 3
-    cache.get(pngs[1])
-    assert cache.stats["expanded"] == 4  # it had to be made again
-    tiny = ScreenshotCache(lambda data: expand_one(data, real), max_bytes=size - 1)
-    tiny.get(pngs[0])
-    assert len(tiny) == 0  # larger than the whole budget: used, not kept
+    one = expand_one(stored[0]["cua_images"][0], real)[0]
+    made = []
+
+    def counting(data):
+        made.append(data)
+        return expand_one(data, real)
+
+    cache = ScreenshotCache(counting, max_bytes=2 * one.numel() * one.element_size())
+    pngs = [data for row in stored for data in row["cua_images"]]
+    cache.prefetch(pngs)
+    for data in pngs:
+        cache.get(data)
+    assert cache.stats["prefetched"] <= 2 + 1  # the first two, and at most one that raced the budget's end
+    # kept: the first two screenshots; the other three are made at each use (3 + 2 + 1 uses), never evicting them;
+    # one more when the thread made a third before it knew the budget was spent
+    assert len(made) in (8, 9)
+    assert len(cache) == 2 and cache.stats["evicted"] == 0
 
 
 def test_the_forward_never_waits_behind_the_prefetch_queue():
@@ -151,4 +195,4 @@ def test_a_png_of_equal_pixels_hits_the_same_entry():
     image = _screens(1)[0]
     cache = ScreenshotCache(lambda data: (torch.zeros(1, 1), torch.tensor([[1, 1, 1]])), max_bytes=2**20)
     cache.get(png_bytes(image)), cache.get(png_bytes(image.copy()))
-    assert cache.stats == {"hits": 1, "expanded": 1, "prefetched": 0, "evicted": 0}
+    assert cache.stats == {"hits": 1, "expanded": 1, "prefetched": 0, "evicted": 0, "not_kept": 0}

@@ -24,6 +24,7 @@ from verl_cua.integrations.verl.compact_images import png_bytes as compact_png_b
 from verl_cua.integrations.verl.cua_schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.grid_prompts import use_grid_prompts
+from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
 from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ class GUIAgentLoop(AgentLoopBase):
                 runtime, out.token_ids, mask, logprobs, assistant_logprobs=out.log_probs or None
             )
             runtime = merged.token_ids
-            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            text = self._reply_text(out.token_ids)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1])
             obs = result.observation
             shot = result.observation.screenshot.convert("RGB").resize(image_size)
@@ -199,7 +200,7 @@ class GUIAgentLoop(AgentLoopBase):
             if out is None:
                 break
             rows.append((prompt_ids, out, recent))
-            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            text = self._reply_text(out.token_ids)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1])
             obs = result.observation
             shots.append(result.observation.screenshot.convert("RGB").resize(image_size))
@@ -228,6 +229,12 @@ class GUIAgentLoop(AgentLoopBase):
         return outputs
 
     # -- pieces --------------------------------------------------------------------------------------------------
+    def _reply_text(self, token_ids) -> str:
+        """The reply as text for the env and later prompts, special-token strings taken out (`reply_text`)."""
+        if getattr(self, "_specials", None) is None:
+            self._specials = special_strings(self.tokenizer)
+        return plain_reply(self.tokenizer.decode(token_ids, skip_special_tokens=True), self._specials)
+
     async def _generate(self, ep: Episode, prompt_ids, images, sampling_params, budget: int):
         """One model turn. A request the server aborted (empty or cut by a weight sync or pause) is sent again from
         the same prompt; after `ABORT_RETRIES` more the episode is an infra failure, never an invalid action."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
@@ -40,7 +41,9 @@ class CompactImagesMixin:
             self._cua_cache = None
             if limit > 0:
                 processor = self._cua_image_processor
-                self._cua_cache = ScreenshotCache(lambda data: expand_one(data, processor()), limit)
+                compute = getattr(self, "_autocast_dtype", None)  # bf16 on the GPU: patches kept at half the bytes
+                dtype = compute if compute in (torch.bfloat16, torch.float16) else None
+                self._cua_cache = ScreenshotCache(lambda data: expand_one(data, processor()), limit, dtype)
         return self._cua_cache
 
     def _cua_image_processor(self) -> Any:
