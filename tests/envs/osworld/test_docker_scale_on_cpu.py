@@ -164,7 +164,8 @@ def client(tmp_path, monkeypatch):
         self.lock_file = tmp_path / "docker_port_allocation.lck"
 
     monkeypatch.setattr(docker_provider.DockerProvider, "__init__", init_with_lock_in_tmp)
-    monkeypatch.setattr(docker_provider, "LOCK_TIMEOUT", docker_provider.LOCK_TIMEOUT)  # restored after the test
+    # restored after the test; 0 so the test's own (short) wait holds: a process keeps the longest wait asked for
+    monkeypatch.setattr(docker_provider, "LOCK_TIMEOUT", 0.0)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "Ubuntu.qcow2").write_bytes(b"QFI\xfb")
     yield fake
@@ -194,6 +195,7 @@ def test_32_desktops_start_and_reset_together_with_a_fake_docker_client(client):
     pool = service.pool
     # the pool waits for every lock wait, this process's spaced starts and desktop-env's 300 s boot wait
     assert pool.start_timeout >= 2 * SCALED["docker_lock_timeout"] + docker_fleet.BOOT_TIMEOUT >= 300
+    assert pool.reset_timeout == pool.start_timeout > 60.0  # a reset runs a new container: the same waits
     try:
         pool.warm()  # 32 first starts at once, queued on desktop-env's file lock
         assert len(client.runs) == DESKTOPS and pool.stats()["alive"] == DESKTOPS
@@ -262,8 +264,10 @@ def test_a_start_that_ends_after_the_pools_timeout_is_closed_with_a_fake_docker_
     try:
         pool.warm()
         assert pool.stats()["alive"] == 0 and pool.stats()["infra_failures"] == 1
-        assert len(client.ours()) == 1  # still booting, nobody's to close but the late start's own
         deadline = time.monotonic() + 15
+        while not client.runs and time.monotonic() < deadline:  # the start goes on after the pool gave up
+            time.sleep(0.05)
+        assert len(client.runs) == 1  # nobody's to close but the late start's own
         while client.existing and time.monotonic() < deadline:
             time.sleep(0.05)
         assert client.existing == [] and client.runs[0].removed
@@ -291,6 +295,22 @@ def test_containers_of_an_exited_owner_are_reaped_at_the_next_start_with_a_fake_
     finally:
         env.close()
     assert client.existing == [alive, elsewhere, foreign, later]
+
+
+def test_the_reaper_judges_owners_only_in_its_own_pid_namespace_and_boot_with_a_fake_docker_client(client):
+    """A pod sharing the host name has other pids: its live desktops stay. A container of an earlier boot goes,
+    whatever its pid now names."""
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    me = docker_fleet.owner_labels("earlier")
+    other_pod = client.add({**me, "verl-cua.owner-pid": str(exited.pid), "verl-cua.pid-ns": "pid:[1]"})
+    before_reboot = client.add({**me, "verl-cua.boot": "an-earlier-boot"})  # our live pid, but not this boot's
+    env = make_env("osworld", **_kwargs(**SCALED))
+    try:
+        assert before_reboot.removed and not other_pod.removed
+    finally:
+        env.close()
+    assert client.existing == [other_pod]
 
 
 def test_close_while_the_container_starts_removes_it_with_a_fake_docker_client(client):

@@ -40,8 +40,8 @@ BOOT_TIMEOUT = float(inspect.signature(upstream.DockerProvider._wait_for_vm_read
 OPTIONS = {"docker_lock_timeout": LOCK_TIMEOUT, "docker_lock_retries": LOCK_RETRIES,
            "docker_start_interval": START_INTERVAL}  # fmt: skip
 
-RUN, HOST, OWNER_PID, OWNER_STARTED, ENV = (
-    f"verl-cua.{key}" for key in ("run", "host", "owner-pid", "owner-started", "env")
+RUN, HOST, OWNER_PID, OWNER_STARTED, ENV, PID_NS, BOOT = (
+    f"verl-cua.{key}" for key in ("run", "host", "owner-pid", "owner-started", "env", "pid-ns", "boot")
 )
 
 
@@ -74,7 +74,25 @@ def run_id() -> str:
 def owner_labels(env_id: str) -> dict[str, str]:
     """The labels of a container this process runs for the desktop `env_id`."""
     return {RUN: run_id(), HOST: socket.gethostname(), OWNER_PID: str(os.getpid()),
-            OWNER_STARTED: _started(psutil.Process()), ENV: env_id}  # fmt: skip
+            OWNER_STARTED: _started(psutil.Process()), ENV: env_id,
+            PID_NS: pid_namespace(), BOOT: boot_id()}  # fmt: skip
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace (`pid:[inode]`): an owner pid means something only inside the same one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "unknown"
+
+
+def boot_id() -> str:
+    """This machine's boot id: pids of an earlier boot are meaningless."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def remove_labelled(client: Any, labels: Mapping[str, str]) -> int:
@@ -84,12 +102,18 @@ def remove_labelled(client: Any, labels: Mapping[str, str]) -> int:
 
 
 def reap_dead_owners(client: Any) -> int:
-    """Remove this host's verl-cua containers whose owner process has exited; how many were removed."""
-    host = socket.gethostname()
+    """Remove the verl-cua containers whose owner process has exited: those labelled with this host and this PID
+    namespace (elsewhere an owner's pid says nothing here), of this boot with a dead owner, or of an earlier boot.
+    How many were removed. A trainer in a container restarted under a new hostname does not see its predecessor's:
+    `remove_labelled(client, {RUN: <run id>})` (or `docker rm -f $(docker ps -aq -f label=verl-cua.run=ID)`)."""
+    host, namespace, boot = socket.gethostname(), pid_namespace(), boot_id()
     removed = 0
     for container in client.containers.list(all=True, filters={"label": [f"{HOST}={host}"]}):
         labels = container.labels or {}
-        if OWNER_PID in labels and not _owner_alive(labels[OWNER_PID], labels.get(OWNER_STARTED)):
+        if OWNER_PID not in labels or labels.get(PID_NS, namespace) != namespace:
+            continue  # another PID namespace's owner (a pod sharing the host name): not ours to judge
+        earlier_boot = labels.get(BOOT, boot) != boot
+        if earlier_boot or not _owner_alive(labels[OWNER_PID], labels.get(OWNER_STARTED)):
             removed += _remove(container)
     if removed:
         logger.warning("removed %d docker desktop(s) left behind by exited verl-cua processes on %s", removed, host)
@@ -114,7 +138,8 @@ class LabelledDockerProvider(upstream.DockerProvider):
 
     def __init__(self, region: str | None, options: Mapping[str, float]):
         super().__init__(region)
-        upstream.LOCK_TIMEOUT = float(options["docker_lock_timeout"])  # read by desktop-env at each start
+        with _reap_lock:  # read by desktop-env at each start, process-wide: the longest asked for holds
+            upstream.LOCK_TIMEOUT = max(float(upstream.LOCK_TIMEOUT), float(options["docker_lock_timeout"]))
         self.lock_retries = int(options["docker_lock_retries"])
         self.start_interval = float(options["docker_start_interval"])
         self.env_id = uuid.uuid4().hex[:16]
@@ -127,9 +152,9 @@ class LabelledDockerProvider(upstream.DockerProvider):
     def start_emulator(self, path_to_vm: str, headless: bool, os_type: str) -> None:
         """Run and boot a container (desktop-env's start); a lock timeout is retried `lock_retries` times."""
         for attempt in range(self.lock_retries + 1):
-            if self.closed:
-                raise InfraFailure("the docker desktop was closed before its container started")
             _SPACER.wait(self.start_interval)
+            if self.closed:  # checked after the wait too: the turn may come long after a close
+                raise InfraFailure("the docker desktop was closed before its container started")
             try:
                 return super().start_emulator(path_to_vm, headless, os_type)
             except filelock.Timeout:
@@ -139,7 +164,10 @@ class LabelledDockerProvider(upstream.DockerProvider):
                 logger.info("docker lock busy for %g s; retrying in %.1f s", upstream.LOCK_TIMEOUT, pause)
                 time.sleep(pause)
         waits = f"{self.lock_retries + 1} x {upstream.LOCK_TIMEOUT:g} s"
-        raise InfraFailure(f"desktop-env's docker lock {self.lock_file} stayed busy ({waits} waited)")
+        raise InfraFailure(
+            f"desktop-env's docker lock {self.lock_file} stayed busy ({waits} waited); raise "
+            "+cua.env.kwargs.docker_lock_timeout=SECONDS or +cua.env.kwargs.docker_lock_retries=N"
+        )
 
     def close(self) -> None:
         """Start no more containers and remove every container of this desktop (by its label)."""

@@ -205,17 +205,17 @@ class OSWorldEnv:
 
     def close(self) -> None:
         """Stop the desktop (local: kill its process tree; docker: remove its containers) and remove our cache."""
+        if self.docker is not None:
+            self.docker.close()  # by label, even one still starting: no graceful stop (10 s + 3 s) of a disposable VM
         desktop = getattr(self, "_desktop", None)
-        if desktop is not None:
+        if desktop is not None and self.docker is None:
             try:
                 desktop.close()
             except Exception:
                 logger.debug("closing a dead OSWorld desktop", exc_info=True)
-            self._desktop = None
+        self._desktop = None
         if self.local is not None:
             self.local.stop()
-        if self.docker is not None:
-            self.docker.close()  # every container it ran, by label, even one still starting
         if self._own_cache:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
 
@@ -247,9 +247,11 @@ class OSWorldEnv:
         return self.local.pids() if self.local is not None else []
 
     def kill(self) -> None:
-        """Kill the desktop at once (the pool's last resort)."""
+        """Kill the desktop at once (the pool's last resort): local, its process tree; docker, its containers."""
         if self.local is not None:
             self.local.stop()
+        elif self.docker is not None:
+            self.docker.close()
         else:
             self.close()
 

@@ -21,13 +21,15 @@ class EnvService:
     def __init__(self, env_cfg: Mapping[str, Any]):
         name, kwargs = env_cfg["name"], dict(env_cfg.get("kwargs") or {})
         self.size = int(env_cfg["pool_size"])
+        own_start = env_start_timeout(name, kwargs, self.size, None)  # docker: lock waits + boot
         self.pool = EnvPool(
             lambda: make_env(name, **kwargs),
             self.size,
-            reset_timeout=float(env_cfg["reset_timeout"]),
+            # an env that says how long its start takes resets the same way (docker: a new container)
+            reset_timeout=max(float(env_cfg["reset_timeout"]), own_start or 0.0),
             step_timeout=float(env_cfg["step_timeout"]),
             evaluate_timeout=float(env_cfg["evaluate_timeout"]),
-            start_timeout=env_start_timeout(name, kwargs, self.size, START_TIMEOUT),  # docker: lock wait + boot
+            start_timeout=START_TIMEOUT if own_start is None else own_start,
             keep_idle=int(env_cfg.get("idle_envs", 0)),
         )
         self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="verl-cua-env")
