@@ -70,17 +70,25 @@ def flagship(tmp_path):
     return config
 
 
-def test_the_flagships_host_memory_counts_the_teacher_and_the_workers(flagship):
+def test_the_flagships_host_memory_counts_the_teacher_and_the_workers(flagship, monkeypatch):
     from verl_cua.doctor.system import _desktops
 
+    monkeypatch.delenv("VERL_CUA_IMAGE_CACHE_GIB", raising=False)
     memory = next(f for f in _desktops(flagship) if f.check == "memory")
     detail = memory.detail
     assert detail.startswith("32 docker desktops x 4 GB + ~") and "\n" not in detail
     assert "+ 35 GB EMA teacher (8.8B params from config.json x 4 B fp32)" in detail
     assert "+ 35 GB its swap backup during the teacher pass" in detail
     assert "+ 64 GB worker and rollout processes (8 GPUs x 8 GB)" in detail
+    assert "+ 69 GB screenshot caches (8 GPUs x 8.6 GB, VERL_CUA_IMAGE_CACHE_GIB)" in detail
     total = int(re.search(r"= (\d+) GB of", detail).group(1))
-    assert 250 <= total <= 300, detail
+    assert 320 <= total <= 345, detail
+    monkeypatch.setenv("VERL_CUA_IMAGE_CACHE_GIB", "0")  # the cache off: its term goes
+    off = next(f for f in _desktops(flagship) if f.check == "memory").detail
+    assert "screenshot" not in off and int(re.search(r"= (\d+) GB of", off).group(1)) == pytest.approx(
+        total - 69, abs=1
+    )
+    monkeypatch.delenv("VERL_CUA_IMAGE_CACHE_GIB")
     current = {**flagship, "cua": {**flagship["cua"], "sdpo": {**flagship["cua"]["sdpo"], "teacher": "current"}}}
     lean = next(f for f in _desktops(current) if f.check == "memory").detail
     assert "EMA" not in lean and int(re.search(r"= (\d+) GB of", lean).group(1)) == pytest.approx(total - 70, abs=1)

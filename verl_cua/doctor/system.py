@@ -94,8 +94,12 @@ def _pinned_torch(package: str) -> str | None:
 
 def _flash_attn(config: dict[str, Any] | None) -> Finding:
     """The attention transformers will load for the actor: flash_attention_2 where flash-attn 2 is usable, else sdpa."""
-    from verl_cua.integrations.verl.attention import flash_attn_error, flash_attn_version
+    from verl_cua.integrations.verl.attention import FLASH, flash_attn_error, flash_attn_version
 
+    model = ((config or {}).get("actor_rollout_ref") or {}).get("model") or {}
+    wanted = (model.get("override_config") or {}).get("attn_implementation", FLASH)
+    if wanted != FLASH:  # the user's own choice: what transformers loads, whatever is installed
+        return Finding("ok", "flash-attn", f"{wanted} (actor_rollout_ref.model.override_config.attn_implementation)")
     error = flash_attn_error()
     if error is None:
         return Finding("ok", "flash-attn", f"flash_attention_2 (flash-attn {flash_attn_version()})")

@@ -137,3 +137,17 @@ def test_a_usable_flash_attn_or_another_kernel_is_left_alone(site, cpu_torch):
 def test_the_cpu_preset_needs_no_fallback(no_flash_attn):
     cfg = _config("preset=cpu")
     assert resolve_attention(cfg) is None and cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+
+
+def test_the_doctor_names_the_users_own_attention_and_warns_only_for_flash_attention_2(no_flash_attn, monkeypatch):
+    from verl_cua.doctor import system
+
+    monkeypatch.setattr(system, "_gpu_run", lambda config: True)
+    chosen = {"actor_rollout_ref": {"model": {"override_config": {"attn_implementation": "eager"}}}}
+    finding = system._flash_attn(chosen)
+    assert (finding.level, finding.detail) == (
+        "ok",
+        "eager (actor_rollout_ref.model.override_config.attn_implementation)",
+    )
+    finding = system._flash_attn({"actor_rollout_ref": {"model": {}}})
+    assert finding.level == "warn" and finding.detail.startswith("sdpa (")

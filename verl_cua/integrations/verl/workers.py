@@ -10,6 +10,7 @@ from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from verl_cua.algos.ema import ema_copy, ema_distance, ema_restore, ema_swap_in, ema_update
 from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, save_tensor_file
+from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights, pack_pass_output
 
 
@@ -28,7 +29,9 @@ class CuaActorRolloutRefWorker(ActorRolloutRefWorker):
     def compute_log_prob(self, data):
         """verl's log-prob pass; an SDPO top-k pass's output keeps only its response positions, in one field."""
         output = super().compute_log_prob(data)
-        return pack_pass_output(output, data["response_mask"]) if output is not None else None
+        if output is None or logit.field(0) not in output.keys():
+            return output
+        return pack_pass_output(output, data["response_mask"])
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
