@@ -37,8 +37,7 @@ class _Timeout(TimeoutError):
 
 
 def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Callable[[T], None] | None = None) -> T:
-    """Run `fn` in a daemon thread; raise `_Timeout` if it has not returned after `timeout` seconds. A value `fn`
-    returns after that goes to `on_late` (in the worker thread), so what it built is not left to nobody."""
+    """Run `fn` in a daemon thread: `_Timeout` after `timeout` s; a value returned later goes to `on_late`."""
     if timeout is None:
         return fn()
     box: dict[str, Any] = {}

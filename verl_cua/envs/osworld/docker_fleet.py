@@ -59,8 +59,7 @@ def pop_options(kwargs: dict[str, Any]) -> dict[str, float]:
 
 
 def start_timeout(pool_size: int, options: Mapping[str, float]) -> float:
-    """Seconds a pool should wait for one docker desktop: every lock wait and pause, this process's spaced starts,
-    desktop-env's boot wait, and a margin."""
+    """Seconds a pool should wait for one docker desktop: lock waits, pauses, spaced starts, boot, a margin."""
     lock, retries = float(options["docker_lock_timeout"]), int(options["docker_lock_retries"])
     waits = (retries + 1) * lock + retries * min(BACKOFF_CAP, lock / 10)
     return waits + pool_size * float(options["docker_start_interval"]) + BOOT_TIMEOUT + STOP_MARGIN
@@ -102,10 +101,10 @@ def remove_labelled(client: Any, labels: Mapping[str, str]) -> int:
 
 
 def reap_dead_owners(client: Any) -> int:
-    """Remove the verl-cua containers whose owner process has exited: those labelled with this host and this PID
-    namespace (elsewhere an owner's pid says nothing here), of this boot with a dead owner, or of an earlier boot.
-    How many were removed. A trainer in a container restarted under a new hostname does not see its predecessor's:
-    `remove_labelled(client, {RUN: <run id>})` (or `docker rm -f $(docker ps -aq -f label=verl-cua.run=ID)`)."""
+    """Remove this host's verl-cua containers whose owner process has exited; how many were removed."""
+    # judged only for this PID namespace (elsewhere an owner's pid says nothing here); an earlier boot's always go.
+    # A trainer in a container restarted under a new hostname does not see its predecessor's: remove_labelled(client,
+    # {RUN: <run id>}), or `docker rm -f $(docker ps -aq -f label=verl-cua.run=ID)`
     host, namespace, boot = socket.gethostname(), pid_namespace(), boot_id()
     removed = 0
     for container in client.containers.list(all=True, filters={"label": [f"{HOST}={host}"]}):

@@ -54,9 +54,9 @@ def expand_one(data: bytes, image_processor: Any) -> tuple[torch.Tensor, torch.T
 
 
 def expand(multi_modal_inputs: dict[str, Any], image_processor: Any, cache: Any = None) -> dict[str, Any]:
-    """A compact row's `multi_modal_inputs` with `pixel_values` computed from its PNGs (the grid must match); each
-    screenshot through `cache` (`ScreenshotCache.get`) when given. The processor works on each image alone, so one
-    image's patches do not depend on the others in its row."""
+    """A compact row's `multi_modal_inputs` with `pixel_values` from its PNGs (through `cache` when given)."""
+    # the processor works on each image alone: one image's patches do not depend on the others in its row, so
+    # screenshots expanded one by one (and cached) equal the row's batch; the grid must match the stored one
     if not is_compact(multi_modal_inputs):
         return multi_modal_inputs
     out = {k: v for k, v in multi_modal_inputs.items() if k != KEY}

@@ -42,8 +42,7 @@ def grid_prompt_ids(processor: Any, text: str, images: list) -> list[int]:
 
 
 def use_grid_prompts(builder: Any) -> bool:
-    """Make a VL Continuous Token builder render image-only prompts from grids; whether it now does (a builder
-    whose class renders its own way is left alone)."""
+    """Make a VL Continuous Token builder render image-only prompts from grids; whether it now does."""
     original = getattr(builder, "render_tokens_with_mm", None)
     if original is None or getattr(original, "__verl_cua_grid__", False):
         return original is not None

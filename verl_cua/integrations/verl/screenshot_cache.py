@@ -92,8 +92,7 @@ class ScreenshotCache:
         return result
 
     def prefetch(self, pngs: Iterable[bytes]) -> int:
-        """Start a new batch: its cached screenshots become its own (kept for it), the others are queued for the
-        background thread in order; how many were queued."""
+        """Start a new batch (its cached screenshots kept for it) and queue the rest in order; how many were queued."""
         if self.max_bytes <= 0:
             return 0
         queued = 0

@@ -49,8 +49,8 @@ def _rows(value: torch.Tensor | None, n: int, topk: int) -> torch.Tensor:
 
 
 def put_row_fields(keys: Sequence[str], partition_id: str, rows: Sequence[dict[str, torch.Tensor]]) -> None:
-    """Write per-row fields onto existing TransferQueue rows: the rows whose fields have the same shapes in one call,
-    stacked as plain tensors (TransferQueue splits those on the batch dimension; no jagged split)."""
+    """Write per-row fields onto existing TransferQueue rows, one call per set of field shapes."""
+    # stacked as plain tensors: TransferQueue splits those on the batch dimension (no jagged split)
     import transfer_queue as tq
     from tensordict import TensorDict
 

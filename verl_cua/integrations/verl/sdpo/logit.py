@@ -92,8 +92,7 @@ def _spread_columns(values: torch.Tensor, pos: torch.Tensor, nnz: int) -> dict:
 
 
 def pack_pass_output(output, response_mask):
-    """A worker's pass output with its k per-token fields replaced by `PACKED` (response positions only); any other
-    output unchanged."""
+    """A top-k pass's output with its k per-token fields replaced by `PACKED` (response positions only)."""
     from verl.workers.utils.padding import response_from_nested
 
     if output is None or field(0) not in output.keys():
