@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import time
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def engine(rows: int, episodes: int, steps: int, processor) -> dict:
     import torch
 
     from verl_cua.integrations.verl.compact_images import decode_png, expand, expand_one, row_pngs
-    from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes
+    from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes, prefetch_enabled
 
     ip = processor.image_processor
     batch_rows, teacher = _rows(rows, episodes, steps, ip)
@@ -120,7 +121,7 @@ def engine(rows: int, episodes: int, steps: int, processor) -> dict:
     cache = ScreenshotCache(lambda data: expand_one(data, ip), budget_bytes(), torch.bfloat16)
     t0, w0 = time.process_time(), time.perf_counter()
     for batch in passes.values():
-        cache.prefetch(row_pngs(batch))
+        cache.prefetch(row_pngs(batch) if prefetch_enabled() else [])  # what the engine does
         for row in batch:
             expand(row, ip, cache)
     after, after_wall = time.process_time() - t0, time.perf_counter() - w0
@@ -136,6 +137,8 @@ def engine(rows: int, episodes: int, steps: int, processor) -> dict:
         "cpu_s_per_step_per_rank_before": round(before * scale, 1),
         "cpu_s_per_step_per_rank_after": round(after * scale, 1),
         "cache_gib": round(cache.nbytes / 2**30, 2), "cache_budget_gib": round(cache.max_bytes / 2**30, 2),
+        "prefetch": prefetch_enabled(),
+        "max_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
     }  # fmt: skip
 
 

@@ -15,7 +15,13 @@ from verl.utils import tensordict_utils as tu
 
 from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
 from verl_cua.integrations.verl.compact_images import compact, expand, expand_one, image_grid, png_bytes
-from verl_cua.integrations.verl.screenshot_cache import BUDGET_ENV, ScreenshotCache, budget_bytes
+from verl_cua.integrations.verl.screenshot_cache import (
+    BUDGET_ENV,
+    PREFETCH_ENV,
+    ScreenshotCache,
+    budget_bytes,
+    prefetch_enabled,
+)
 
 
 def _screens(n, size=(224, 168)):
@@ -72,8 +78,10 @@ def _batch(stored):
     return batch
 
 
-def test_each_screenshot_is_expanded_once_across_rows_and_passes_with_the_same_patches(episode, monkeypatch):
+@pytest.mark.parametrize("prefetch", ["0", "1"])
+def test_each_screenshot_is_expanded_once_across_rows_and_passes_with_the_same_patches(episode, monkeypatch, prefetch):
     monkeypatch.delenv(BUDGET_ENV, raising=False)
+    monkeypatch.setenv(PREFETCH_ENV, prefetch)
     processor, real, stored = episode
     engine = _engine(processor)
     want = [expand(s, real)["pixel_values"] for s in stored]
@@ -82,7 +90,8 @@ def test_each_screenshot_is_expanded_once_across_rows_and_passes_with_the_same_p
         assert all(torch.equal(g["pixel_values"], w) for g, w in zip(got, want, strict=True))
     assert processor.image_processor.images == 5  # not 4 passes x 12
     stats = engine._cua_cache.stats
-    assert stats["prefetched"] + stats["expanded"] == 5  # made once, mostly by the background thread
+    assert stats["prefetched"] + stats["expanded"] == 5  # made once, by the forward or the background thread
+    assert stats["prefetched"] == 0 if prefetch == "0" else engine._cua_cache._worker is not None
     assert stats["hits"] + stats["expanded"] == 4 * 12  # every other lookup found it made
 
 
@@ -196,3 +205,23 @@ def test_a_png_of_equal_pixels_hits_the_same_entry():
     cache = ScreenshotCache(lambda data: (torch.zeros(1, 1), torch.tensor([[1, 1, 1]])), max_bytes=2**20)
     cache.get(png_bytes(image)), cache.get(png_bytes(image.copy()))
     assert cache.stats == {"hits": 1, "expanded": 1, "prefetched": 0, "evicted": 0, "not_kept": 0}
+
+
+def test_prefetch_is_off_unless_asked_and_a_bad_value_is_one_line(monkeypatch):
+    monkeypatch.delenv(PREFETCH_ENV, raising=False)
+    assert prefetch_enabled() is False
+    monkeypatch.setenv(PREFETCH_ENV, "1")
+    assert prefetch_enabled() is True
+    monkeypatch.setenv(PREFETCH_ENV, "yes")
+    with pytest.raises(ValueError, match=f"^{PREFETCH_ENV}='yes': expected 1"):
+        prefetch_enabled()
+
+
+def test_kept_patches_share_a_few_blocks_and_evicted_slots_are_reused():
+    cache, made = _fake_cache(3)
+    for batch in range(4):
+        cache.prefetch([])
+        for i in range(3):
+            cache.get(bytes([batch, i]))
+    assert len(cache._slots._blocks) == 1 and cache._slots._allocated == 3  # 12 entries through 3 slots
+    assert cache.stats["evicted"] == 9 and len(made) == 12

@@ -12,18 +12,19 @@ from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
 from verl_cua.integrations.verl.compact_images import expand_one, expand_rows, row_pngs
-from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes
+from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes, prefetch_enabled
 
 
 class CompactImagesMixin:
     """`prepare_model_inputs` that first turns PNG screenshots into the processor's `pixel_values`, each screenshot
-    once per step on this rank (`ScreenshotCache`), prefetched on a thread while the first micro-batches run."""
+    once per step on this rank (`ScreenshotCache`; prefetched on a thread with `VERL_CUA_IMAGE_PREFETCH=1`)."""
 
     def forward_backward_batch(self, data: Any, loss_function: Any, forward_only: bool = False):
-        """Queue the batch's screenshots for expansion in the background, then verl's own micro-batch loop."""
+        """Start the cache's batch (its screenshots queued when prefetch is on), then verl's own micro-batch loop."""
         cache = self._cua_screenshot_cache()
-        if cache is not None and "multi_modal_inputs" in data.keys():
-            cache.prefetch(row_pngs(tu.get(data, "multi_modal_inputs")))
+        if cache is not None:  # a new batch: its screenshots are kept for it; queued when prefetch is on
+            wanted = prefetch_enabled() and "multi_modal_inputs" in data.keys()
+            cache.prefetch(row_pngs(tu.get(data, "multi_modal_inputs")) if wanted else [])
         return super().forward_backward_batch(data, loss_function, forward_only)
 
     def prepare_model_inputs(self, micro_batch: Any):

@@ -21,7 +21,7 @@ from verl_cua.integrations.verl.cua_config import (
 from verl_cua.integrations.verl.cua_state import check_resume
 from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
 
-FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH", "VERL_CUA_IMAGE_CACHE_GIB")
+FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH", "VERL_CUA_IMAGE_CACHE_GIB", "VERL_CUA_IMAGE_PREFETCH")
 
 
 def run(config: DictConfig) -> None:
