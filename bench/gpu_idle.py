@@ -24,9 +24,12 @@ import argparse
 import json
 import random
 import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 FLAGSHIP_ROWS_PER_STEP = 1920  # 128 episodes x 15 steps: the doctor's worst case for the flagship
 RANKS = WORKERS = 8
 SIZE = (1312, 736)
@@ -97,48 +100,66 @@ def _rows(rows: int, episodes: int, steps: int, image_processor, seed: int = 0) 
     return out, teacher
 
 
-def engine(rows: int, episodes: int, steps: int, processor) -> dict:
-    """CPU seconds of one step's expansions on a rank: every row in full against the screenshot cache (default
-    budget, bf16 entries as on the GPU)."""
+def engine_variant(variant: str, rows: int, episodes: int, steps: int, path: str) -> dict:
+    """One variant of the engine's expansions over a step's passes on a rank, in this (fresh) process: `before`
+    expands every row in full, `after` goes through the screenshot cache as the engine does."""
     import torch
+    from transformers import AutoProcessor
 
-    from verl_cua.integrations.verl.compact_images import decode_png, expand, expand_one, row_pngs
+    from verl_cua.integrations.verl.compact_images import decode_png, expand_grids, expand_one, row_pngs
     from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes, prefetch_enabled
 
-    ip = processor.image_processor
+    ip = AutoProcessor.from_pretrained(path).image_processor
     batch_rows, teacher = _rows(rows, episodes, steps, ip)
     reprompted = [r for i, r in enumerate(batch_rows) if i % 3]
-    passes = {"old_log_probs": batch_rows, "student_topk": reprompted, "teacher_gather": teacher, "update": batch_rows}
-
-    def full(row):  # the old path: the row's PNGs decoded and processed together
-        ip(images=[decode_png(d) for d in row["cua_images"]], return_tensors="pt")
-
-    t0, w0 = time.process_time(), time.perf_counter()
-    for batch in passes.values():
-        for row in batch:
-            full(row)
-    before, before_wall = time.process_time() - t0, time.perf_counter() - w0
+    passes = [batch_rows, reprompted, teacher, batch_rows]  # old log-probs, student top-k, teacher, update
     cache = ScreenshotCache(lambda data: expand_one(data, ip), budget_bytes(), torch.bfloat16)
     t0, w0 = time.process_time(), time.perf_counter()
-    for batch in passes.values():
-        cache.prefetch(row_pngs(batch) if prefetch_enabled() else [])  # what the engine does
-        for row in batch:
-            expand(row, ip, cache)
-    after, after_wall = time.process_time() - t0, time.perf_counter() - w0
-    images = sum(len(r["cua_images"]) for batch in passes.values() for r in batch)
-    distinct = len({d for batch in passes.values() for d in row_pngs(batch)})
-    scale = FLAGSHIP_ROWS_PER_STEP / RANKS / len(batch_rows)
+    for batch in passes:
+        if variant == "before":  # the old path: each row's PNGs processed together, then verl's concatenation
+            for row in batch:
+                out = ip(images=[decode_png(d) for d in row["cua_images"]], return_tensors="pt")
+                torch.cat([out["pixel_values"]])
+            continue
+        cache.prefetch(row_pngs(batch) if prefetch_enabled() else [])  # what the engine does at each batch
+        for row in batch:  # a micro-batch of one row, as the flagship's update: the engine's one concatenation
+            _rows_out, patches = expand_grids([row], ip, cache)
+            torch.cat(patches)
+            cache.release()
+    cpu, wall = time.process_time() - t0, time.perf_counter() - w0
     return {
-        "rows": len(batch_rows), "screenshots_distinct": distinct, "screenshots_expanded_before": images,
-        "screenshots_expanded_after": cache.stats["expanded"] + cache.stats["prefetched"],
-        "cpu_s_before": round(before, 2), "cpu_s_after": round(after, 2),
-        "ratio_after_before": round(after / before, 3),
-        "wall_s_before": round(before_wall, 2), "wall_s_after": round(after_wall, 2),
-        "cpu_s_per_step_per_rank_before": round(before * scale, 1),
-        "cpu_s_per_step_per_rank_after": round(after * scale, 1),
-        "cache_gib": round(cache.nbytes / 2**30, 2), "cache_budget_gib": round(cache.max_bytes / 2**30, 2),
-        "prefetch": prefetch_enabled(),
+        "cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "rows": len(batch_rows),
+        "images": sum(len(r["cua_images"]) for batch in passes for r in batch),
+        "distinct": len({d for batch in passes for d in row_pngs(batch)}),
+        "expanded": cache.stats["expanded"] + cache.stats["prefetched"], "cache_gib": round(cache.nbytes / 2**30, 2),
         "max_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+    }  # fmt: skip
+
+
+def engine(rows: int, episodes: int, steps: int, path: str) -> dict:
+    """CPU seconds of one step's expansions on a rank, before and after, each in its own process (a worker's heap
+    is not the other variant's leftovers); default cache budget, bf16 entries as on the GPU."""
+    from verl_cua.integrations.verl.screenshot_cache import budget_bytes, prefetch_enabled
+
+    runs = {}
+    for variant in ("before", "after"):
+        argv = [sys.executable, "-m", "bench.gpu_idle", "--engine-variant", variant, "--model", path,
+                "--rows", str(rows), "--episodes", str(episodes), "--steps", str(steps)]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT)
+        runs[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
+    before, after = runs["before"], runs["after"]
+    scale = FLAGSHIP_ROWS_PER_STEP / RANKS / after["rows"]
+    return {
+        "rows": after["rows"], "screenshots_distinct": after["distinct"],
+        "screenshots_expanded_before": before["images"], "screenshots_expanded_after": after["expanded"],
+        "cpu_s_before": before["cpu_s"], "cpu_s_after": after["cpu_s"],
+        "ratio_after_before": round(after["cpu_s"] / before["cpu_s"], 3),
+        "wall_s_before": before["wall_s"], "wall_s_after": after["wall_s"],
+        "cpu_s_per_step_per_rank_before": round(before["cpu_s"] * scale, 1),
+        "cpu_s_per_step_per_rank_after": round(after["cpu_s"] * scale, 1),
+        "cache_gib": after["cache_gib"], "cache_budget_gib": round(budget_bytes() / 2**30, 2),
+        "prefetch": prefetch_enabled(),
+        "max_rss_gib_before": before["max_rss_gib"], "max_rss_gib_after": after["max_rss_gib"],
     }  # fmt: skip
 
 
@@ -228,15 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=15, help="turns per episode (default 15, the flagship's)")
     ap.add_argument("--prompts", type=int, default=20, help="agent-loop prompts to time (default 20)")
     ap.add_argument("--out", default="outputs/bench_gpu_idle")
+    ap.add_argument("--engine-variant", choices=("before", "after"), help=argparse.SUPPRESS)  # a child process
+    ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    from transformers import AutoProcessor
-
-    out = Path(args.out)
+    if args.engine_variant:
+        print(json.dumps(engine_variant(args.engine_variant, args.rows, args.episodes, args.steps, args.model)))
+        return 0
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     path = flagship_processor_dir(out)
-    processor = AutoProcessor.from_pretrained(path)
     record = {
-        "engine": engine(args.rows, args.episodes, args.steps, processor),
+        "engine": engine(args.rows, args.episodes, args.steps, path),
         "agent_loop": agent_loop(args.prompts, path),
         "transfer_queue": transfer_queue(),
     }

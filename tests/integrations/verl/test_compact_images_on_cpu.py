@@ -78,14 +78,14 @@ def test_the_engine_expands_a_micro_batch_to_what_verls_forward_would_get(rows):
 
     class Base:
         def prepare_model_inputs(self, micro_batch):
-            return extract_multi_modal_inputs(micro_batch.get("multi_modal_inputs", []))
+            return extract_multi_modal_inputs(micro_batch.get("multi_modal_inputs", [])), {}
 
     class Engine(CompactImagesMixin, Base):
         model_config = type("ModelConfig", (), {"processor": ours.processor})()
 
     batch = TensorDict({"input_ids": torch.zeros(2, 3)}, batch_size=[2])
     tu.assign_non_tensor_stack(batch, "multi_modal_inputs", [stored, reference])  # a compact row and a verl row
-    got = Engine().prepare_model_inputs(batch)
+    got, _ = Engine().prepare_model_inputs(batch)
     want = extract_multi_modal_inputs([reference, reference])
     assert torch.equal(got["pixel_values"], want["pixel_values"])
     assert torch.equal(got["image_grid_thw"], want["image_grid_thw"])

@@ -12,6 +12,7 @@ from PIL import Image, ImageDraw
 from tensordict import TensorDict
 from transformers import AutoProcessor
 from verl.utils import tensordict_utils as tu
+from verl.utils.model import extract_multi_modal_inputs
 
 from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
 from verl_cua.integrations.verl.compact_images import compact, expand, expand_one, image_grid, png_bytes
@@ -45,13 +46,14 @@ class _Counting:
 
 
 class _Base:
-    """verl's micro-batch loop, reduced: one row per micro-batch, each through prepare_model_inputs."""
+    """verl's micro-batch loop and input preparation, reduced: micro-batches of two rows, whose multi-modal inputs
+    verl's own `extract_multi_modal_inputs` merges (model inputs, output args)."""
 
     def forward_backward_batch(self, data, loss_function, forward_only=False):
-        return [self.prepare_model_inputs(data[i : i + 1]) for i in range(data.batch_size[0])]
+        return [self.prepare_model_inputs(data[i : i + 2])[0] for i in range(0, data.batch_size[0], 2)]
 
     def prepare_model_inputs(self, micro_batch):
-        return tu.get(micro_batch, "multi_modal_inputs")[0]
+        return extract_multi_modal_inputs(tu.get(micro_batch, "multi_modal_inputs")), {}
 
 
 def _engine(processor):
@@ -84,10 +86,13 @@ def test_each_screenshot_is_expanded_once_across_rows_and_passes_with_the_same_p
     monkeypatch.setenv(PREFETCH_ENV, prefetch)
     processor, real, stored = episode
     engine = _engine(processor)
-    want = [expand(s, real)["pixel_values"] for s in stored]
+    rows = [expand(s, real) for s in stored]  # verl's merge of each micro-batch's rows, expanded without the cache
+    want = [extract_multi_modal_inputs(rows[i : i + 2]) for i in range(0, len(rows), 2)]
     for _pass in ("old_log_probs", "student_topk", "teacher_gather", "update"):
         got = engine.forward_backward_batch(_batch(stored), None)
-        assert all(torch.equal(g["pixel_values"], w) for g, w in zip(got, want, strict=True))
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g["pixel_values"], w["pixel_values"])
+            assert torch.equal(g["image_grid_thw"], w["image_grid_thw"])
     assert processor.image_processor.images == 5  # not 4 passes x 12
     stats = engine._cua_cache.stats
     assert stats["prefetched"] + stats["expanded"] == 5  # made once, by the forward or the background thread
@@ -102,7 +107,7 @@ def test_a_zero_budget_turns_the_cache_off_and_every_pass_expands_again(episode,
     for _pass in range(2):
         got = engine.forward_backward_batch(_batch(stored), None)
     assert engine._cua_cache is None and processor.image_processor.images == 2 * 12
-    assert torch.equal(got[-1]["pixel_values"], expand(stored[-1], real)["pixel_values"])
+    assert torch.equal(got[-1]["pixel_values"], expand(stored[-1], real)["pixel_values"])  # the lone last row
 
 
 def _fake_cache(max_entries):

@@ -11,7 +11,7 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
-from verl_cua.integrations.verl.compact_images import expand_one, expand_rows, row_pngs
+from verl_cua.integrations.verl.compact_images import expand_grids, expand_one, expand_rows, row_pngs
 from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes, prefetch_enabled
 
 
@@ -29,12 +29,24 @@ class CompactImagesMixin:
 
     def prepare_model_inputs(self, micro_batch: Any):
         """Expand the micro-batch's compact rows, then verl's own preparation."""
-        if "multi_modal_inputs" in micro_batch.keys():
-            rows = tu.get(micro_batch, "multi_modal_inputs")
-            expanded = expand_rows(rows, self._cua_image_processor(), self._cua_screenshot_cache())
+        if "multi_modal_inputs" not in micro_batch.keys():
+            return super().prepare_model_inputs(micro_batch)
+        rows = tu.get(micro_batch, "multi_modal_inputs")
+        cache = self._cua_screenshot_cache()
+        grids = None if cache is None else expand_grids(rows, self._cua_image_processor(), cache)
+        if grids is None:  # no cache, or a row with patches of its own: each row expanded, verl concatenates
+            expanded = expand_rows(rows, self._cua_image_processor(), cache)
             if expanded is not None:
                 tu.assign_non_tensor_stack(micro_batch, "multi_modal_inputs", expanded)
-        return super().prepare_model_inputs(micro_batch)
+            return super().prepare_model_inputs(micro_batch)
+        # the rows go to verl without patches, and the micro-batch's patches are concatenated once, from the cache
+        rows, patches = grids
+        tu.assign_non_tensor_stack(micro_batch, "multi_modal_inputs", rows)
+        model_inputs, output_args = super().prepare_model_inputs(micro_batch)
+        if patches:
+            model_inputs["pixel_values"] = torch.cat(patches)
+        cache.release()
+        return model_inputs, output_args
 
     def _cua_screenshot_cache(self) -> ScreenshotCache | None:
         if not hasattr(self, "_cua_cache"):

@@ -65,15 +65,44 @@ def expand(multi_modal_inputs: dict[str, Any], image_processor: Any, cache: Any 
         return out
     parts = [cache.get(data) if cache is not None else expand_one(data, image_processor) for data in pngs]
     grid = torch.cat([g for _, g in parts])
-    stored = out.get("image_grid_thw")
+    _check_grid(grid, out)
+    out["pixel_values"] = torch.cat([p for p, _ in parts])  # a new tensor: the cached ones are never handed out
+    out.setdefault("image_grid_thw", grid)
+    return out
+
+
+def expand_grids(rows: Iterable[Any], image_processor: Any, cache: Any) -> tuple[list[Any], list[Any]] | None:
+    """Every row's `multi_modal_inputs` checked against its screenshots' grids but without `pixel_values`, and the
+    micro-batch's patches in row order (cached tensors, not copied); None when a row is not compact but holds
+    patches of its own (their order among ours would be lost) or no row is compact."""
+    values = [getattr(row, "data", row) for row in rows]
+    if not any(is_compact(v) for v in values):
+        return None
+    if any(not is_compact(v) and isinstance(v, dict) and "pixel_values" in v for v in values):
+        return None
+    out, patches = [], []
+    for value in values:
+        if not is_compact(value):
+            out.append(value)
+            continue
+        row = {k: v for k, v in value.items() if k != KEY}
+        parts = [cache.get(data) for data in value[KEY]]
+        if parts:
+            _check_grid(torch.cat([g for _, g in parts]), row)
+            row.setdefault("image_grid_thw", torch.cat([g for _, g in parts]))
+        patches += [p for p, _ in parts]
+        out.append(row)
+    return out, patches
+
+
+def _check_grid(grid: torch.Tensor, row: dict[str, Any]) -> None:
+    """The grid the screenshots expand to must be the one the row was built with."""
+    stored = row.get("image_grid_thw")
     if stored is not None and not torch.equal(grid, torch.as_tensor(stored).to(torch.long)):
         raise ValueError(
             f"compact screenshots expand to image_grid_thw {grid.tolist()}, the row was built with "
             f"{torch.as_tensor(stored).tolist()}: the processor differs between rollout and training"
         )
-    out["pixel_values"] = torch.cat([p for p, _ in parts])  # a new tensor: the cached ones are never handed out
-    out.setdefault("image_grid_thw", grid)
-    return out
 
 
 def expand_rows(rows: Iterable[Any], image_processor: Any, cache: Any = None) -> list[Any] | None:

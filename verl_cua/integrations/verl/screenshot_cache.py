@@ -12,8 +12,8 @@ processor, ~60-80 ms of one CPU thread for a 1312x736 screenshot) runs while the
   for it: when one batch holds more screenshots than fit, the ones past the budget are used and not kept, so passes
   that read the same screenshots in the same order still hit on those kept (plain LRU would miss on every one).
 - Memory: kept patches live in fixed-size slots cut from a few large blocks, and the heap's freed pages go back
-  to the system at each batch (`malloc_trim`): the processor's large temporaries freed among kept entries had
-  tripled a rank's resident memory in the bench.
+  to the system after each micro-batch that expanded any and at each batch (`malloc_trim`): the processor's large
+  temporaries, freed among kept entries, otherwise stayed resident (2.5x the cache in the bench).
 - Prefetch (`VERL_CUA_IMAGE_PREFETCH=1`, off by default): at the start of a batch a background thread expands its
   screenshots in order while the GPU runs the first micro-batches, and stops where the budget ends; a screenshot
   the forward needs before the thread reached it is expanded on the spot (its queued job is cancelled). On a
@@ -141,6 +141,7 @@ class ScreenshotCache:
         self._pending: dict[bytes, Future] = {}
         self._slots = _Slots(max_bytes, dtype)
         self._batch = 0
+        self._made_since_release = False
         self._lock = threading.Lock()
         self._worker: ThreadPoolExecutor | None = None
         self.stats = {"hits": 0, "expanded": 0, "prefetched": 0, "evicted": 0, "not_kept": 0}
@@ -168,7 +169,14 @@ class ScreenshotCache:
         with self._lock:
             self.stats["expanded"] += 1
             kept = self._store(key, made)
+        self._made_since_release = True
         return kept if kept is not None else self._shrink(made)
+
+    def release(self) -> None:
+        """After a micro-batch: give the heap's freed pages back if screenshots were expanded since the last time."""
+        if self._made_since_release:
+            self._made_since_release = False
+            release_freed_memory()
 
     def prefetch(self, pngs: Iterable[bytes]) -> int:
         """Start a new batch (its cached screenshots kept for it) and queue the rest in order; how many were queued."""
@@ -204,6 +212,7 @@ class ScreenshotCache:
             self._pending.pop(key, None)
             self.stats["prefetched"] += 1
             kept = self._store(key, made)
+        self._made_since_release = True
         return kept if kept is not None else self._shrink(made)
 
     def _shrink(self, value: Expanded) -> Expanded:
