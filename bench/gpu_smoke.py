@@ -6,7 +6,8 @@ Each check runs on its own and prints one JSON line (ok, figures, or the error),
 - `tiny_<family>`: a tiny random Qwen2.5-VL / Qwen3-VL built here, one forward with a screenshot-sized image
   in bf16 on the device against float32 on the CPU (max |logit difference|), and a backward;
 - `lora_compact_<family>`: a screenshot stored as PNG (`cua.env.image_storage=png`) expands to the processor's
-  patches bit for bit and gives the same bf16 logits on the device; peft LoRA on all linear layers with the vision
+  patches bit for bit and gives the same bf16 logits on the device, also from patches kept in bf16 (the screenshot
+  cache's dtype on the GPU); peft LoRA on all linear layers with the vision
   tower excluded (`exclude_modules='.*visual.*'`) has no tower adapter, equal logits at init, adapter-only grads;
 - `ema_checkpoint`: the SDPO EMA teacher of a tiny Qwen3-VL trained a step on the device, saved and loaded as a resume
   does (our atomic shard file), gives the same digest and the same bf16 teacher logits when swapped in; and the
@@ -127,6 +128,9 @@ def lora_compact(family: str, device: str) -> dict:
     with torch.no_grad():
         base = model(**moved).logits.float()
         from_png = model(**{**moved, "pixel_values": expanded["pixel_values"].to(device)}).logits.float()
+        # the screenshot cache keeps patches in the compute dtype: the model casts them to it first, same logits
+        bf16_patches = expanded["pixel_values"].to(torch.bfloat16).to(device)
+        from_bf16 = model(**{**moved, "pixel_values": bf16_patches}).logits.float()
     config = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", exclude_modules=".*visual.*")
     peft_model = get_peft_model(model, config)
     names = [n for n, _ in peft_model.named_modules() if n.endswith("lora_A")]
@@ -140,6 +144,7 @@ def lora_compact(family: str, device: str) -> dict:
         "png_bytes": len(stored["cua_images"][0]), "fp32_patch_bytes": inputs["pixel_values"].numel() * 4,
         "same_patches": same_patches, "grid_without_patches_ok": grid_ok,
         "png_logits_equal": bool(torch.equal(base, from_png)),
+        "bf16_patches_logits_equal": bool(torch.equal(base, from_bf16)),
         "lora_modules": len(names), "lora_modules_in_vision_tower": sum("visual" in n for n in names),
         "lora_init_logits_equal": bool(torch.equal(base, logits.detach().float())),
         "only_adapters_trained": bool(trained) and all("lora_" in n for n in trained),
@@ -152,6 +157,7 @@ def lora_compact(family: str, device: str) -> dict:
                 "same_patches",
                 "grid_without_patches_ok",
                 "png_logits_equal",
+                "bf16_patches_logits_equal",
                 "lora_init_logits_equal",
                 "only_adapters_trained",
             )
