@@ -13,7 +13,9 @@ def test_list_based_modules_import_without_torch():
         for name in ("torch", "verl", "ray", "numpy"):
             sys.modules[name] = None
         import verl_cua.algos
-        from verl_cua.algos.entropulse import Entropulse, EntropulseConfig
+        from types import SimpleNamespace
+
+        from verl_cua.algos.entropulse import Entropulse
         from verl_cua.algos.gigpo import gigpo_advantages
         from verl_cua.algos.replay import replay_targets
         from verl_cua.algos.success_buffer import SuccessBuffer
@@ -22,7 +24,9 @@ def test_list_based_modules_import_without_torch():
         buf.add("t", "k", "item")
         assert replay_targets(["g", "g"], [0.0, 0.0], ["t", "t"], buf, random.Random(0)) == {1: "item"}
         assert gigpo_advantages([1.0, 0.0], ["g", "g"], [["a"], ["a"]])[0] == [0.5, -0.5]
-        assert Entropulse(EntropulseConfig(schedule="fixed", rl_steps=1)).observe(0.1) == "sft"
+        settings = SimpleNamespace(schedule="fixed", rl_steps=1, sft_steps=5, ratio=0.5, ema=0.9, early_steps=5,
+                                   min_rl_steps=20)  # any object with the settings (the trainer's: cua.entropulse)
+        assert Entropulse(settings).observe(0.1) == "sft"
         print("OK")
         """
     )

@@ -96,6 +96,8 @@ def _flash_attn(config: dict[str, Any] | None) -> Finding:
     """The attention transformers will load for the actor: flash_attention_2 where flash-attn 2 is usable, else sdpa."""
     from verl_cua.integrations.verl.attention import FLASH, flash_attn_error, flash_attn_version
 
+    if not _gpu_run(config):
+        return Finding("info", "flash-attn", "not needed on the CPU (sdpa)")
     model = ((config or {}).get("actor_rollout_ref") or {}).get("model") or {}
     wanted = (model.get("override_config") or {}).get("attn_implementation", FLASH)
     if wanted != FLASH:  # the user's own choice: what transformers loads, whatever is installed
@@ -103,8 +105,6 @@ def _flash_attn(config: dict[str, Any] | None) -> Finding:
     error = flash_attn_error()
     if error is None:
         return Finding("ok", "flash-attn", f"flash_attention_2 (flash-attn {flash_attn_version()})")
-    if not _gpu_run(config):
-        return Finding("info", "flash-attn", "not needed on the CPU (sdpa)")
     return Finding("warn", "flash-attn", f"sdpa ({error}): the actor runs sdpa with remove-padding off (slower, "
                                          "more memory); docs/gpu.md says how to install flash-attn")  # fmt: skip
 
