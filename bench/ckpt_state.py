@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from verl_cua.algos.entropulse import Entropulse
-    from verl_cua.integrations.verl.checkpoint_io import read_state_dir, save_tensor_file, write_state_dir
-    from verl_cua.integrations.verl.cua_schema import EntropulseConfig
+    from verl_cua.integrations.verl.config.schema import EntropulseConfig
+    from verl_cua.integrations.verl.resume.checkpoint_io import read_state_dir, save_tensor_file, write_state_dir
 
     t0 = time.perf_counter()
     buffer = _buffer(args.episodes, args.screens)

@@ -78,7 +78,7 @@ def _rows(rows: int, episodes: int, steps: int, image_processor, seed: int = 0) 
     the teacher rows SDPO builds from two in three of them (each with its episode's final screenshot)."""
     import torch
 
-    from verl_cua.integrations.verl.compact_images import compact, image_grid, insert_png
+    from verl_cua.integrations.verl.screenshots.compact import compact, image_grid, insert_png
 
     shots: dict[tuple[int, int], object] = {}
 
@@ -106,8 +106,8 @@ def engine_variant(variant: str, rows: int, episodes: int, steps: int, path: str
     import torch
     from transformers import AutoProcessor
 
-    from verl_cua.integrations.verl.compact_images import decode_png, expand_grids, expand_one, row_pngs
-    from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes, prefetch_enabled
+    from verl_cua.integrations.verl.screenshots.cache import ScreenshotCache, budget_bytes, prefetch_enabled
+    from verl_cua.integrations.verl.screenshots.compact import decode_png, expand_grids, expand_one, row_pngs
 
     ip = AutoProcessor.from_pretrained(path).image_processor
     batch_rows, teacher = _rows(rows, episodes, steps, ip)
@@ -139,7 +139,7 @@ def engine_variant(variant: str, rows: int, episodes: int, steps: int, path: str
 def engine(rows: int, episodes: int, steps: int, path: str) -> dict:
     """CPU seconds of one step's expansions on a rank, before and after, each in its own process (a worker's heap
     is not the other variant's leftovers); default cache budget, bf16 entries as on the GPU."""
-    from verl_cua.integrations.verl.screenshot_cache import budget_bytes, prefetch_enabled
+    from verl_cua.integrations.verl.screenshots.cache import budget_bytes, prefetch_enabled
 
     runs = {}
     for variant in ("before", "after"):
@@ -170,7 +170,7 @@ def agent_loop(prompts: int, path: str) -> dict:
 
     from verl_cua.actions.conversation import step_prompt
     from verl_cua.actions.prompts import build_prompt
-    from verl_cua.integrations.verl.grid_prompts import use_grid_prompts
+    from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts
 
     def builder():
         return create_continuous_token_builder(

@@ -108,7 +108,7 @@ def lora_compact(family: str, device: str) -> dict:
     from PIL import Image, ImageDraw
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from verl_cua.integrations.verl.compact_images import compact, expand, image_grid
+    from verl_cua.integrations.verl.screenshots.compact import compact, expand, image_grid
     from verl_cua.testing.tiny_models import build_tiny_model
 
     path = build_tiny_model(family, f"{tempfile.mkdtemp()}/{family}")
@@ -174,7 +174,7 @@ def ema_checkpoint(device: str) -> dict:
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from verl_cua.integrations.verl.checkpoint_io import content_digest, load_tensor_file, save_tensor_file
+    from verl_cua.integrations.verl.resume.checkpoint_io import content_digest, load_tensor_file, save_tensor_file
     from verl_cua.testing.tiny_models import build_tiny_model
 
     path = build_tiny_model("qwen3vl", f"{tempfile.mkdtemp()}/qwen3vl")

@@ -153,7 +153,7 @@ def _rows(processor, screens: list, episodes: int, storage: str):
                 made[key].pop("mm_token_type_ids", None)  # verl pops it when it computes the positions
             mm = made[key]
             if final_png is None:
-                from verl_cua.integrations.verl.compact_images import png_bytes
+                from verl_cua.integrations.verl.screenshots.compact import png_bytes
 
                 final_png = png_bytes(shots[-1])
             extra = {

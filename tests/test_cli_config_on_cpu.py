@@ -3,7 +3,7 @@
 import dataclasses
 
 from verl_cua.cli import main
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig
 
 
 def _listed(out: str) -> list[str]:

@@ -4,12 +4,12 @@ stack; with it, Hydra's own help follows."""
 import subprocess
 import sys
 
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig
 
 
 def _expected_lines() -> list[str]:
     """`cua.<section>.<key> = <default>` for every dataclass field, in the listing's words."""
-    from verl_cua.integrations.verl.config_docs import yaml_scalar
+    from verl_cua.integrations.verl.config.docs import yaml_scalar
 
     return [
         f"cua.{name}.{key} = {yaml_scalar(value)}"

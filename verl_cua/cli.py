@@ -302,8 +302,8 @@ def _add_view_compare(sub) -> None:
 
 
 def _config_cmd(args: argparse.Namespace) -> int:
-    from verl_cua.integrations.verl.config_docs import listing
-    from verl_cua.integrations.verl.cua_config import CuaConfigError
+    from verl_cua.integrations.verl.config.docs import listing
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
 
     try:
         print(listing(args.section), end="")

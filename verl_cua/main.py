@@ -42,7 +42,7 @@ def require_ml_stack(what: str) -> None:
 
 def print_help() -> None:
     """Every `cua.*` key with its default, valid values and meaning; Hydra's help follows when verl is installed."""
-    from verl_cua.integrations.verl.config_docs import listing
+    from verl_cua.integrations.verl.config.docs import listing
 
     print("python -m verl_cua.main [HYDRA OVERRIDES]: train a GUI agent with verl (config cua_trainer).\n")
     print(listing())

@@ -3,7 +3,7 @@
 import pytest
 
 from verl_cua.algos.entropulse import Entropulse
-from verl_cua.integrations.verl.cua_schema import EntropulseConfig
+from verl_cua.integrations.verl.config.schema import EntropulseConfig
 
 
 def run(pulse: Entropulse, entropies, after=None) -> list[str]:
@@ -146,7 +146,8 @@ def test_state_dict_round_trip_mid_sft():
 def test_config_validation(kwargs, message):
     """The bounds are the config schema's, checked before Ray starts (a ratio of 0 used to pass it and fail in the
     trainer, after the workers had started)."""
-    from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+    from verl_cua.integrations.verl.config.checks import validate_cua_config
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
 
     with pytest.raises(CuaConfigError, match=f"cua.entropulse.{message}") as err:
         validate_cua_config({"entropulse": kwargs})
@@ -155,7 +156,7 @@ def test_config_validation(kwargs, message):
 
 def test_a_phase_that_ran_no_sft_step_is_not_counted():
     from verl_cua.algos.entropulse import Entropulse
-    from verl_cua.integrations.verl.cua_schema import EntropulseConfig
+    from verl_cua.integrations.verl.config.schema import EntropulseConfig
 
     pulse = Entropulse(EntropulseConfig(schedule="fixed", rl_steps=2, sft_steps=3))
     assert pulse.observe(1.0) == "rl" and pulse.observe(1.0) == "sft"

@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from verl_cua.cli import main as cli
-from verl_cua.integrations.verl.cua_config import validate_cua_config
+from verl_cua.integrations.verl.config.checks import validate_cua_config
 from verl_cua.integrations.verl.main import prepare_config
 from verl_cua.recipe_export.catalog import recipe_names, recipes_dir
 from verl_cua.recipe_export.config import default_overrides
@@ -84,7 +84,9 @@ def test_exported_config_stands_on_ppo_trainer_and_equals_the_recipe(name, expor
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
+    from verl_cua.integrations.verl.plugin import register_estimators
+
+    register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
 
     validate_cua_config(OmegaConf.to_container(theirs.cua, resolve=True))
     prepare_config(theirs, registered=tuple(ADV_ESTIMATOR_REGISTRY))

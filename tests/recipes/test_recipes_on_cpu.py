@@ -13,7 +13,8 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
+from verl_cua.integrations.verl.config.checks import validate_cua_config
+from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.main import prepare_config
 from verl_cua.recipe_export.record import MAIN, main_overrides, record_calls, write_stubs
 
@@ -86,7 +87,9 @@ def _compose(overrides: list[str]):
         cfg = compose("cua_trainer", overrides=kept)
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-    import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
+    from verl_cua.integrations.verl.plugin import register_estimators
+
+    register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
 
     validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
     prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))  # as verl_cua.main does before Ray starts

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.doctor.report import Finding
+from verl_cua.algos.estimators import SDPO_ESTIMATORS
 
 FP32 = 4  # bytes: verl's FSDP actor keeps fp32 weights (model_dtype fp32), the EMA teacher is fp32
 ADAM = 8  # bytes: Adam's two fp32 moments
 BF16 = 2
 PROCESS_GB_PER_GPU = 8.0  # host memory of a GPU's Ray worker (actor/ref) and its rollout server process: ~6-10 GB
-EMA_ESTIMATORS = ("sdpo", "sdpo_grpo")
 NAME_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")  # "Qwen3-VL-8B-Instruct" -> 8
 
 
@@ -113,7 +113,7 @@ def _get(config: dict[str, Any], *keys: str) -> Any:
 def ema_teacher(config: dict[str, Any]) -> bool:
     """Whether the run keeps SDPO's EMA teacher (an fp32 copy of the weights on the host)."""
     estimator = _get(config, "algorithm", "adv_estimator")
-    return estimator in EMA_ESTIMATORS and (_get(config, "cua", "sdpo", "teacher") or "ema") == "ema"
+    return estimator in SDPO_ESTIMATORS and (_get(config, "cua", "sdpo", "teacher") or "ema") == "ema"
 
 
 def host_terms(config: dict[str, Any], params: Params | None) -> list[tuple[float, str]]:
@@ -146,7 +146,7 @@ def host_terms(config: dict[str, Any], params: Params | None) -> list[tuple[floa
 
 def screenshot_cache_gb() -> float:
     """The engine's screenshot cache per GPU rank, in GB (0 when turned off or set to nonsense: the run says so)."""
-    from verl_cua.integrations.verl.screenshot_cache import budget_bytes
+    from verl_cua.integrations.verl.screenshots.cache import budget_bytes
 
     try:
         return round(budget_bytes() / 1e9, 1)

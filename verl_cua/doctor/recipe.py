@@ -13,7 +13,7 @@ from verl_cua.doctor.report import Finding
 from verl_cua.recipe_export.record import MAIN, RecipeRunError, record_calls, write_stubs
 
 if TYPE_CHECKING:
-    from verl_cua.integrations.verl.cua_schema import EnvConfig
+    from verl_cua.integrations.verl.config.schema import EnvConfig
 
 
 def recorded_commands(recipe: str | Path, *args: str, env: dict[str, str] | None = None) -> list[list[str]]:
@@ -49,19 +49,22 @@ def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[
     """Compose and check the recipe's config; findings and the resolved config (None when it does not compose)."""
     from omegaconf import OmegaConf
 
-    from verl_cua.integrations.verl.budget import row_budget, step_memory
-    from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config
-    from verl_cua.integrations.verl.cua_schema import CuaConfig
+    from verl_cua.integrations.verl.config.budget import row_budget, step_memory
+    from verl_cua.integrations.verl.config.checks import validate_cua_config
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
+    from verl_cua.integrations.verl.config.schema import CuaConfig
     from verl_cua.integrations.verl.main import prepare_config
 
     name = Path(recipe).name
     try:
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-        import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
+        from verl_cua.integrations.verl.plugin import register_estimators
+
+        register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
 
         runs = main_overrides(recorded_commands(recipe))
-        attention = logging.getLogger("verl_cua.integrations.verl.attention")
+        attention = logging.getLogger("verl_cua.integrations.verl.fixes.attention")
         level, attention.level = attention.level, logging.ERROR  # the flash-attn finding has its own line
         try:
             for overrides in reversed(runs):  # every run must compose; the first is described

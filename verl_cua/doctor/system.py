@@ -16,7 +16,7 @@ from verl_cua.doctor.gpus import SERVED_ROLLOUTS, gpu_findings, torch_cuda, visi
 from verl_cua.doctor.loggers import logger_findings
 from verl_cua.doctor.model import model_finding
 from verl_cua.doctor.report import Finding
-from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig, EnvConfig
 
 VERL = "0.9.1"
 PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
@@ -94,7 +94,7 @@ def _pinned_torch(package: str) -> str | None:
 
 def _flash_attn(config: dict[str, Any] | None) -> Finding:
     """The attention transformers will load for the actor: flash_attention_2 where flash-attn 2 is usable, else sdpa."""
-    from verl_cua.integrations.verl.attention import FLASH, flash_attn_error, flash_attn_version
+    from verl_cua.integrations.verl.fixes.attention import FLASH, flash_attn_error, flash_attn_version
 
     if not _gpu_run(config):
         return Finding("info", "flash-attn", "not needed on the CPU (sdpa)")
@@ -122,7 +122,7 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
         out += _local_desktop()
     gb, cores = DESKTOP_NEEDS.get(provider, DESKTOP_NEEDS["local"])
     ram = _ram_gb()
-    from verl_cua.integrations.verl.budget import row_budget, step_memory
+    from verl_cua.integrations.verl.config.budget import row_budget, step_memory
 
     step_gb = step_memory(config, row_budget(config)).total / 1e9
     params = model_params(str(config["actor_rollout_ref"]["model"]["path"]))

@@ -27,7 +27,7 @@ class ChatModel:
     def __init__(self, model_dir: str | Path, name: str | None = None, max_model_len: int | None = None):
         from transformers import AutoProcessor, GenerationConfig
 
-        from verl_cua.integrations.verl.hf_rollout.generation import Generator, load_model, max_position_embeddings
+        from verl_cua.integrations.hf_generation import Generator, load_model, max_position_embeddings
 
         self.name = name or str(model_dir)
         self.processor = AutoProcessor.from_pretrained(model_dir)
@@ -56,7 +56,7 @@ class ChatModel:
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         """One chat completion in OpenAI's response format."""
-        from verl_cua.integrations.verl.hf_rollout.generation import Sampling
+        from verl_cua.integrations.hf_generation import Sampling
 
         ids = self.prompt_ids(request)
         room = self.context - len(ids)

@@ -6,7 +6,7 @@ from verl_cua.main import require_ml_stack
 def main() -> None:
     """Check the ML stack is installed (one line naming the pip command if not), then run verl's SFT trainer."""
     require_ml_stack("the SFT trainer")
-    from verl_cua.integrations.verl.sft_main import main as sft
+    from verl_cua.integrations.verl.sft.main import main as sft
 
     sft()
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from hydra import compose, initialize_config_module
 
-from verl_cua.integrations.verl.attention import FALLBACK, flash_attn_error, resolve_attention
+from verl_cua.integrations.verl.fixes.attention import FALLBACK, flash_attn_error, resolve_attention
 
 
 def _config(*overrides):

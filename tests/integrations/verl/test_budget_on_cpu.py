@@ -6,8 +6,8 @@ from hydra import compose, initialize_config_module
 from PIL import Image
 from transformers import AutoProcessor
 
-from verl_cua.integrations.verl.budget import Geometry, image_tokens, model_geometry, row_budget
-from verl_cua.integrations.verl.cua_config import CuaConfigError
+from verl_cua.integrations.verl.config.budget import Geometry, image_tokens, model_geometry, row_budget
+from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.main import prepare_config
 
 # the flagship's settings (recipes/run_qwen3vl_sdpo_osworld.sh), on verl's GPU defaults

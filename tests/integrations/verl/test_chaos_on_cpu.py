@@ -25,11 +25,16 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl_cua.envs.trajectory import read_index
 from verl_cua.integrations.verl import dataset
 from verl_cua.integrations.verl.agent_loop import INFRA_AS_AGENT_FAILURE, Episode, GUIAgentLoop
-from verl_cua.integrations.verl.batch_rows import infra_rows, isolate_infra_uids
-from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, read_state_dir
-from verl_cua.integrations.verl.cua_state import state_digests
 from verl_cua.integrations.verl.metrics import gui_metrics
-from verl_cua.integrations.verl.small_groups import settle_groups
+from verl_cua.integrations.verl.resume.checkpoint_io import (
+    content_digest,
+    ema_shard_path,
+    load_tensor_file,
+    read_state_dir,
+)
+from verl_cua.integrations.verl.resume.state import state_digests
+from verl_cua.integrations.verl.rows.fields import infra_rows, isolate_infra_uids
+from verl_cua.integrations.verl.rows.thin_groups import settle_groups
 from verl_cua.metrics_log import read_records
 from verl_cua.testing.chaos import Chaos, schedule
 

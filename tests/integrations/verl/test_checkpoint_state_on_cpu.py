@@ -19,7 +19,9 @@ import torch
 
 from verl_cua.algos.entropulse import Entropulse
 from verl_cua.algos.success_buffer import SuccessBuffer
-from verl_cua.integrations.verl.checkpoint_io import (
+from verl_cua.integrations.verl.config.fields import CuaConfigError
+from verl_cua.integrations.verl.config.schema import EntropulseConfig
+from verl_cua.integrations.verl.resume.checkpoint_io import (
     FORMAT_VERSION,
     CheckpointStateError,
     content_digest,
@@ -30,9 +32,7 @@ from verl_cua.integrations.verl.checkpoint_io import (
     save_tensor_file,
     write_state_dir,
 )
-from verl_cua.integrations.verl.cua_config import CuaConfigError
-from verl_cua.integrations.verl.cua_schema import EntropulseConfig
-from verl_cua.integrations.verl.cua_state import (
+from verl_cua.integrations.verl.resume.state import (
     STATE_SETTINGS,
     check_resume,
     conflicting_settings,
@@ -155,7 +155,7 @@ def test_a_kill_during_the_save_leaves_the_old_state_or_none(tmp_path):
     folder = tmp_path / "global_step_5"
     script = textwrap.dedent(f"""
         import torch
-        from verl_cua.integrations.verl.checkpoint_io import write_state_dir
+        from verl_cua.integrations.verl.resume.checkpoint_io import write_state_dir
         i = 0
         while True:
             i += 1

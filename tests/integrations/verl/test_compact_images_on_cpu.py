@@ -14,8 +14,8 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.model import extract_multi_modal_inputs
 
 from verl_cua.integrations.verl.agent_loop_worker import CuaAgentLoopWorker
-from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
-from verl_cua.integrations.verl.compact_images import KEY, expand, insert_png, is_compact
+from verl_cua.integrations.verl.screenshots.compact import KEY, expand, insert_png, is_compact
+from verl_cua.integrations.verl.screenshots.engine import CompactImagesMixin
 from verl_cua.integrations.verl.sdpo.context import insert_image
 
 
@@ -115,7 +115,7 @@ def test_sdpos_final_screenshot_inserts_the_same_image_either_way(rows):
 
 @pytest.mark.parametrize("size", [(1312, 736), (1920, 1080), (160, 210), (97, 3000), (20, 20)])
 def test_the_grid_of_an_image_without_its_patches_is_the_processors(tiny_model, size):
-    from verl_cua.integrations.verl.compact_images import image_grid
+    from verl_cua.integrations.verl.screenshots.compact import image_grid
 
     image_processor = AutoProcessor.from_pretrained(tiny_model[1]).image_processor
     image = Image.new("RGB", size, (10, 20, 30))

@@ -8,8 +8,8 @@ from dataclasses import fields
 import pytest
 import yaml
 
-from verl_cua.integrations.verl import config_docs
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config import docs as config_docs
+from verl_cua.integrations.verl.config.schema import CuaConfig
 
 
 def _keys() -> list[str]:
@@ -18,7 +18,7 @@ def _keys() -> list[str]:
 
 def test_committed_files_are_what_the_generator_writes():
     proc = subprocess.run(
-        [sys.executable, "-m", "verl_cua.integrations.verl.config_docs", "--check"], capture_output=True, text=True
+        [sys.executable, "-m", "verl_cua.integrations.verl.config.docs", "--check"], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
 

@@ -7,8 +7,9 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from verl_cua.integrations.verl.cua_config import CuaConfigError, validate_cua_config, validate_estimator_config
-from verl_cua.integrations.verl.cua_schema import CuaConfig, EnvConfig, TraceConfig
+from verl_cua.integrations.verl.config.checks import validate_cua_config, validate_estimator_config
+from verl_cua.integrations.verl.config.fields import CuaConfigError
+from verl_cua.integrations.verl.config.schema import CuaConfig, EnvConfig, TraceConfig
 
 CONFIG_MODULE = "verl_cua.integrations.verl.config"
 
@@ -67,7 +68,7 @@ def test_cli_overrides_reach_cua_keys():
     ],
 )
 def test_sdpo_settings_the_reference_warns_against_give_one_line_each(overrides, expected):
-    from verl_cua.integrations.verl.cua_config import estimator_warnings
+    from verl_cua.integrations.verl.config.checks import estimator_warnings
 
     warnings = estimator_warnings(OmegaConf.to_container(_compose("preset=cpu", *overrides), resolve=True))
     assert len(warnings) == len(expected) and all("\n" not in w for w in warnings)
@@ -153,7 +154,9 @@ def test_swapping_the_estimator_changes_only_that_key(estimator):
 def test_algorithm_settings_that_cannot_work_together_give_one_line(overrides, expected):
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-    import verl_cua.integrations.verl.estimators  # noqa: F401
+    from verl_cua.integrations.verl.plugin import register_estimators
+
+    register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
 
     cfg = OmegaConf.to_container(_compose("preset=cpu", *overrides), resolve=True)
     with pytest.raises(CuaConfigError) as err:

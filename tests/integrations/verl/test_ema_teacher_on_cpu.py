@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker as W
+from verl_cua.integrations.verl.actor_worker import CuaActorRolloutRefWorker as W
 
 
 def _worker(module):

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.trainer import CuaTrainer
 

@@ -8,9 +8,11 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
 
-import verl_cua.integrations.verl.estimators  # noqa: F401  (registers)
-from verl_cua.integrations.verl.estimators import sdpo_loss
-from verl_cua.integrations.verl.estimators.gigpo import turn_steps
+from verl_cua.integrations.verl.gigpo.estimator import turn_steps
+from verl_cua.integrations.verl.plugin import register_estimators
+from verl_cua.integrations.verl.sdpo import policy_loss as sdpo_loss
+
+register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
 
 
 def test_sdpo_is_teacher_minus_student_on_reprompted_model_tokens():

@@ -11,7 +11,7 @@ from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token
 
 from verl_cua.actions.conversation import step_prompt
 from verl_cua.actions.prompts import build_prompt
-from verl_cua.integrations.verl import grid_prompts
+from verl_cua.integrations.verl.screenshots import grid_prompts
 
 
 def _builder(path, **mm_kwargs):

@@ -15,9 +15,9 @@ pytest.importorskip("verl")
 from PIL import Image  # noqa: E402
 from verl.workers.config import HFModelConfig, RolloutConfig  # noqa: E402
 
+from verl_cua.integrations.hf_generation import truncate_at_stop  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout import register_hf_rollout  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.adapter import HFServerAdapter  # noqa: E402
-from verl_cua.integrations.verl.hf_rollout.generation import truncate_at_stop  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.replica import HFReplica, server_actor_name  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.server import HFServer  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 import sys
 
-from verl_cua.integrations.verl.hooks import when_imported
+from verl_cua.integrations.verl.import_hooks import when_imported
 
 
 def test_callback_runs_after_import_with_the_module_fully_executed(tmp_path, monkeypatch):

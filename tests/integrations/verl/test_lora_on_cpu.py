@@ -18,8 +18,8 @@ from verl.utils.fsdp_utils import collect_lora_params, replace_lora_wrapper  # n
 from verl.utils.model import convert_weight_keys  # noqa: E402
 from verl.workers.config import HFModelConfig, RolloutConfig  # noqa: E402
 
+from verl_cua.integrations.hf_generation import load_model  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.adapter import HFServerAdapter  # noqa: E402
-from verl_cua.integrations.verl.hf_rollout.generation import load_model  # noqa: E402
 from verl_cua.integrations.verl.hf_rollout.server import HFServer  # noqa: E402
 
 GREEDY = {"temperature": 0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}

@@ -11,7 +11,7 @@ import torch
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
 
-from verl_cua.integrations.verl.position_ids import checked_fix_3d_position_ids
+from verl_cua.integrations.verl.fixes.position_ids import checked_fix_3d_position_ids
 
 CHANNELS = 4  # verl's Qwen-VL position ids: text + 3 M-RoPE channels
 
@@ -96,7 +96,7 @@ def test_the_plugin_installs_the_fix_where_verl_s_workers_look_it_up():
         import verl.workers.engine.base as base
         import verl.workers.engine_workers as workers
         from verl.utils import tensordict_utils
-        from verl_cua.integrations.verl.position_ids import checked_fix_3d_position_ids as fix
+        from verl_cua.integrations.verl.fixes.position_ids import checked_fix_3d_position_ids as fix
         print([m.maybe_fix_3d_position_ids is fix for m in (base, workers, tensordict_utils)])
         """
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300)

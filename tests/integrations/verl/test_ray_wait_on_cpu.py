@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     import sys, time
     import ray
     from ray.util.placement_group import placement_group
-    from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
+    from verl_cua.integrations.ray_wait import ResourceWaitError, ResourceWatchdog
 
     case, bound = sys.argv[1], float(sys.argv[2])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -76,7 +76,7 @@ def test_a_run_started_in_the_background_with_sigint_ignored_is_stopped_too():
 
 
 def test_the_message_sums_a_groups_bundles_against_what_is_free():
-    from verl_cua.integrations.verl.ray_wait import Waiting, describe
+    from verl_cua.integrations.ray_wait import Waiting, describe
 
     group = Waiting("pg:1", "placement group global_pool (STRICT_PACK)", (({"GPU": 1.0, "CPU": 1.0}, 8),))
     total = {"GPU": 4.0, "CPU": 64.0, "CPU_group_abc": 1.0}

@@ -6,7 +6,7 @@ import json
 
 from verl.utils.tracking import Tracking
 
-from verl_cua.integrations.verl.resume_outputs import (
+from verl_cua.integrations.verl.resume.outputs import (
     ABANDONED_DIR,
     BACKUP_SUFFIX,
     keep_metrics_through,

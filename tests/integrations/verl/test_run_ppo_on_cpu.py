@@ -75,7 +75,7 @@ def test_the_runner_is_verls_runner_with_our_trainer(monkeypatch):
 
 
 def test_another_trainer_mode_is_one_line(tmp_path):
-    from verl_cua.integrations.verl.cua_config import CuaConfigError
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
     from verl_cua.integrations.verl.main import run
     from verl_cua.testing.cpu_config import cpu_config
 

@@ -14,15 +14,15 @@ from transformers import AutoProcessor
 from verl.utils import tensordict_utils as tu
 from verl.utils.model import extract_multi_modal_inputs
 
-from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
-from verl_cua.integrations.verl.compact_images import compact, expand, expand_one, image_grid, png_bytes
-from verl_cua.integrations.verl.screenshot_cache import (
+from verl_cua.integrations.verl.screenshots.cache import (
     BUDGET_ENV,
     PREFETCH_ENV,
     ScreenshotCache,
     budget_bytes,
     prefetch_enabled,
 )
+from verl_cua.integrations.verl.screenshots.compact import compact, expand, expand_one, image_grid, png_bytes
+from verl_cua.integrations.verl.screenshots.engine import CompactImagesMixin
 
 
 def _screens(n, size=(224, 168)):

@@ -136,7 +136,7 @@ def test_only_the_teacher_gather_pass_runs_on_the_ema_teachers_weights():
     update) would then be the teacher's, so those passes refuse; the teacher's gather runs."""
     from types import SimpleNamespace
 
-    from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker as W
+    from verl_cua.integrations.verl.actor_worker import CuaActorRolloutRefWorker as W
 
     module = torch.nn.Linear(2, 1, bias=False)
     worker = SimpleNamespace(actor=SimpleNamespace(engine=SimpleNamespace(module=module)))

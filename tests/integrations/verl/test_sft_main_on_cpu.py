@@ -31,7 +31,7 @@ def test_saved_hf_configs_keep_the_base_models_dtype(tmp_path):
     RL run started from it computes in bfloat16 (its KL to the reference rounds to 0)."""
     import json
 
-    from verl_cua.integrations.verl.sft_main import keep_base_dtype
+    from verl_cua.integrations.verl.sft.main import keep_base_dtype
 
     def config(path, dtype):
         path.mkdir(parents=True)
@@ -53,7 +53,7 @@ def test_a_lora_checkpoint_is_merged_into_plain_weights():
     (checked on a real LoRA SFT run too: logits equal peft's own merge_and_unload exactly)."""
     import torch
 
-    from verl_cua.integrations.verl.lora_merge import merge_lora_state
+    from verl_cua.integrations.verl.sft.lora_merge import merge_lora_state
 
     torch.manual_seed(0)
     w, a, b, bias = torch.randn(6, 4), torch.randn(2, 4), torch.randn(6, 2), torch.randn(6)

@@ -8,8 +8,8 @@ from omegaconf import OmegaConf
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-from verl_cua.integrations.verl.batch_rows import isolate_infra_uids
-from verl_cua.integrations.verl.small_groups import settle_groups, small_groups
+from verl_cua.integrations.verl.rows.fields import isolate_infra_uids
+from verl_cua.integrations.verl.rows.thin_groups import settle_groups, small_groups
 
 
 def _step(scores, uids, infra, estimator="grpo", settle=True):

@@ -6,8 +6,9 @@ import random
 import torch
 
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, task_instance
-from verl_cua.integrations.verl import entropulse_phase, success_rows
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.buffer import entropulse as entropulse_phase
+from verl_cua.integrations.verl.buffer import success_rows
+from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.fields import sdpo_loss_fields
@@ -74,6 +75,10 @@ def test_instances_do_not_mix():
     assert instance_of({"cua_task": "t"}) == "t"  # rows written before instances existed
 
 
+def _plan(estimator):
+    return plan_for(estimator, CuaConfig())
+
+
 def _teacher(reprompt, topk=0):
     result = TeacherResult(reprompt=reprompt, success=[False] * len(reprompt))
     if topk:
@@ -85,17 +90,18 @@ def _teacher(reprompt, topk=0):
 def test_sdpo_loss_fields_normalise_over_reprompted_tokens():
     mask = torch.nested.as_nested_tensor([torch.tensor([1, 0, 1]), torch.tensor([1, 1])], layout=torch.jagged)
     sdpo = {"loss": "logit", "topk": 4, "normalize": "reprompted"}
-    rows = sdpo_loss_fields("sdpo", _teacher([True, False], topk=4), mask, [False, False], sdpo)
+    rows = sdpo_loss_fields(_plan("sdpo"), _teacher([True, False], topk=4), mask, [False, False], sdpo)
     assert rows[0][MASK].tolist() == [1, 0, 1] and rows[1][MASK].tolist() == [0, 0]
     assert rows[1]["loss_mask"].tolist() == [0, 0]  # verl counts only reprompted tokens in the mean
     assert rows[0][logit.IDS].shape == (3, 4) and rows[0][logit.TEACHER][:2].eq(-1).all()
     assert rows[1][logit.IDS].abs().sum() == 0
     # normalize=all keeps verl's loss_mask; sdpo_grpo trains every row (GRPO on successes) and is token-level
     assert (
-        "loss_mask" not in sdpo_loss_fields("sdpo", _teacher([True, False]), mask, [False] * 2, {"normalize": "all"})[0]
+        "loss_mask"
+        not in sdpo_loss_fields(_plan("sdpo"), _teacher([True, False]), mask, [False] * 2, {"normalize": "all"})[0]
     )
     settings = plan_for("sdpo_grpo", CuaConfig.from_mapping({"sdpo": {"loss": "logit"}})).sdpo_settings(sdpo)
-    rows = sdpo_loss_fields("sdpo_grpo", _teacher([True, False]), mask, [False, True], settings)
+    rows = sdpo_loss_fields(_plan("sdpo_grpo"), _teacher([True, False]), mask, [False, True], settings)
     assert rows[1][MASK].tolist() == [0, 0] and rows[0][MASK].tolist() == [1, 0, 1]  # infra rows train nothing
     assert logit.IDS not in rows[0] and "loss_mask" not in rows[0]
 
@@ -137,7 +143,7 @@ class _Store:
 def test_replay_puts_a_whole_step_row_trajectory_into_an_all_fail_group(monkeypatch):
     from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 
-    from verl_cua.integrations.verl import replay_injection
+    from verl_cua.integrations.verl.buffer import replay as replay_injection
 
     def row(uid, session, step, score=0.0):
         extra = {"cua_score": score, "cua_instance": "t@seed=1", "step_index": step, "cua_success": score >= 1}

@@ -16,8 +16,8 @@ from verl.utils.tracking import Tracking
 
 from verl_cua.actions.parse import parse_action
 from verl_cua.integrations.verl.agent_loop import Episode
-from verl_cua.integrations.verl.trace import EpisodeTrace, write_advantages, write_trace_run
-from verl_cua.integrations.verl.trace_filmstrip import (
+from verl_cua.integrations.verl.trace.episodes import EpisodeTrace, write_advantages, write_trace_run
+from verl_cua.integrations.verl.trace.filmstrip import (
     CAPTION_HEIGHT,
     FRAME_HEIGHT,
     GAP,
@@ -28,7 +28,7 @@ from verl_cua.integrations.verl.trace_filmstrip import (
     same_size,
     shown_steps,
 )
-from verl_cua.integrations.verl.trace_logger import (
+from verl_cua.integrations.verl.trace.logger import (
     log_trace_step,
     log_traced_episodes,
     pick_episodes,

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from verl_cua.envs.trajectory import EpisodeWriter
-from verl_cua.integrations.verl.cua_config import CuaConfigError, _defaults, validate_cua_config
-from verl_cua.integrations.verl.trace import sampled, turn_advantages, write_advantages
+from verl_cua.integrations.verl.config.checks import _defaults, validate_cua_config
+from verl_cua.integrations.verl.config.fields import CuaConfigError
+from verl_cua.integrations.verl.trace.episodes import sampled, turn_advantages, write_advantages
 
 
 def test_turn_advantages_average_each_run_of_model_tokens():
@@ -71,7 +72,7 @@ def test_validation_rows_are_marked_and_traced_apart(tmp_path):
     import numpy as np
     from verl.utils import tensordict_utils as tu
 
-    from verl_cua.integrations.verl.trace import MarkValidation, open_trace
+    from verl_cua.integrations.verl.trace.episodes import MarkValidation, open_trace
 
     loader = [{"raw_prompt": np.array([[{"role": "user", "content": "x"}]] * 3, dtype=object), "index": np.arange(3)}]
     wrapped = MarkValidation(loader)

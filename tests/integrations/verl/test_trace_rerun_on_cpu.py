@@ -4,7 +4,7 @@ complete attempt's; before any attempt is indexed the cut-off episodes are `unfi
 import torch
 
 from verl_cua.envs.trajectory import INDEX, EpisodeWriter, step_record
-from verl_cua.integrations.verl.trace import write_advantages
+from verl_cua.integrations.verl.trace.episodes import write_advantages
 from verl_cua.viewer.runs import load_run
 
 

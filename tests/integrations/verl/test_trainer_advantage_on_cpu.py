@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-from verl_cua.integrations.verl.batch_rows import infra_rows, isolate_infra_uids
-from verl_cua.integrations.verl.uniform_groups import settle_uniform_groups
+from verl_cua.integrations.verl.rows.fields import infra_rows, isolate_infra_uids
+from verl_cua.integrations.verl.rows.uniform_groups import settle_uniform_groups
 
 
 def _data(scores, uids, rows_per_session=None, keys=None):

@@ -7,9 +7,9 @@ import pytest
 import torch
 from verl.protocol import DataProto
 
-from verl_cua.integrations.verl.batch_rows import isolate_infra_uids
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
+from verl_cua.integrations.verl.rows.fields import isolate_infra_uids
 from verl_cua.integrations.verl.trainer import CuaTrainer, _AdvantageStep
 
 L = 6  # response tokens: two turns of 3 model tokens

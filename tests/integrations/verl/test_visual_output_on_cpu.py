@@ -15,7 +15,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from verl.models.transformers import qwen2_vl as verl_qwen2_vl
 from verl.models.transformers.monkey_patch import apply_monkey_patch
 
-from verl_cua.integrations.verl import visual_output
+from verl_cua.integrations.verl.fixes import visual_output
 from verl_cua.testing.tiny_models import build_tiny_model
 
 # the HF classes whose methods verl's `apply_monkey_patch` replaces for Qwen2/2.5-VL and Qwen3-VL (restored after)

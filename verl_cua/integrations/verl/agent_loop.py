@@ -20,12 +20,12 @@ from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
-from verl_cua.integrations.verl.compact_images import png_bytes as compact_png_bytes
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
-from verl_cua.integrations.verl.grid_prompts import use_grid_prompts
 from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
-from verl_cua.integrations.verl.trace import EpisodeTrace, open_trace
+from verl_cua.integrations.verl.screenshots.compact import png_bytes as compact_png_bytes
+from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts
+from verl_cua.integrations.verl.trace.episodes import EpisodeTrace, open_trace
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import torch
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils.tokenizer import get_processor_token_id
 
-from verl_cua.integrations.verl.compact_images import KEY as PNG_KEY
-from verl_cua.integrations.verl.compact_images import compact, image_grid, images_seqlens, png_bytes
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.screenshots.compact import KEY as PNG_KEY
+from verl_cua.integrations.verl.screenshots.compact import compact, image_grid, images_seqlens, png_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,13 @@
 """What `algorithm.adv_estimator` and `cua.sdpo.*` ask of a training step, decided once at start: the trainer, the
-teacher pass, the loss fields and the actor loss read this plan instead of testing estimator names.
+teacher pass, the loss fields and the actor loss read this plan instead of testing estimator names. The estimators
+themselves are listed once, in `verl_cua.algos.estimators`.
 
-| estimator | outcome advantage | teacher pass | actor loss | top-k passes |
-| --- | --- | --- | --- | --- |
-| grpo, gae, ... (verl's) | the estimator | no | ppo | no |
-| gigpo | grpo | no | ppo | no |
-| sdpo | grpo | yes | sdpo (`cua.sdpo.loss`: logit or token) | with the logit loss |
-| sdpo_grpo | grpo | yes | sdpo, token-level whatever `cua.sdpo.loss` says | never |
+| estimator | outcome advantage | then | teacher pass | actor loss | top-k passes |
+| --- | --- | --- | --- | --- | --- |
+| grpo, gae, ... (verl's) | the estimator | nothing | no | ppo | no |
+| gigpo | grpo | GiGPO's step advantage | no | ppo | no |
+| sdpo | grpo | SDPO's signal, reprompted rows only | yes | sdpo (`cua.sdpo.loss`: logit or token) | with logit |
+| sdpo_grpo | grpo | lambda-mix of SDPO's and GRPO's | yes | sdpo, token-level whatever `cua.sdpo.loss` | never |
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verl_cua.integrations.verl.cua_config import CUA_ESTIMATORS, SDPO_ESTIMATORS
+from verl_cua.algos.estimators import ESTIMATORS
+
+
+OUTCOME_ESTIMATOR = "grpo"  # ours build on GRPO's outcome advantage
 
 
 @dataclass(frozen=True)
@@ -23,8 +27,10 @@ class EstimatorPlan:
 
     estimator: str
     outcome_estimator: str  # the verl estimator whose advantages come first (ours build on GRPO's)
+    step_advantage: str | None  # "sdpo", "gigpo" or None: the advantage step of ours that follows
     teacher_pass: bool  # SDPO's teacher pass runs, its successes buffered as demos
     sdpo_loss: str | None  # "logit" or "token" for SDPO's actor loss, None for verl's PPO loss
+    grpo_mix: bool  # SDPO's advantage is mixed with GRPO's (every valid row trains, not only reprompted ones)
     weight_teacher: bool  # a host copy of the teacher's weights (ema, frozen) is swapped in for its pass
     ema_rate: float  # the EMA teacher's update rate after each actor update (0: none)
 
@@ -32,6 +38,11 @@ class EstimatorPlan:
     def logit_loss(self) -> bool:
         """The logit-level SDPO loss: the top-k passes, their loss fields and the logits processor in the update."""
         return self.sdpo_loss == "logit"
+
+    @property
+    def reprompted_only(self) -> bool:
+        """Only the rows the teacher reprompted carry SDPO's signal (plain SDPO; the GRPO mix trains every row)."""
+        return self.teacher_pass and not self.grpo_mix
 
     def sdpo_settings(self, sdpo: Any) -> dict:
         """`cua.sdpo` as a dict with the loss this plan runs (what the teacher pass, fields and loss read)."""
@@ -42,13 +53,16 @@ class EstimatorPlan:
 
 def plan_for(estimator: str, cua: Any) -> EstimatorPlan:
     """The plan for `algorithm.adv_estimator=estimator` under the typed `cua` config."""
-    sdpo = estimator in SDPO_ESTIMATORS
+    ours = ESTIMATORS.get(estimator)
+    sdpo = ours is not None and ours.step_advantage == "sdpo"
     teacher = cua.sdpo.teacher if sdpo else None
     return EstimatorPlan(
         estimator=estimator,
-        outcome_estimator="grpo" if estimator in CUA_ESTIMATORS else estimator,
+        outcome_estimator=OUTCOME_ESTIMATOR if ours is not None else estimator,
+        step_advantage=ours.step_advantage if ours is not None else None,
         teacher_pass=sdpo,
-        sdpo_loss=(cua.sdpo.loss if estimator == "sdpo" else "token") if sdpo else None,
+        sdpo_loss=(cua.sdpo.loss if ours.own_loss else "token") if sdpo else None,
+        grpo_mix=ours is not None and ours.grpo_mix,
         weight_teacher=teacher in ("ema", "frozen"),
         ema_rate=float(cua.sdpo.ema_rate) if teacher == "ema" else 0.0,
     )

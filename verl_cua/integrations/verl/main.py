@@ -10,16 +10,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_cua.doctor.gpus import SERVED_ROLLOUTS
 from verl_cua.doctor.preflight import PreflightError, check_preflight
-from verl_cua.integrations.verl.attention import resolve_attention
-from verl_cua.integrations.verl.budget import check_budget, rollout_max_model_len
-from verl_cua.integrations.verl.cua_config import (
-    CuaConfigError,
-    estimator_warnings,
-    validate_cua_config,
-    validate_estimator_config,
-)
-from verl_cua.integrations.verl.cua_state import check_resume
-from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
+from verl_cua.integrations.ray_wait import ResourceWaitError, ResourceWatchdog
+from verl_cua.integrations.verl.config.budget import check_budget, rollout_max_model_len
+from verl_cua.integrations.verl.config.checks import estimator_warnings, validate_cua_config, validate_estimator_config
+from verl_cua.integrations.verl.config.fields import CuaConfigError
+from verl_cua.integrations.verl.fixes.attention import resolve_attention
+from verl_cua.integrations.verl.resume.state import check_resume
 
 FORWARDED_ENV = ("VERL_PLATFORM", "VERL_FILE_LOGGER_PATH", "VERL_CUA_IMAGE_CACHE_GIB", "VERL_CUA_IMAGE_PREFETCH")
 

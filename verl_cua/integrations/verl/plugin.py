@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from verl_cua.integrations.verl.hooks import when_imported
+from verl_cua.algos.estimators import ESTIMATORS
+from verl_cua.integrations.verl.import_hooks import when_imported
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,6 @@ AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 CORE_ALGOS_MODULE = "verl.trainer.ppo.core_algos"
 ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
-ESTIMATORS = ("sdpo", "sdpo_grpo", "gigpo")
 # verl modules holding `maybe_fix_3d_position_ids`: each imports it by name, so each binding is replaced
 POSITION_IDS_MODULES = (
     "verl.utils.tensordict_utils",
@@ -39,16 +39,20 @@ def _register_cpu_platform(_module) -> None:
 
 
 def _register_cpu_engine(_module) -> None:
-    import verl_cua.integrations.verl.compact_engine  # noqa: F401  (registers fsdp/fsdp2 on cuda: nvidia, amd)
     import verl_cua.integrations.verl.cpu.engine  # noqa: F401  (registers fsdp/fsdp2 on "cpu")
+    import verl_cua.integrations.verl.screenshots.engine  # noqa: F401  (registers fsdp/fsdp2 on cuda: nvidia, amd)
 
 
 def _register_agent_loop(_module) -> None:
     import verl_cua.integrations.verl.agent_loop  # noqa: F401  (registers "gui_agent")
 
 
-def _register_estimators(_module) -> None:
-    import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo; loss sdpo)
+def register_estimators(_module=None) -> None:
+    """Register our advantage estimators (`ESTIMATORS`) and the `sdpo` policy loss in verl's core_algos."""
+    import verl_cua.integrations.verl.gigpo.estimator  # noqa: F401  (gigpo)
+    import verl_cua.integrations.verl.sdpo.estimator  # noqa: F401  (sdpo)
+    import verl_cua.integrations.verl.sdpo.policy_loss  # noqa: F401  (loss sdpo)
+    import verl_cua.integrations.verl.sdpo.sdpo_grpo  # noqa: F401  (sdpo_grpo)
 
 
 def _register_hf_rollout(_module) -> None:
@@ -58,13 +62,13 @@ def _register_hf_rollout(_module) -> None:
 
 
 def _install_position_ids_fix(module) -> None:
-    from verl_cua.integrations.verl.position_ids import install
+    from verl_cua.integrations.verl.fixes.position_ids import install
 
     install(module)
 
 
 def _install_visual_output_fix(module) -> None:
-    from verl_cua.integrations.verl.visual_output import install
+    from verl_cua.integrations.verl.fixes.visual_output import install
 
     install(module)
 
@@ -78,7 +82,7 @@ def register() -> None:
     when_imported(PLATFORM_MODULE, _register_cpu_platform)
     when_imported(FSDP_ENGINE_MODULE, _register_cpu_engine)
     when_imported(AGENT_LOOP_MODULE, _register_agent_loop)
-    when_imported(CORE_ALGOS_MODULE, _register_estimators)
+    when_imported(CORE_ALGOS_MODULE, register_estimators)
     for name in ROLLOUT_MODULES:
         when_imported(name, _register_hf_rollout)
     for name in POSITION_IDS_MODULES:

@@ -27,13 +27,19 @@ from verl.utils.profiler import marked_timer
 
 from verl_cua.algos.entropulse import Entropulse
 from verl_cua.algos.success_buffer import SuccessBuffer
-from verl_cua.integrations.verl import cua_advantage
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
-from verl_cua.integrations.verl.batch_rows import as_list, infra_rows, isolate_infra_uids, mask_metrics
-from verl_cua.integrations.verl.checkpoint_io import prune_orphans, read_state_dir, write_state_dir
-from verl_cua.integrations.verl.cua_config import validate_estimator_config
-from verl_cua.integrations.verl.cua_schema import CuaConfig
-from verl_cua.integrations.verl.cua_state import (
+from verl_cua.integrations.verl.buffer.entropulse import run_sft_phase
+from verl_cua.integrations.verl.buffer.replay import inject_replays
+from verl_cua.integrations.verl.buffer.success_rows import buffer_successes, demos
+from verl_cua.integrations.verl.config.checks import validate_estimator_config
+from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.estimator_plan import plan_for
+from verl_cua.integrations.verl.gigpo.advantage import gigpo_token_advantages
+from verl_cua.integrations.verl.metrics import gui_metrics
+from verl_cua.integrations.verl.plugin import check_registrations
+from verl_cua.integrations.verl.resume.checkpoint_io import prune_orphans, read_state_dir, write_state_dir
+from verl_cua.integrations.verl.resume.outputs import keep_metrics_through, set_aside_trace_steps
+from verl_cua.integrations.verl.resume.state import (
     load_trainer_state,
     refuse_conflicts,
     resume_folder,
@@ -41,20 +47,15 @@ from verl_cua.integrations.verl.cua_state import (
     state_digests,
     trainer_state,
 )
-from verl_cua.integrations.verl.entropulse_phase import run_sft_phase
-from verl_cua.integrations.verl.estimator_plan import plan_for
-from verl_cua.integrations.verl.metrics import gui_metrics
-from verl_cua.integrations.verl.plugin import check_registrations
-from verl_cua.integrations.verl.replay_injection import inject_replays
-from verl_cua.integrations.verl.resume_outputs import keep_metrics_through, set_aside_trace_steps
+from verl_cua.integrations.verl.rows.fields import as_list, infra_rows, isolate_infra_uids, mask_metrics
+from verl_cua.integrations.verl.rows.thin_groups import settle_groups, small_groups
 from verl_cua.integrations.verl.sdpo import logit
+from verl_cua.integrations.verl.sdpo.advantage import sdpo_advantages
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
-from verl_cua.integrations.verl.small_groups import settle_groups, small_groups
-from verl_cua.integrations.verl.success_rows import buffer_successes, demos
-from verl_cua.integrations.verl.trace import MarkValidation, write_advantages, write_trace_run
-from verl_cua.integrations.verl.trace_logger import log_trace_step
+from verl_cua.integrations.verl.trace.episodes import MarkValidation, write_advantages, write_trace_run
+from verl_cua.integrations.verl.trace.logger import log_trace_step
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class CuaTrainer(PPOTrainerSync):
         if cpu:
             from verl_cua.integrations.verl.cpu.workers import CPUActorRolloutRefWorker as worker_cls
         else:
-            from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker as worker_cls
+            from verl_cua.integrations.verl.actor_worker import CuaActorRolloutRefWorker as worker_cls
         for role, cls in list(self.role_worker_mapping.items()):
             meta = getattr(cls, "__ray_metadata__", None)
             if meta is not None and str(meta.class_name).split(".")[-1] == "ActorRolloutRefWorker":
@@ -244,18 +245,18 @@ class CuaTrainer(PPOTrainerSync):
         excluded = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
         if self.plan.teacher_pass:
             grpo = data.batch["advantages"]
-            adv, sdpo_metrics = cua_advantage.sdpo_advantages(self.estimator, data, step.teacher, self.cua.sdpo, grpo)
+            adv, sdpo_metrics = sdpo_advantages(self.plan, data, step.teacher, self.cua.sdpo, grpo)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
             metrics.update(sdpo_metrics)
             sdpo = self.plan.sdpo_settings(self.cua.sdpo)
-            loss_fields = sdpo_loss_fields(self.estimator, step.teacher, step.response_mask, excluded, sdpo)
+            loss_fields = sdpo_loss_fields(self.plan, step.teacher, step.response_mask, excluded, sdpo)
             put_row_fields(step.batch.keys, step.batch.partition_id, loss_fields)
             if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
                 topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
                 metrics["sdpo/topk_fields_mb"] = topk_bytes / 2**20
-        elif self.estimator == "gigpo":
+        elif self.plan.step_advantage == "gigpo":
             penalty = self.cua.action.invalid_penalty
-            adv = cua_advantage.gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
+            adv = gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
         keep = torch.tensor([0.0 if out else 1.0 for out in excluded]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep

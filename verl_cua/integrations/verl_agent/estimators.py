@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from verl_cua.algos.gigpo import gigpo_advantages
+from verl_cua.algos.estimators import SDPO_ESTIMATORS
 
 NO_STEPS = (
     "adv_estimator=cua_gigpo needs the step anchors of verl-cua's envs (env.env_name=osworld|miniwob); "
@@ -21,7 +22,7 @@ NO_STEPS = (
 # verl-agent's names for GiGPO's normalisation -> ours
 MODES = {"mean_norm": "mean", "mean_std_norm": "std"}
 # ours that need verl-cua's trainer (a teacher pass over reprompted contexts), which verl-agent's lacks
-NEEDS_VERL_TRAINER = ("sdpo", "sdpo_grpo")
+NEEDS_VERL_TRAINER = SDPO_ESTIMATORS  # the teacher pass runs in verl-cua's own trainer
 
 
 def cua_gigpo(

@@ -31,7 +31,7 @@ def check_config(config: Any) -> None:
 def resource_timeout(config: dict[str, Any]) -> float:
     """The bound on Ray's waits for resources: `+cua.preflight.resource_timeout=S` (verl-agent's config has no `cua`
     section of its own; the preflight reads nothing else of such a section there), else our trainer's default."""
-    from verl_cua.integrations.verl.cua_schema import PreflightConfig
+    from verl_cua.integrations.verl.config.schema import PreflightConfig
 
     preflight = (config.get("cua") or {}).get("preflight") or {}
     return float(preflight.get("resource_timeout", PreflightConfig().resource_timeout))
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         from omegaconf import OmegaConf
 
         from verl_cua.doctor.preflight import PreflightError, check_preflight
-        from verl_cua.integrations.verl.ray_wait import ResourceWaitError, ResourceWatchdog
+        from verl_cua.integrations.ray_wait import ResourceWaitError, ResourceWatchdog
 
         try:
             check_config(config)

@@ -8,7 +8,7 @@ from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp import transformer_impl
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
 
-from verl_cua.integrations.verl.compact_engine import CompactImagesMixin
+from verl_cua.integrations.verl.screenshots.engine import CompactImagesMixin
 
 
 @contextlib.contextmanager

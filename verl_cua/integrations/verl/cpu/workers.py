@@ -9,7 +9,7 @@ import ray
 import torch.distributed as dist
 from verl.single_controller.ray.base import RayResourcePool, ResourcePoolManager
 
-from verl_cua.integrations.verl.workers import CuaActorRolloutRefWorker
+from verl_cua.integrations.verl.actor_worker import CuaActorRolloutRefWorker
 
 
 def init_gloo_process_group() -> None:

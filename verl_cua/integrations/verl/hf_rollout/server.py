@@ -22,7 +22,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.replica import TokenOutput
 
-from verl_cua.integrations.verl.hf_rollout.generation import (
+from verl_cua.integrations.hf_generation import (
     Generator,
     Prompt,
     Sampling,

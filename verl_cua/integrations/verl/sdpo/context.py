@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
-from verl_cua.integrations.verl.compact_images import decode_png, image_grid, insert_png, is_compact
+from verl_cua.integrations.verl.screenshots.compact import decode_png, image_grid, insert_png, is_compact
 
 BLOCK_HEADER = "Feedback on an earlier attempt at this task:"
 BLOCK_FOOTER = "Now act on the original task."

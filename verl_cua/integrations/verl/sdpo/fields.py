@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from verl_cua.integrations.verl.estimator_plan import EstimatorPlan
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.loss import MASK
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult
@@ -17,16 +18,16 @@ NORMALIZE = ("reprompted", "all")
 
 
 def sdpo_loss_fields(
-    estimator: str, teacher: TeacherResult, response_mask, infra: Sequence[bool], sdpo: Mapping[str, Any]
+    plan: EstimatorPlan, teacher: TeacherResult, response_mask, infra: Sequence[bool], sdpo: Mapping[str, Any]
 ) -> list[dict[str, torch.Tensor]]:
     """Per row: MASK (model tokens the SDPO term trains), and for the logit loss IDS/TEACHER ([response_len, k],
-    zeros on rows that were not reprompted); with `normalize=reprompted` (adv_estimator=sdpo) `loss_mask` = MASK,
-    so verl's token count, and with it the loss's mean, runs over the reprompted tokens only."""
+    zeros on rows that were not reprompted); with `normalize=reprompted` (plain SDPO, `plan.reprompted_only`)
+    `loss_mask` = MASK, so verl's token count, and with it the loss's mean, runs over the reprompted tokens only."""
     topk = int(sdpo.get("topk", 100)) if sdpo.get("loss") == "logit" else 0  # the plan's loss (estimator_plan)
-    reprompted_only = estimator == "sdpo" and sdpo.get("normalize", "reprompted") == "reprompted"
+    reprompted_only = plan.reprompted_only and sdpo.get("normalize", "reprompted") == "reprompted"
     rows = []
     for i, mask in enumerate(response_mask.unbind(0)):
-        trains = not infra[i] and (teacher.reprompt[i] if estimator == "sdpo" else True)
+        trains = not infra[i] and (teacher.reprompt[i] if plan.reprompted_only else True)
         sd_mask = mask.clone() if trains else torch.zeros_like(mask)
         row = {MASK: sd_mask}
         if reprompted_only:

@@ -14,7 +14,7 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.workers.utils.padding import response_from_nested
 
-from verl_cua.integrations.verl.batch_rows import as_list, put_rows, row_values
+from verl_cua.integrations.verl.rows.fields import as_list, put_rows, row_values
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block, fit_demo
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts

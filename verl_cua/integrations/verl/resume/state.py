@@ -8,7 +8,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from verl_cua.integrations.verl.checkpoint_io import content_digest
+from verl_cua.integrations.verl.resume.checkpoint_io import content_digest
 
 # (setting, why the saved state depends on it): a resumed run with another value would misuse what was saved
 STATE_SETTINGS = {
@@ -60,8 +60,8 @@ def resume_folder(trainer_config: Mapping[str, Any]) -> str | None:
 def check_resume(config: Mapping[str, Any]) -> None:
     """Before Ray starts: the checkpoint a resume would load holds state made with this run's settings (or
     `cua.resume.allow_changes`); one-line `CuaConfigError` naming the keys otherwise."""
-    from verl_cua.integrations.verl.checkpoint_io import CheckpointStateError, read_manifest
-    from verl_cua.integrations.verl.cua_fields import CuaConfigError
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
+    from verl_cua.integrations.verl.resume.checkpoint_io import CheckpointStateError, read_manifest
 
     folder = resume_folder(config.get("trainer") or {})
     if folder is None:
@@ -77,7 +77,7 @@ def check_resume(config: Mapping[str, Any]) -> None:
 
 def refuse_conflicts(folder: str, manifest: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """One-line `CuaConfigError` naming each state setting whose value in `folder`'s manifest differs from `current`."""
-    from verl_cua.integrations.verl.cua_fields import CuaConfigError
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
 
     conflicts = conflicting_settings(manifest.get("settings", {}), current)
     if conflicts:

@@ -1,6 +1,6 @@
 """The `cua.*` config, one frozen dataclass per section: each field's default, help and valid values or bounds.
 config/cua/default.yaml and docs/config.md are generated from these (`python -m
-verl_cua.integrations.verl.config_docs --write`); `CuaConfig.from_mapping` validates a mapping and fills defaults."""
+verl_cua.integrations.verl.config.docs --write`); `CuaConfig.from_mapping` validates a mapping and fills defaults."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verl_cua.integrations.verl.cua_fields import (
+from verl_cua.integrations.verl.config.fields import (
     ENTROPULSE_SCHEDULES,
     GIGPO_ANCHORS,
     GIGPO_NORMS,

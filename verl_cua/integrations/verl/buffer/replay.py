@@ -16,8 +16,8 @@ from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 
 from verl_cua.algos.replay import replay_episodes, replay_keys
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of
-from verl_cua.integrations.verl.batch_rows import as_list, isolate_infra_uids, put_rows
-from verl_cua.integrations.verl.success_rows import episode_of, episodes
+from verl_cua.integrations.verl.buffer.success_rows import episode_of, episodes
+from verl_cua.integrations.verl.rows.fields import as_list, isolate_infra_uids, put_rows
 
 
 def inject_replays(

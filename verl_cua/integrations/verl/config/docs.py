@@ -1,7 +1,7 @@
 """Every `cua.*` key written out from the dataclasses of `cua_schema`: config/cua/default.yaml (Hydra's defaults),
 docs/config.md, and the plain-text listing of `python -m verl_cua.main --help` and `verl-cua config`.
 
-`python -m verl_cua.integrations.verl.config_docs --write` rewrites both files; `--check` exits 1 when either is
+`python -m verl_cua.integrations.verl.config.docs --write` rewrites both files; `--check` exits 1 when either is
 stale."""
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_cua.integrations.verl.cua_fields import CuaConfigError, base_type, describe_bounds, field_docs, type_name
-from verl_cua.integrations.verl.cua_schema import CuaConfig
+from verl_cua.integrations.verl.config.fields import CuaConfigError, base_type, describe_bounds, field_docs, type_name
+from verl_cua.integrations.verl.config.schema import CuaConfig
 
-COMMAND = "python -m verl_cua.integrations.verl.config_docs --write"
-DEFAULTS_YAML = Path(__file__).parent / "config" / "cua" / "default.yaml"
-DOCS_MD = Path(__file__).resolve().parents[3] / "docs" / "config.md"
+COMMAND = "python -m verl_cua.integrations.verl.config.docs --write"
+DEFAULTS_YAML = Path(__file__).parent / "cua" / "default.yaml"
+DOCS_MD = Path(__file__).resolve().parents[4] / "docs" / "config.md"
 INTRO = (
     "verl-cua's own settings live under `cua.*` in the trainer config (`python -m verl_cua.main`, Hydra config "
     "`cua_trainer` on verl's `ppo_trainer`); set any of them as a Hydra override, e.g. `cua.env.max_steps=10`, "
     "and add keys under `cua.env.kwargs` with a `+`. Every key, its default and its valid values come from the "
-    "dataclasses in `verl_cua/integrations/verl/cua_schema.py`; an unknown key or a bad value stops the run before "
+    "dataclasses in `verl_cua/integrations/verl/config/schema.py`; an unknown key or a bad value stops the run before "
     "Ray starts with one line naming the valid ones. `verl-cua config [SECTION]` prints this list."
 )
 PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
@@ -128,7 +128,7 @@ def _comment(text: str, indent: str) -> list[str]:
 def defaults_yaml() -> str:
     """config/cua/default.yaml: every key with its default, its help and valid values as comments."""
     lines = [
-        "# GENERATED from the dataclasses of verl_cua/integrations/verl/cua_schema.py (edit them, not this file) by",
+        "# GENERATED from the dataclasses of verl_cua/integrations/verl/config/schema.py (edit them, not this file) by",
         f"# `{COMMAND}`.",
         "# verl-cua's own keys (`cua.*`), merged into verl's ppo_trainer config by cua_trainer.yaml; docs/config.md",
         "# lists them. Unknown keys or values fail at start with one line naming the valid ones.",
@@ -152,7 +152,7 @@ def config_markdown() -> str:
     lines = [
         "# The `cua.*` config",
         "",
-        f"<!-- GENERATED from verl_cua/integrations/verl/cua_schema.py by `{COMMAND}`: edit the dataclasses. -->",
+        f"<!-- GENERATED from verl_cua/integrations/verl/config/schema.py by `{COMMAND}`: edit the dataclasses. -->",
         "",
         INTRO,
     ]
@@ -179,7 +179,7 @@ def stale_files() -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """`--write`: rewrite default.yaml and docs/config.md; `--check`: exit 1 with one line when either is stale."""
-    parser = argparse.ArgumentParser(prog="python -m verl_cua.integrations.verl.config_docs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m verl_cua.integrations.verl.config.docs", description=__doc__)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite config/cua/default.yaml and docs/config.md")
     mode.add_argument("--check", action="store_true", help="exit 1 when either file is not what --write writes")

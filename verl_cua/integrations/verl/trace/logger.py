@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 from verl_cua.envs.trajectory import EpisodeRecord
-from verl_cua.integrations.verl.trace_filmstrip import episode_markdown, episode_title, render_episode, same_size
+from verl_cua.integrations.verl.trace.filmstrip import episode_markdown, episode_title, render_episode, same_size
 from verl_cua.viewer.runs import Run, load_run
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 from verl.utils.tokenizer.chat_template import apply_chat_template
 from verl.utils.tokenizer.continuous_token import VLContinuousTokenMixin
 
-from verl_cua.integrations.verl.compact_images import image_grid
+from verl_cua.integrations.verl.screenshots.compact import image_grid
 
 logger = logging.getLogger(__name__)
 

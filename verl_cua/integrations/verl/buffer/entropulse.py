@@ -16,8 +16,8 @@ from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import response_from_nested
 
 from verl_cua.algos.success_buffer import SuccessBuffer
-from verl_cua.integrations.verl.batch_rows import put_rows
-from verl_cua.integrations.verl.success_rows import ROW_FIELDS
+from verl_cua.integrations.verl.buffer.success_rows import ROW_FIELDS
+from verl_cua.integrations.verl.rows.fields import put_rows
 
 SFT_FIELDS = (*ROW_FIELDS, "loss_mask")
 

@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, step_record, write_index, write_json
-from verl_cua.integrations.verl.cua_schema import CuaConfig, TraceConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig, TraceConfig
 
 logger = logging.getLogger(__name__)
 

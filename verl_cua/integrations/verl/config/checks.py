@@ -1,59 +1,25 @@
 """The `cua.*` config's checks: `validate_cua_config` (keys and values, against the typed dataclasses of
-`cua_schema`, where the defaults, help and valid values live) and `validate_estimator_config` (settings that
-cannot work together). The constants here are re-exported for the modules that import them from this one."""
+`config.schema`, where the defaults, help and valid values live) and `validate_estimator_config` (settings that
+cannot work together)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from verl_cua.integrations.verl.cua_fields import (
-    ENTROPULSE_SCHEDULES,
-    ENV_NAMES,
-    GIGPO_ANCHORS,
-    GIGPO_NORMS,
-    IMAGE_STORAGES,
-    ROW_LAYOUTS,
-    SDPO_LOSSES,
-    SDPO_NORMALIZE,
-    SDPO_TEACHERS,
-    TRAINABLE_FORMATS,
-    CuaConfigError,
-    env_names,
-)
-from verl_cua.integrations.verl.cua_schema import CuaConfig
-
-__all__ = [
-    "CUA_ESTIMATORS",
-    "DEFAULTS_YAML",
-    "ENTROPULSE_SCHEDULES",
-    "ENV_NAMES",
-    "GIGPO_ANCHORS",
-    "GIGPO_NORMS",
-    "IMAGE_STORAGES",
-    "ROW_LAYOUTS",
-    "SDPO_ESTIMATORS",
-    "SDPO_LOSSES",
-    "SDPO_NORMALIZE",
-    "SDPO_TEACHERS",
-    "TRAINABLE_FORMATS",
-    "CuaConfig",
-    "CuaConfigError",
-    "env_names",
-    "validate_cua_config",
-    "validate_estimator_config",
-    "estimator_warnings",
-]
-
-CUA_ESTIMATORS = ("sdpo", "sdpo_grpo", "gigpo")
-SDPO_ESTIMATORS = ("sdpo", "sdpo_grpo")
-DEFAULTS_YAML = Path(__file__).parent / "config" / "cua" / "default.yaml"  # generated from cua_schema
+from verl_cua.integrations.verl.config.fields import CuaConfigError
+from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.algos.estimators import ESTIMATORS, SDPO_ESTIMATORS
 
 
 def validate_cua_config(cua: Mapping[str, Any]) -> None:
     """Raise `CuaConfigError` (one line) on an unknown `cua.*` key or an invalid value; missing keys are defaults."""
     CuaConfig.from_mapping(cua)
+
+
+def _using(step_advantage: str) -> tuple[str, ...]:
+    """Our estimators whose advantage step is `step_advantage` (the ones a `cua.<section>` setting needs)."""
+    return tuple(name for name, e in ESTIMATORS.items() if e.step_advantage == step_advantage)
 
 
 def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, ...] = ()) -> None:
@@ -63,7 +29,7 @@ def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, 
     if registered and estimator not in registered:
         raise CuaConfigError(f"algorithm.adv_estimator={estimator!r} is not valid; valid: {', '.join(registered)}")
     cua, defaults = CuaConfig.from_mapping(config.get("cua")), CuaConfig()
-    for section, wanted in (("sdpo", SDPO_ESTIMATORS), ("gigpo", ("gigpo",))):
+    for section, wanted in (("sdpo", SDPO_ESTIMATORS), ("gigpo", _using("gigpo"))):
         if estimator in wanted:
             continue
         changed = [k for k, v in cua[section].items() if defaults[section][k] != v]

@@ -11,7 +11,7 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, trajectory_key
-from verl_cua.integrations.verl.batch_rows import row_values
+from verl_cua.integrations.verl.rows.fields import row_values
 
 ROW_FIELDS = ("input_ids", "position_ids", "multi_modal_inputs", "prompts", "responses", "response_mask")
 REPLAY_FIELDS = ("rm_scores", "num_turns")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from verl_cua.integrations.verl.uniform_groups import session_finals, settle_uniform_groups
+from verl_cua.integrations.verl.rows.uniform_groups import session_finals, settle_uniform_groups
 
 _INFRA_SUFFIX = re.compile(r"::infra\d+$")  # what isolate_infra_uids appends to an infra-failed row's uid
 

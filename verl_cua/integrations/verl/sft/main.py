@@ -63,7 +63,7 @@ def run(config: DictConfig) -> None:
         if int(os.environ.get("RANK", "0")) == 0:
             keep_base_dtype(config.model.path, config.trainer.default_local_dir)
             if int(config.model.get("lora_rank") or 0) > 0:
-                from verl_cua.integrations.verl.lora_merge import merge_lora_checkpoints
+                from verl_cua.integrations.verl.sft.lora_merge import merge_lora_checkpoints
 
                 merge_lora_checkpoints(config.trainer.default_local_dir)
     finally:

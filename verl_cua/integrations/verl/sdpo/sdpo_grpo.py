@@ -7,7 +7,7 @@ import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
 
 from verl_cua.algos.sdpo import sdpo_grpo_advantages, sdpo_token_advantages
-from verl_cua.integrations.verl.estimators.sdpo import NEEDS_TRAINER
+from verl_cua.integrations.verl.sdpo.estimator import NEEDS_TRAINER
 
 
 @register_adv_est("sdpo_grpo")

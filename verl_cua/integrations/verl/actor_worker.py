@@ -9,7 +9,12 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from verl_cua.algos.ema import ema_copy, ema_distance, ema_restore, ema_swap_in, ema_update
-from verl_cua.integrations.verl.checkpoint_io import content_digest, ema_shard_path, load_tensor_file, save_tensor_file
+from verl_cua.integrations.verl.resume.checkpoint_io import (
+    content_digest,
+    ema_shard_path,
+    load_tensor_file,
+    save_tensor_file,
+)
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.logit import mark_teacher_weights, pack_pass_output
 

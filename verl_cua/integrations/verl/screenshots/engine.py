@@ -11,8 +11,8 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
-from verl_cua.integrations.verl.compact_images import expand_grids, expand_one, expand_rows, row_pngs
-from verl_cua.integrations.verl.screenshot_cache import ScreenshotCache, budget_bytes, prefetch_enabled
+from verl_cua.integrations.verl.screenshots.cache import ScreenshotCache, budget_bytes, prefetch_enabled
+from verl_cua.integrations.verl.screenshots.compact import expand_grids, expand_one, expand_rows, row_pngs
 
 
 class CompactImagesMixin:
