@@ -84,8 +84,8 @@ def layouts(seeds: str, task: str = "click-test") -> tuple[list[tuple[object, Bo
     """Each layout's first observation (real Chromium) and its target's box in task-area pixels; the screenshot's
     scale."""
     from verl_cua.envs.miniwob import MiniWoBEnv
+    from verl_cua.envs.miniwob_targets import target_box
     from verl_cua.envs.task_sets import resolve_tasks
-    from verl_cua.testing.miniwob_oracle import target_box
 
     env = MiniWoBEnv(task)
     pages = []

@@ -285,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         setting[name] = value
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    from verl_cua.eval.blind_baseline import blind_baseline
     from verl_cua.testing.learning import learnable_model
-    from verl_cua.testing.miniwob_blind import blind_baseline
 
     tasks = tuple(setting["TASKS"].split(","))
     setting["MODEL_PATH"] = str(learnable_model(tasks, icl=float(setting.get("ICL", 0))))  # shared by every run

@@ -67,10 +67,11 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
     from verl.utils import hf_processor, hf_tokenizer
 
     from verl_cua.envs.miniwob import MiniWoBEnv
+    from verl_cua.envs.miniwob_targets import target_box
     from verl_cua.envs.task_sets import resolve_tasks
     from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder, feedback_block
     from verl_cua.testing.log_probs import response_log_probs, student_prompt
-    from verl_cua.testing.miniwob_oracle import solution, target_box
+    from verl_cua.testing.miniwob_oracle import solution
     from verl_cua.testing.warm_start import click_text
 
     tokenizer, processor = hf_tokenizer(model_path), hf_processor(model_path)

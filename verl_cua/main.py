@@ -1,15 +1,19 @@
-"""`python -m verl_cua.main`: the trainer entry point (see verl_cua.integrations.verl.main). `--help` lists every
-`cua.*` key (from the dataclasses of cua_schema, no ML stack needed), then Hydra's own help when verl is installed."""
+"""`python -m verl_cua.main`: the trainer's entry point. The config is checked (verl's checks and ours, one line
+each: `integrations.verl.launch`), then the machine (the doctor's preflight), then verl trains. `--help` lists every
+`cua.*` key (from the dataclasses of `config.schema`, no ML stack needed), then Hydra's own help when verl is
+installed. Entry points sit above every layer: this one may import the doctor, which imports the trainer's config."""
 
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 REQUIRED = {"verl": "verl", "hydra": "hydra-core", "torch": "torch", "torchvision": "torchvision"}
 INSTALL = "pip install 'verl-cua[verl]'"
 CHECKOUT_CONSTRAINTS = Path(__file__).resolve().parent.parent / "tests" / "constraints.txt"
 CHECKOUT_INSTALL = "pip install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[verl]'"
 HELP_FLAGS = ("--help", "-h")
+CONFIG_DIR = Path(__file__).resolve().parent / "integrations" / "verl" / "config"  # Hydra's `cua_trainer`
 
 
 def install_hint() -> str:
@@ -58,9 +62,40 @@ def main() -> None:
     if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
         print_help()
     require_ml_stack("the trainer")
-    from verl_cua.integrations.verl.main import main as train
+    import hydra
 
-    train()
+    hydra.main(config_path=str(CONFIG_DIR), config_name="cua_trainer", version_base=None)(run_or_exit)()
+
+
+def run(config: Any) -> None:
+    """Check the composed trainer config (one-line `CuaConfigError`s), then the machine (the preflight, before Ray
+    starts), then train with verl's `run_ppo`."""
+    from verl_cua.doctor.preflight import check_preflight
+    from verl_cua.integrations.verl.launch import checked_config, launch
+
+    resolved = checked_config(config)
+    check_preflight(resolved)  # the machine, once the config itself holds
+    launch(config)
+
+
+def run_or_exit(config: Any, prog: str = "verl-cua") -> None:
+    """`run`, with a bad `cua.*` or trainer setting reported in one line (exit 2), and a machine that cannot run
+    it (the preflight's blockers, a line each) or a Ray wait past its bound in one line (exit 1), not a traceback."""
+    from verl_cua.doctor.preflight import PreflightError
+    from verl_cua.integrations.ray_wait import ResourceWaitError
+    from verl_cua.integrations.verl.config.fields import CuaConfigError
+
+    try:
+        run(config)
+    except CuaConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except PreflightError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)
+    except ResourceWaitError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

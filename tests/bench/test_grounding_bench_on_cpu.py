@@ -31,8 +31,8 @@ def test_area_click_maps_screen_pixels_to_the_task_area():
 def test_geometric_scoring_agrees_with_the_page(chromium):
     """Clicks inside, outside and on the edges of the button, scored by the box and by Chromium's own reward."""
     from verl_cua.envs.miniwob import MiniWoBEnv
+    from verl_cua.envs.miniwob_targets import target_box
     from verl_cua.envs.task_sets import resolve_tasks
-    from verl_cua.testing.miniwob_oracle import target_box
 
     env = MiniWoBEnv("click-test")
     disagree, total, hit = [], 0, 0

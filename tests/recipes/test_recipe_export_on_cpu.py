@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from verl_cua.cli import main as cli
 from verl_cua.integrations.verl.config.checks import validate_cua_config
-from verl_cua.integrations.verl.main import prepare_config
+from verl_cua.integrations.verl.config.prepare import prepare_config
 from verl_cua.recipe_export.catalog import recipe_names, recipes_dir
 from verl_cua.recipe_export.config import default_overrides
 from verl_cua.recipe_export.export import export_recipe
@@ -142,7 +142,7 @@ def test_exported_main_composes_its_config(name, exported, monkeypatch, capsys):
     root, folders = exported
     monkeypatch.syspath_prepend(str(root))
     module = importlib.import_module(f"recipe.{name}.main_{name}")
-    assert module.run_or_exit.__module__ == "verl_cua.integrations.verl.main"  # our public entry, not a copy
+    assert module.run_or_exit.__module__ == "verl_cua.main"  # our public entry, not a copy
     monkeypatch.setattr(sys, "argv", [module.__file__, "--cfg", "job"])  # Hydra prints the composed job config
     try:
         module.main()

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from verl_cua.integrations.verl.config.checks import validate_cua_config
 from verl_cua.integrations.verl.config.fields import CuaConfigError
-from verl_cua.integrations.verl.main import prepare_config
+from verl_cua.integrations.verl.config.prepare import prepare_config
 from verl_cua.recipe_export.record import MAIN, main_overrides, record_calls, write_stubs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,6 +5,7 @@ verl 0.9.1 is tested with, Docker and /dev/kvm for OSWorld's docker provider, di
 for the desktops the recipe starts, and prints the recipe's per-row token budget and host memory per step. Exit 1
 when a finding blocks the run (FAIL), else 0."""
 
-from verl_cua.doctor.report import Finding, run_doctor
+from verl_cua.doctor.finding import Finding
+from verl_cua.doctor.report import run_doctor
 
 __all__ = ["Finding", "run_doctor"]

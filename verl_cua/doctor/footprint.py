@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_cua.doctor.report import Finding
 from verl_cua.algos.estimators import SDPO_ESTIMATORS
+from verl_cua.doctor.finding import Finding
 
 FP32 = 4  # bytes: verl's FSDP actor keeps fp32 weights (model_dtype fp32), the EMA teacher is fp32
 ADAM = 8  # bytes: Adam's two fp32 moments

@@ -9,10 +9,10 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from verl_cua.doctor.report import Finding
+from verl_cua.doctor.finding import Finding
+from verl_cua.integrations.verl.config.budget import SERVED_ROLLOUTS
 
 MIN_DRIVER_CUDA13 = 580  # CUDA 13 (torch 2.11's PyPI wheels) needs an R580+ driver
-SERVED_ROLLOUTS = ("vllm", "sglang")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from verl_cua.doctor.report import Finding
+from verl_cua.doctor.finding import Finding
 
 # verl 0.9.1's `Tracking.supported_backend` (verl/utils/tracking.py), plus its deprecated alias of wandb
 VERL_LOGGERS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio", "file",

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from verl_cua.doctor.report import Finding
+from verl_cua.doctor.finding import Finding
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 HUB = "https://huggingface.co"

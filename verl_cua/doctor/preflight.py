@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from verl_cua.doctor.report import Finding
+from verl_cua.doctor.finding import Finding
 
 SKIP_VAR = "SKIP_PREFLIGHT"
 TRUE = ("1", "true", "yes", "on")

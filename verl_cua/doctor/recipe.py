@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verl_cua.doctor.report import Finding
+from verl_cua.doctor.finding import Finding
 from verl_cua.recipe_export.record import MAIN, RecipeRunError, record_calls, write_stubs
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[
     from verl_cua.integrations.verl.config.budget import row_budget, step_memory
     from verl_cua.integrations.verl.config.checks import validate_cua_config
     from verl_cua.integrations.verl.config.fields import CuaConfigError
+    from verl_cua.integrations.verl.config.prepare import prepare_config
     from verl_cua.integrations.verl.config.schema import CuaConfig
-    from verl_cua.integrations.verl.main import prepare_config
 
     name = Path(recipe).name
     try:

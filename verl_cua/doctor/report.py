@@ -1,25 +1,11 @@
-"""Findings and the doctor's run: system checks, then the recipe's (when one is named)."""
+"""The doctor's run: system checks, then the recipe's (when one is named), one `Finding` a line."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import TextIO
 
-LEVELS = ("ok", "info", "warn", "FAIL")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the report: a level (ok, info, warn, FAIL), what was checked, and what was found."""
-
-    level: str
-    check: str
-    detail: str
-
-    def line(self) -> str:
-        """The finding as one printed line."""
-        return f"{self.level:<4}  {self.check}: {self.detail}"
+from verl_cua.doctor.finding import Finding
 
 
 def run_doctor(recipe: str | None = None, overrides: list[str] | None = None, out: TextIO = sys.stdout) -> int:

@@ -11,11 +11,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from verl_cua.doctor.finding import Finding
 from verl_cua.doctor.footprint import checkpoint_finding, host_terms, model_params
-from verl_cua.doctor.gpus import SERVED_ROLLOUTS, gpu_findings, torch_cuda, visible_gpus
+from verl_cua.doctor.gpus import gpu_findings, torch_cuda, visible_gpus
 from verl_cua.doctor.loggers import logger_findings
 from verl_cua.doctor.model import model_finding
-from verl_cua.doctor.report import Finding
+from verl_cua.integrations.verl.config.budget import SERVED_ROLLOUTS
 from verl_cua.integrations.verl.config.schema import CuaConfig, EnvConfig
 
 VERL = "0.9.1"

@@ -24,47 +24,13 @@ from PIL import Image
 
 from verl_cua.actions import ParsedAction
 from verl_cua.envs.base import EnvUsageError, GUIEnv, Observation, StepResult, step_info
+from verl_cua.envs.calls import _Timeout, call_with_timeout, kill_env
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BLANK = (64, 64)
 BACKENDS = ("thread", "ray")
-
-
-class _Timeout(TimeoutError):
-    """A call to an env that did not return in time (`call_with_timeout`)."""
-
-
-def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Callable[[T], None] | None = None) -> T:
-    """Run `fn` in a daemon thread: `_Timeout` after `timeout` s; a value returned later goes to `on_late`."""
-    if timeout is None:
-        return fn()
-    box: dict[str, Any] = {}
-    guard = threading.Lock()
-
-    def run() -> None:
-        try:
-            value = fn()
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-            return
-        with guard:
-            late = box.get("abandoned", False)
-            box["value"] = value
-        if late and on_late is not None:
-            on_late(value)
-
-    worker = threading.Thread(target=run, daemon=True, name="verl-cua-env-call")
-    worker.start()
-    worker.join(timeout)
-    with guard:
-        if "value" not in box and "error" not in box:
-            box["abandoned"] = True
-            raise _Timeout(f"no answer after {timeout:g}s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 class _Slot:
@@ -415,7 +381,7 @@ def _loaded_key(env: GUIEnv | None) -> Any:
 
 def _close(env: GUIEnv) -> None:
     """Kill a broken env's processes, then close it (a close that hangs is given up after 15 s)."""
-    _kill(env)
+    kill_env(env)
     try:
         call_with_timeout(env.close, 15.0)
     except Exception:
@@ -434,31 +400,7 @@ def _retire(env: GUIEnv) -> None:
         call_with_timeout(env.close, 15.0)
     except Exception:
         logger.debug("closing a parked env failed; killing it", exc_info=True)
-        _kill(env)
-
-
-def _kill(env: GUIEnv) -> None:
-    """Kill the env's processes by PID (children first) when it exposes them; remote envs kill their own."""
-    kill = getattr(env, "kill", None)
-    if kill is not None:
-        try:
-            kill()
-        except Exception:
-            logger.debug("could not kill a remote env", exc_info=True)
-        return
-    pids = getattr(env, "pids", None)
-    if pids is None:
-        return
-    try:
-        import psutil
-
-        for pid in reversed(call_with_timeout(pids, 5.0)):
-            try:
-                psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
-    except Exception:
-        logger.debug("could not kill env processes", exc_info=True)
+        kill_env(env)
 
 
 def _describe(exc: BaseException, what: str) -> str:

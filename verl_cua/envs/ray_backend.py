@@ -31,9 +31,9 @@ class _EnvActor:
     def kill_processes(self) -> None:
         """Kill the env's own processes (browsers, desktops) on its host, then let it release what they left (its
         temporary profiles and runtime dirs) before the actor goes."""
-        from verl_cua.envs.pool import _kill
+        from verl_cua.envs.calls import kill_env
 
-        _kill(self.env)
+        kill_env(self.env)
         try:
             self.env.close()
         except Exception:  # the processes are dead already; a close that fails leaves files at worst

@@ -113,7 +113,7 @@ def _first_click(step: dict) -> Click:
 def run_grounding(run_dir: str | Path, boxes_cache: dict | None = None) -> dict[str, dict]:
     """task -> the grounding gap of an eval run's single-target MiniWoB++ episodes (targets read from each layout's
     DOM in Chromium; `boxes_cache` keeps them for the next run of the same layouts). Empty for other runs."""
-    from verl_cua.testing.miniwob_blind import target_boxes
+    from verl_cua.eval.blind_baseline import target_boxes
 
     cache = {} if boxes_cache is None else boxes_cache
     out = {}

@@ -19,7 +19,7 @@ MAIN = '''"""{name}: verl-cua's recipe on verl's ppo_trainer (config/{name}_trai
 import hydra
 from omegaconf import DictConfig
 
-from verl_cua.integrations.verl.main import run_or_exit
+from verl_cua.main import run_or_exit
 
 
 @hydra.main(config_path="config", config_name="{name}_trainer", version_base=None)

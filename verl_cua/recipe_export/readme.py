@@ -68,7 +68,7 @@ def _files(context: dict[str, Any]) -> list[str]:
          "`pkg://verl.trainer.config`) plus verl-cua's whole `cua` section and this recipe's settings at their "
          "defaults. It needs no verl-cua config group."),
         (f"main_{name}.py", "The Hydra main: composes that config and hands it to verl-cua's "
-         "`verl_cua.integrations.verl.main.run_or_exit` (validate, then train with verl)."),
+         "`verl_cua.main.run_or_exit` (validate, then train with verl)."),
         (f"run_{name}.sh", "The recipe's script: the UPPERCASE settings below, the dataset step, then the main with "
          'one override per line (so every variable takes effect) and `"$@"` last.'),
     ]  # fmt: skip

@@ -15,7 +15,8 @@ PROBE = textwrap.dedent(
     """
     import json, os, sys
     import ray
-    from verl_cua.integrations.verl import main, task_runner
+    from verl_cua import main
+    from verl_cua.integrations.verl import task_runner
     from verl_cua.testing.cpu_config import cpu_config
 
     out, model, *overrides = sys.argv[1:]
@@ -76,7 +77,7 @@ def test_the_runner_is_verls_runner_with_our_trainer(monkeypatch):
 
 def test_another_trainer_mode_is_one_line(tmp_path):
     from verl_cua.integrations.verl.config.fields import CuaConfigError
-    from verl_cua.integrations.verl.main import run
+    from verl_cua.main import run
     from verl_cua.testing.cpu_config import cpu_config
 
     config = cpu_config(str(build_tiny_model("qwen25vl")), "trainer.v1.trainer_mode=async")

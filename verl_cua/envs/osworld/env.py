@@ -281,7 +281,7 @@ class OSWorldEnv:
 
         if self.local is None:
             return send()
-        from verl_cua.envs.pool import call_with_timeout
+        from verl_cua.envs.calls import call_with_timeout
 
         try:
             return call_with_timeout(send, self.action_timeout)

@@ -17,7 +17,6 @@ from typing import Any
 
 from verl_cua.algos.estimators import ESTIMATORS
 
-
 OUTCOME_ESTIMATOR = "grpo"  # ours build on GRPO's outcome advantage
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from verl_cua.algos.gigpo import gigpo_advantages
 from verl_cua.algos.estimators import SDPO_ESTIMATORS
+from verl_cua.algos.gigpo import gigpo_advantages
 
 NO_STEPS = (
     "adv_estimator=cua_gigpo needs the step anchors of verl-cua's envs (env.env_name=osworld|miniwob); "

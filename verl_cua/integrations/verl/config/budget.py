@@ -15,15 +15,17 @@ from typing import Any
 
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.algos.estimators import SDPO_ESTIMATORS
 from verl_cua.envs import env_screen
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.schema import CuaConfig
-from verl_cua.algos.estimators import SDPO_ESTIMATORS
 
 CHARS_PER_TOKEN = 3
 INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
 ACTION_HISTORY_CHARS = 400  # step rows show each earlier action cut to this many characters
 TURN_SCAFFOLD_TOKENS = 16  # <|im_start|>user ... <|im_end|> and the vision start/end tokens of one turn
+
+SERVED_ROLLOUTS = ("vllm", "sglang")  # rollouts behind an inference server, whose context (max_model_len) we set
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from verl_cua.algos.estimators import ESTIMATORS, SDPO_ESTIMATORS
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.schema import CuaConfig
-from verl_cua.algos.estimators import ESTIMATORS, SDPO_ESTIMATORS
 
 
 def validate_cua_config(cua: Mapping[str, Any]) -> None:

@@ -8,7 +8,7 @@ from transformers import AutoProcessor
 
 from verl_cua.integrations.verl.config.budget import Geometry, image_tokens, model_geometry, row_budget
 from verl_cua.integrations.verl.config.fields import CuaConfigError
-from verl_cua.integrations.verl.main import prepare_config
+from verl_cua.integrations.verl.config.prepare import prepare_config
 
 # the flagship's settings (recipes/run_qwen3vl_sdpo_osworld.sh), on verl's GPU defaults
 FLAGSHIP = [

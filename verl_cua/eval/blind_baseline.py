@@ -14,7 +14,7 @@ def target_boxes(task: str, seeds: str, limit: int | None = None) -> list[tuple[
     """The click target's (left, top, right, bottom) in task-area pixels, for each seed of `task` (the first
     `limit` seeds)."""
     from verl_cua.envs.miniwob import MiniWoBEnv
-    from verl_cua.testing.miniwob_oracle import target_box
+    from verl_cua.envs.miniwob_targets import target_box
 
     env = MiniWoBEnv(task)
     try:

@@ -29,7 +29,7 @@ def test_a_stale_file_fails_the_check_with_one_line(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(config_docs, "DEFAULTS_YAML", stale)
     assert config_docs.main(["--check"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and str(stale) in err and "config_docs --write" in err
+    assert "\n" not in err and str(stale) in err and "config.docs --write" in err
     assert "docs/config.md" not in err  # only the stale one is named
     assert config_docs.main(["--write"]) == 0 and config_docs.main(["--check"]) == 0
     assert "max_steps: 5" in stale.read_text()

@@ -4,7 +4,7 @@ the share of other layouts it hits."""
 import numpy as np
 import pytest
 
-from verl_cua.testing.miniwob_blind import blind_baseline, hit_rates, target_boxes
+from verl_cua.eval.blind_baseline import blind_baseline, hit_rates, target_boxes
 
 
 def test_hit_rates_count_pixel_centres_inside_boxes():

@@ -76,7 +76,7 @@ def test_sdpo_settings_the_reference_warns_against_give_one_line_each(overrides,
 
 
 def test_the_trainer_prints_the_warnings_before_ray_starts(capsys):
-    from verl_cua.integrations.verl.main import prepare_config
+    from verl_cua.integrations.verl.config.prepare import prepare_config
 
     config = _compose("preset=cpu", "algorithm.adv_estimator=sdpo", "actor_rollout_ref.actor.use_kl_loss=True")
     prepare_config(config)
