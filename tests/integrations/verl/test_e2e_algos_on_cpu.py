@@ -57,6 +57,7 @@ def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):
         assert m["sdpo/teacher_minus_student_abs"] > 1e-3
         assert m["sdpo/not_reprompted_adv_abs_max"] == 0.0
         assert m["timing_s/sdpo_teacher"] > 0
+        assert m["cua/step_field_fetches"] == 1  # one fetch for the teacher pass, the advantage step and the buffer
     assert first["sdpo/not_reprompted_rows"] + second["sdpo/not_reprompted_rows"] > 0
     # Entropulse, fixed schedule every 2 RL steps: no SFT after step 1, one SFT phase after step 2
     assert first["entropulse/sft_phases"] == 0 and first["entropulse/phase"] == 0

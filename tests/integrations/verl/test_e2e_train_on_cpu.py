@@ -31,6 +31,7 @@ def _check_step_metrics(steps: list[dict], episodes: int) -> None:
             assert key in m, key
         assert m["cua/episodes"] == episodes
         assert m["cua/infra_failures"] == 0
+        assert m["cua/step_field_fetches"] == 1  # the batch's extra fields came to the driver once this step
         # screenshots after the first turn live in the response and are never trained on
         assert m["cua/response_observation_tokens"] > 0 and m["cua/response_model_tokens"] > 0
         assert m["cua/response_image_tokens_masked"] > 0 and m["cua/response_image_tokens_trained"] == 0

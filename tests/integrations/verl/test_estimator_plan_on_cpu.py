@@ -44,7 +44,7 @@ def test_the_teacher_pass_runs_top_k_passes_only_for_the_logit_loss(estimator, t
 
     seen = {}
 
-    def record(actor_wg, builder, batch, sdpo, temperature, **kwargs):
+    def record(actor_wg, builder, batch, fields, sdpo, temperature, **kwargs):
         seen.update(sdpo)
         return trainer_module.TeacherResult(reprompt=[], success=[])
 
@@ -57,6 +57,7 @@ def test_the_teacher_pass_runs_top_k_passes_only_for_the_logit_loss(estimator, t
     trainer.tokenizer = trainer.processor = trainer.actor_rollout_wg = None
     trainer.config = SimpleNamespace(actor_rollout_ref=SimpleNamespace(rollout=SimpleNamespace(temperature=1.0)))
     trainer._row_multiple = lambda: 1
+    trainer.step_fields = SimpleNamespace(of=lambda batch: None)  # the step's fields: not read by `record`
     monkeypatch.setattr(trainer_module, "demos", lambda buffer: {})
     assert trainer.cua.sdpo.loss == "logit"  # the default
     trainer.teacher_pass(batch=None, metrics={})

@@ -47,7 +47,8 @@ from verl_cua.integrations.verl.resume.state import (
     state_digests,
     trainer_state,
 )
-from verl_cua.integrations.verl.rows.fields import as_list, infra_rows, isolate_infra_uids, mask_metrics
+from verl_cua.integrations.verl.rows.fields import isolate_infra_uids, mask_metrics
+from verl_cua.integrations.verl.rows.step_fields import StepFields, StepFieldsView
 from verl_cua.integrations.verl.rows.thin_groups import settle_groups, small_groups
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.advantage import sdpo_advantages
@@ -76,12 +77,10 @@ def epochs_for_steps(total_training_steps: int | None, steps_per_epoch: int, tot
 class _AdvantageStep:
     """What one step's advantage hook needs besides verl's batch: our rows' fields, the teacher pass, the metrics."""
 
-    def __init__(self, trainer: CuaTrainer, batch: KVBatchMeta, teacher, rows, metrics: dict):
+    def __init__(self, trainer: CuaTrainer, batch: KVBatchMeta, teacher, fields: StepFields, metrics: dict):
         self.trainer, self.batch, self.teacher, self.metrics = trainer, batch, teacher, metrics
-        self.extra = [dict(e or {}) for e in as_list(rows["extra_fields"])]
-        self.sessions = as_list(rows["session_id"])
-        self.response_mask = rows["response_mask"]
-        self.infra = infra_rows(self.extra)
+        self.extra, self.sessions, self.response_mask = fields.extra, fields.sessions, fields.response_mask
+        self.infra = fields.infra
         self.outcome_estimator = trainer.plan.outcome_estimator
 
     def estimate(self, upstream, data: DataProto, **kwargs) -> DataProto:
@@ -116,6 +115,7 @@ class CuaTrainer(PPOTrainerSync):
         validate_estimator_config(container, registered=tuple(ADV_ESTIMATOR_REGISTRY))
         super().__init__(config)
         self.cua_totals = {"infra_failures": 0, "episodes": 0}
+        self.step_fields = StepFieldsView()  # the batch's extra fields, fetched once a step for every hook
         self.cua = CuaConfig.from_mapping(container["cua"])
         self._state_settings = setting_values(container)  # what a checkpoint's state depends on (cua_state)
         self.estimator = config.algorithm.adv_estimator
@@ -226,12 +226,7 @@ class CuaTrainer(PPOTrainerSync):
         rollouts all scored the same gets exactly zero (verl's float32 mean leaves a residue there), and
         sdpo/sdpo_grpo/gigpo turn GRPO's outcome advantages into theirs."""
         teacher = self.teacher_pass(batch, metrics)
-        rows = tq.kv_batch_get(
-            keys=batch.keys,
-            partition_id=batch.partition_id,
-            select_fields=["extra_fields", "session_id", "response_mask"],
-        )
-        step = _AdvantageStep(self, batch, teacher, rows, metrics)
+        step = _AdvantageStep(self, batch, teacher, self.step_fields.of(batch), metrics)
         with estimator_hook(step):
             return super()._compute_advantage(batch, metrics)
 
@@ -280,6 +275,7 @@ class CuaTrainer(PPOTrainerSync):
                 self.actor_rollout_wg,
                 self._teacher_builder,
                 batch,
+                self.step_fields.of(batch),
                 self.plan.sdpo_settings(self.cua.sdpo),  # sdpo_grpo: no top-k passes, its loss is token-level
                 self.config.actor_rollout_ref.rollout.temperature,
                 multiple=self._row_multiple(),
@@ -321,16 +317,18 @@ class CuaTrainer(PPOTrainerSync):
 
     # -- Entropulse --------------------------------------------------------------------------------------------------
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
+        self.step_fields.fetches = 0
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
+        extra = self.step_fields.of(batch).extra  # the fields the advantage step read: no second fetch
         # the step's GUI metrics and the run's totals, inside the step so that verl's checkpoint of it holds them
         self._step_gui = gui_metrics(extra)
         self.cua_totals["infra_failures"] += int(self._step_gui.get("cua/infra_failures", 0))
         self.cua_totals["episodes"] += int(self._step_gui.get("cua/episodes", 0))
         self._buffer_successes(batch, extra, metrics)
         self.entropulse_step(metrics)  # inside the step: verl's checkpoint of this step then holds the SFT phase
+        metrics["cua/step_field_fetches"] = self.step_fields.fetches
+        self.step_fields.clear()
         return batch
 
     def _wants_rows(self) -> bool:
@@ -349,7 +347,7 @@ class CuaTrainer(PPOTrainerSync):
     def _balance_batch(self, batch: KVBatchMeta, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         replay = self.cua.replay
         if replay.enable:  # before verl pads the batch to its rank multiple: replay may change its size
-            batch, replay_metrics = inject_replays(batch, self.success_buffer, replay, self._cua_rng)
+            batch, replay_metrics = inject_replays(batch, self.success_buffer, replay, self._cua_rng, self.step_fields)
             metrics.update(replay_metrics)
         return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
 

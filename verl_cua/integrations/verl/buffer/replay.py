@@ -18,18 +18,22 @@ from verl_cua.algos.replay import replay_episodes, replay_keys
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of
 from verl_cua.integrations.verl.buffer.success_rows import episode_of, episodes
 from verl_cua.integrations.verl.rows.fields import as_list, isolate_infra_uids, put_rows
+from verl_cua.integrations.verl.rows.step_fields import StepFieldsView
 
 
 def inject_replays(
-    batch: KVBatchMeta, buffer: SuccessBuffer, replay: Mapping[str, Any], rng: random.Random
+    batch: KVBatchMeta,
+    buffer: SuccessBuffer,
+    replay: Mapping[str, Any],
+    rng: random.Random,
+    view: StepFieldsView | None = None,
 ) -> tuple[KVBatchMeta, dict[str, float]]:
     """The batch with all-fail groups' last episodes replaced by buffered successes (rows and keys may change)."""
     if len(buffer) == 0:
         return batch, {"replay/injected": 0.0, "replay/rows_added": 0.0}
-    data = tq.kv_batch_get(batch.keys, batch.partition_id, ["extra_fields", "uid"])
-    extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
-    infra = [bool(e.get("cua_infra_failure")) for e in extra]
-    groups = isolate_infra_uids([str(u) for u in as_list(data["uid"])], infra)
+    fields = (view or StepFieldsView()).of(batch)  # the step's view: the hooks after this one fetch nothing again
+    extra = fields.extra
+    groups = isolate_infra_uids(fields.uids, fields.infra)
     targets = replay_episodes(
         [episode_of(k) for k in batch.keys],
         groups,

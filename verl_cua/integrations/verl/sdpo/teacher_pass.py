@@ -14,7 +14,8 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
 from verl.workers.utils.padding import response_from_nested
 
-from verl_cua.integrations.verl.rows.fields import as_list, put_rows, row_values
+from verl_cua.integrations.verl.rows.fields import put_rows, row_values
+from verl_cua.integrations.verl.rows.step_fields import StepFields
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block, fit_demo
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
@@ -23,7 +24,6 @@ logger = logging.getLogger(__name__)
 
 TEACHER_SUFFIX = "::sdpo_teacher"
 # What planning reads of every row; whole rows are fetched only for the rows the pass uses.
-PLAN_FIELDS = ("extra_fields", "uid", "session_id")
 # Fields the teacher rows do not inherit from their student rows (derived ones, recomputed or unused).
 _NOT_COPIED = ("log_probs", "entropy", "old_log_probs", "ref_log_prob", "advantages", "returns", "values")
 
@@ -44,23 +44,22 @@ def run_teacher_pass(
     actor_wg,
     builder: TeacherContextBuilder,
     batch: KVBatchMeta,
+    fields: StepFields,
     sdpo: Mapping[str, Any],
     temperature: float,
     multiple: int = 1,
     buffer_demos: Mapping[str, Any] | None = None,
     teacher_weights: Callable[[], AbstractContextManager] = nullcontext,
 ) -> TeacherResult:
-    """Build the teacher rows of `batch`, score them on the actor, and return the teacher log-probs per row.
+    """Build the teacher rows of `batch` (planned from the step's `fields`), score them on the actor, and return
+    the teacher log-probs per row.
 
     The logit loss's top-k ids come from the live student (the actor's own weights, in the student context);
     `teacher_weights` is entered around the teacher's scoring alone (the EMA teacher swaps its weights in there).
     The teacher batch is padded with copies of its last row to a multiple of `multiple` (data-parallel ranks x
     log-prob micro-batch), as verl's engine requires; the copies' results are dropped."""
-    data = _plan_fields(batch)
-    extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
-    uids = [str(u) for u in as_list(data["uid"])]
-    sessions = as_list(data["session_id"]) if "session_id" in data.keys() else list(range(len(uids)))
-    plan = plan_reprompts(extra, uids, sessions, sdpo, buffer_demos)
+    extra = fields.extra
+    plan = plan_reprompts(extra, fields.uids, fields.sessions, sdpo, buffer_demos)
     result = TeacherResult(reprompt=plan.reprompt, success=plan.success, metrics=dict(plan.metrics))
     rows = [i for i, r in enumerate(plan.reprompt) if r]
     if not rows:
@@ -136,14 +135,6 @@ def _pass_info(mode: str, distillation_only: bool) -> dict:
         "distillation_only": distillation_only,
         logit.PASS: mode,
     }
-
-
-def _plan_fields(batch: KVBatchMeta):
-    """What planning reads of every row (extra_fields, uid, session_id): no tokens, no images."""
-    try:
-        return tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(PLAN_FIELDS))
-    except Exception:  # a batch without session_id (older verl rows)
-        return tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(PLAN_FIELDS[:2]))
 
 
 def fetch_rows(batch: KVBatchMeta, indices: list[int]) -> dict[int, dict]:

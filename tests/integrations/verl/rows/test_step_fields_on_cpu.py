@@ -1,0 +1,76 @@
+"""The step's per-row fields come from TransferQueue once per batch and are shared by every hook: replay, the teacher
+pass, the advantage step, the metrics and the buffer (the e2e runs assert `cua/step_field_fetches == 1`)."""
+
+import random
+
+import pytest
+import torch
+from verl.trainer.ppo.v1.trainer_base import KVBatchMeta
+
+from verl_cua.algos.success_buffer import SuccessBuffer
+from verl_cua.integrations.verl.buffer import replay as replay_injection
+from verl_cua.integrations.verl.rows import step_fields
+from verl_cua.integrations.verl.rows.step_fields import StepFieldsView
+
+
+class _Store:
+    """TransferQueue's `kv_batch_get` over a dict of rows, counting calls; fields a row lacks raise as TQ does."""
+
+    def __init__(self, rows):
+        self.rows, self.calls = rows, []
+
+    def get(self, keys, partition_id=None, select_fields=None):
+        self.calls.append(list(select_fields or []))
+        fields = select_fields or list(self.rows[keys[0]])
+        missing = [f for f in fields if any(f not in self.rows[k] for k in keys)]
+        if missing:
+            raise KeyError(f"no field {missing[0]}")
+        return {f: [self.rows[k][f] for k in keys] for f in fields}
+
+
+def _row(uid, session, score=0.0, infra=False):
+    extra = {"cua_score": score, "cua_instance": "t@seed=1", "cua_infra_failure": infra}
+    return {"uid": uid, "session_id": session, "extra_fields": extra, "response_mask": torch.ones(3)}
+
+
+@pytest.fixture
+def store(monkeypatch):
+    rows = {"a_0": _row("a", 0, 1.0), "a_1": _row("a", 1, infra=True), "b_0": _row("b", 2), "b_1": _row("b", 3)}
+    store = _Store(rows)
+    monkeypatch.setattr(step_fields.tq, "kv_batch_get", store.get)
+    return store
+
+
+def _batch(keys):
+    return KVBatchMeta(keys=list(keys), tags=[{"seq_len": 3} for _ in keys], partition_id="train")
+
+
+def test_one_fetch_per_batch_shared_by_every_reader(store):
+    view, batch = StepFieldsView(), _batch(["a_0", "a_1", "b_0", "b_1"])
+    first = view.of(batch)
+    assert view.of(_batch(batch.keys)) is first  # another KVBatchMeta of the same rows: no second call
+    assert len(store.calls) == 1 and view.fetches == 1
+    assert first.uids == ["a", "a", "b", "b"] and first.sessions == [0, 1, 2, 3]
+    assert first.infra == [False, True, False, False] and first.extra[0]["cua_score"] == 1.0
+    view.of(_batch(["a_0", "b_0"]))  # new keys (replay injected rows, verl padded): fetched again
+    assert view.fetches == 2
+    view.clear()
+    view.of(_batch(["a_0", "b_0"]))
+    assert view.fetches == 3
+
+
+def test_rows_without_a_session_or_mask_are_read_without_them(store):
+    for row in store.rows.values():
+        del row["session_id"], row["response_mask"]
+    fields = StepFieldsView().of(_batch(["b_0", "b_1"]))
+    assert fields.sessions == [0, 1] and fields.response_mask is None and fields.uids == ["b", "b"]
+
+
+def test_replay_reads_the_steps_view_and_leaves_it_for_the_hooks_after_it(store):
+    buffer = SuccessBuffer()
+    buffer.add("other@seed=9", "k", {"actions": ["a"], "rows": []})  # not empty, but for no task of this batch
+    view, batch = StepFieldsView(), _batch(["a_0", "a_1", "b_0", "b_1"])
+    out, metrics = replay_injection.inject_replays(batch, buffer, {}, random.Random(0), view)
+    assert out is batch and metrics["replay/injected"] == 0.0
+    view.of(batch)  # the teacher pass, the advantage step, the metrics
+    assert view.fetches == 1 and len(store.calls) == 1
