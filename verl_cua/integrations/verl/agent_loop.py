@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import uuid4
 
 from omegaconf import OmegaConf
@@ -121,15 +121,23 @@ class GUIAgentLoop(AgentLoopBase):
             finally:
                 await service.call(lease.release)
 
-    async def _run_episode(self, ep: Episode, lease, service, sampling_params) -> AgentLoopOutput:
-        task = ep.task
-        obs = await self._env(ep, service, lease.reset, task)
+    async def _open(self, ep: Episode, lease, service) -> tuple[Any, _Screen | None]:
+        """Reset the leased env to the episode's task: its first observation and the screen's sizes and prompt
+        (None when the reset was an infra failure)."""
+        obs = await self._env(ep, service, lease.reset, ep.task)
         if lease.infra_failure:
+            return obs, None
+        ep.instruction = obs.instruction
+        image_size = self._image_size(obs.screen)
+        spec = build_prompt(self.format, screen=obs.screen, image=image_size)
+        return obs, _Screen(obs.screen, image_size, spec)
+
+    async def _run_episode(self, ep: Episode, lease, service, sampling_params) -> AgentLoopOutput:
+        obs, opened = await self._open(ep, lease, service)
+        if opened is None:
             return self._infra_output(ep, lease, obs)
-        ep.instruction, screen = obs.instruction, obs.screen
-        image_size = self._image_size(screen)
-        spec = build_prompt(self.format, screen=screen, image=image_size)
-        shot = obs.screenshot.convert("RGB").resize(image_size)
+        screen, image_size, spec = opened
+        shot = _shot(obs, image_size)
         messages = first_turn(spec, ep.instruction, shot)
         images = [shot]
         prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
@@ -152,7 +160,7 @@ class GUIAgentLoop(AgentLoopBase):
             text = self._reply_text(out.token_ids)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1])
             obs = result.observation
-            shot = result.observation.screenshot.convert("RGB").resize(image_size)
+            shot = _shot(obs, image_size)
             ep.final_screenshot = shot
             if result.info.get("infra_failure") or result.done or parsed.terminal or step + 1 >= self.env_cfg.max_steps:
                 break
@@ -182,14 +190,11 @@ class GUIAgentLoop(AgentLoopBase):
         )
 
     async def _run_steps(self, ep: Episode, lease, service, sampling_params) -> list[AgentLoopOutput]:
-        task = ep.task
-        obs = await self._env(ep, service, lease.reset, task)
-        if lease.infra_failure:
+        obs, opened = await self._open(ep, lease, service)
+        if opened is None:
             return [self._infra_output(ep, lease, obs)]
-        ep.instruction, screen = obs.instruction, obs.screen
-        image_size = self._image_size(screen)
-        spec = build_prompt(self.format, screen=screen, image=image_size)
-        shots = [obs.screenshot.convert("RGB").resize(image_size)]
+        screen, image_size, spec = opened
+        shots = [_shot(obs, image_size)]
         rows: list[tuple[list[int], Any, list[Image.Image]]] = []
         for _step in range(self.env_cfg.max_steps):
             recent = shots[-self.env_cfg.history_images :]
@@ -203,7 +208,7 @@ class GUIAgentLoop(AgentLoopBase):
             text = self._reply_text(out.token_ids)
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1])
             obs = result.observation
-            shots.append(result.observation.screenshot.convert("RGB").resize(image_size))
+            shots.append(_shot(obs, image_size))
             ep.final_screenshot = shots[-1]
             if result.info.get("infra_failure") or result.done or parsed.terminal:
                 break
@@ -402,3 +407,16 @@ def _row_task(kwargs: dict[str, Any]) -> Any:
     if seed is not None and int(seed) >= 0 and isinstance(task, str) and not task.endswith(".json"):
         return {"task": task, "seed": int(seed)}
     return task
+
+
+class _Screen(NamedTuple):
+    """An episode's screen: its size, the size its screenshots are resized to for the model, the format's prompt."""
+
+    screen: tuple[int, int]
+    image_size: tuple[int, int]
+    spec: Any
+
+
+def _shot(obs: Any, image_size: tuple[int, int]) -> Image.Image:
+    """An observation's screenshot as the model sees it (RGB, resized to the image size)."""
+    return obs.screenshot.convert("RGB").resize(image_size)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 from verl_cua.algos.entropulse import SCHEDULES
+from verl_cua.algos.gigpo import NORMS
 
 ENV_NAMES = ("miniwob", "osworld")  # built in; `verl_cua.envs.register_env` adds more
 ROW_LAYOUTS = ("episode", "step")
@@ -19,7 +20,7 @@ TRAINABLE_FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui")
 SDPO_TEACHERS = ("current", "ema", "frozen")
 SDPO_LOSSES = ("logit", "token")
 SDPO_NORMALIZE = ("reprompted", "all")
-GIGPO_NORMS = ("mean", "std")
+GIGPO_NORMS = NORMS  # the algorithm's own list (verl_cua.algos.gigpo)
 GIGPO_ANCHORS = ("screen", "screenshot", "a11y")
 ENTROPULSE_SCHEDULES = SCHEDULES  # the algorithm's own list (verl_cua.algos.entropulse)
 

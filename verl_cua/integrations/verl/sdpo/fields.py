@@ -14,8 +14,6 @@ from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.loss import MASK
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult
 
-NORMALIZE = ("reprompted", "all")
-
 
 def sdpo_loss_fields(
     plan: EstimatorPlan, teacher: TeacherResult, response_mask, infra: Sequence[bool], sdpo: Mapping[str, Any]
