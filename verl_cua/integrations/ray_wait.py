@@ -27,6 +27,8 @@ HINTS = {
     "add nodes",
 }
 
+DEFAULT_RESOURCE_TIMEOUT = 300.0  # seconds; `cua.preflight.resource_timeout`'s default in both hosts
+
 
 class ResourceWaitError(RuntimeError):
     """Ray waited longer than the bound for resources the cluster lacks; the message names them."""

@@ -31,10 +31,10 @@ def check_config(config: Any) -> None:
 def resource_timeout(config: dict[str, Any]) -> float:
     """The bound on Ray's waits for resources: `+cua.preflight.resource_timeout=S` (verl-agent's config has no `cua`
     section of its own; the preflight reads nothing else of such a section there), else our trainer's default."""
-    from verl_cua.integrations.verl.config.schema import PreflightConfig
+    from verl_cua.integrations.ray_wait import DEFAULT_RESOURCE_TIMEOUT
 
     preflight = (config.get("cua") or {}).get("preflight") or {}
-    return float(preflight.get("resource_timeout", PreflightConfig().resource_timeout))
+    return float(preflight.get("resource_timeout", DEFAULT_RESOURCE_TIMEOUT))
 
 
 def task_runner(original: Any) -> Any:

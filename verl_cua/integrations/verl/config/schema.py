@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from verl_cua.integrations.ray_wait import DEFAULT_RESOURCE_TIMEOUT
 from verl_cua.integrations.verl.config.fields import (
     ENTROPULSE_SCHEDULES,
     GIGPO_ANCHORS,
@@ -258,7 +259,7 @@ class PreflightConfig(Section):
 
     skip: bool = setting(False, "start without the checks (SKIP_PREFLIGHT=1 in the environment does the same)")
     resource_timeout: float = setting(
-        300.0,
+        DEFAULT_RESOURCE_TIMEOUT,
         "seconds Ray may leave a placement group or an actor waiting for resources the cluster lacks (GPUs, CPU "
         "slots) before the run stops with one line naming them; 0 waits forever",
         low=0.0,
