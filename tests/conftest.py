@@ -1,5 +1,5 @@
 """Suite-wide settings: hypothesis derandomised under CI=true; GPU tests (`test_*_on_gpu.py`) skipped with a visible
-reason where no CUDA device is present; the `chromium` and `local_desktop` fixtures."""
+reason where no CUDA device is present; the `chromium`, `local_desktop` and `scratch_env` fixtures."""
 
 import os
 import shutil
@@ -64,3 +64,22 @@ def local_desktop():
             pytest.fail(message)
         pytest.skip(message)
     return True
+
+
+@pytest.fixture
+def scratch_env():
+    """`register(name, spec=None, entry_point=None)`: register an env for one test (by default a factory that builds
+    nothing), removed after it."""
+    from verl_cua.envs import ENV_REGISTRY, ENV_SPECS, register_env
+
+    names = []
+
+    def register(name, spec=None, entry_point=None):
+        register_env(name, entry_point or (lambda **kwargs: None), spec)
+        names.append(name)
+        return name
+
+    yield register
+    for name in names:
+        ENV_REGISTRY.pop(name, None)
+        ENV_SPECS.pop(name, None)

@@ -75,3 +75,22 @@ def test_view_and_compare_commands(tmp_path, capsys):
     assert main(["view", str(tmp_path / "nope"), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("verl-cua view:") and "nope" in err and "\n" not in err
+
+
+def test_list_prints_the_registered_names_with_their_modules(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == [
+        "formats",
+        "apis",
+        "envs",
+        "verl",
+    ]
+    assert "  qwen3vl    verl_cua.actions.formats.qwen3vl:Qwen3VLFormat\n" in out
+    assert main(["list", "envs"]) == 0
+    envs = capsys.readouterr().out
+    assert (
+        envs.startswith("envs:") and "osworld  verl_cua.envs.osworld.env:OSWorldEnv" in envs and "qwen3vl" not in envs
+    )
+    proc = subprocess.run([sys.executable, "-m", "verl_cua.cli", "list", "env"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "invalid choice: 'env'" in proc.stderr

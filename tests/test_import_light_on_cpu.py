@@ -69,13 +69,19 @@ def test_envs_layer_imports_without_torch_verl_or_ray():
 
 
 def test_eval_and_viewer_import_without_torch_verl_or_ray():
-    """The tools layer (eval harness, viewer, CLI) runs on an eval box with no ML stack."""
+    """The tools layer (eval harness, viewer, CLI, `verl-cua list` with the verl names) runs on an eval box with no ML
+    stack."""
     _run_blocked(
         """
         import verl_cua.eval, verl_cua.eval.runner, verl_cua.viewer, verl_cua.viewer.compare, verl_cua.cli
         import verl_cua.envs.trajectory, verl_cua.envs.task_sets
         from verl_cua.eval.apis import API_REGISTRY
         verl_cua.cli.build_parser().parse_args(["view", "runs/a", "runs/b"])
+        import contextlib, io
+        with contextlib.redirect_stdout(io.StringIO()) as listed:
+            assert verl_cua.cli.main(["list"]) == 0
+        assert "gui_agent" in listed.getvalue() and "verl_cua.envs.osworld.env:OSWorldEnv" in listed.getvalue()
+        assert "verl_cua.envs.osworld.env" not in sys.modules  # listing an env does not import it
         assert sorted(API_REGISTRY) == ["anthropic", "openai"], sorted(API_REGISTRY)
         """
     )

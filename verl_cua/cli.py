@@ -1,6 +1,6 @@
 """The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs, `serve` a
 checkpoint on CPU, `doctor` a machine and a recipe before training, `sft-data`: trajectories -> SFT rows,
-`osworld-check`: how much of OSWorld's own benchmark runs on the local desktop."""
+`osworld-check`: how much of OSWorld's own benchmark runs on the local desktop, `list`: the registered names."""
 
 from __future__ import annotations
 
@@ -319,6 +319,21 @@ def _add_config(sub) -> None:
     p.set_defaults(func=_config_cmd)
 
 
+def _list_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.listing import listing
+
+    print(listing(args.group), end="")
+    return 0
+
+
+def _add_list(sub) -> None:
+    from verl_cua.listing import GROUPS
+
+    p = sub.add_parser("list", help="list the registered formats, chat APIs, envs and verl names, with their modules")
+    p.add_argument("group", nargs="?", default="all", choices=[*GROUPS, "all"], help="one group (default: all)")
+    p.set_defaults(func=_list_cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
@@ -338,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_view_compare(sub)
     _add_config(sub)
+    _add_list(sub)
     _add_serve(sub)
     _add_doctor(sub)
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])

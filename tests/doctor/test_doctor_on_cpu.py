@@ -99,3 +99,18 @@ def test_a_local_desktop_recipe_names_missing_apps_of_osworlds_image(local_deskt
     monkeypatch.setattr(ld.shutil, "which", lambda name: None if name in ("vlc", "gimp") else real(name))
     code, found = _doctor(*args)
     assert found["desktop apps"].startswith("warn") and "gimp vlc missing" in found["desktop apps"]
+
+
+def test_the_desktops_counted_and_their_cost_come_from_the_envs_spec(scratch_env):
+    from verl_cua.doctor.system import desktop_demand
+    from verl_cua.envs import DesktopCost, EnvSpec
+
+    assert desktop_demand("miniwob", {}, 2, 2, 3) == ("miniwob", 12, DesktopCost(0.4, 0.5))  # idle browsers count
+    assert desktop_demand("osworld", {}, 4, 2, 2) == ("local", 8, DesktopCost(0.6, 0.5))  # the env's own default
+    assert desktop_demand("osworld", {"provider": "docker"}, 4, 2, 2) == ("docker", 8, DesktopCost(4.0, 4))
+    vm = DesktopCost(8.0, 2)
+    scratch_env("kiosk", EnvSpec(provider="vm", provider_desktops={"vm": vm}, keeps_idle=True))
+    assert desktop_demand("kiosk", {}, 1, 3, 2) == ("vm", 8, vm)
+    assert desktop_demand("kiosk", {"provider": "thin"}, 1, 0, 1) == ("thin", 1, DesktopCost(0.6, 0.5))
+    scratch_env("bare")  # no spec: a host desktop each, idle envs not kept, no provider even if kwargs name one
+    assert desktop_demand("bare", {"provider": "docker"}, 2, 5, 1) == ("bare", 2, DesktopCost(0.6, 0.5))

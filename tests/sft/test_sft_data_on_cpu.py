@@ -13,7 +13,7 @@ from verl_cua.actions import parse_action
 from verl_cua.cli import main as cli
 from verl_cua.envs.trajectory import EpisodeWriter, step_record, write_json
 from verl_cua.sft.card import read_card
-from verl_cua.sft.data import SFTDataConfig, build, negatives_path
+from verl_cua.sft.data import SFTDataConfig, build, negatives_path, task_names
 
 SCREEN = (160, 210)
 CLICK = "```python\npyautogui.click({}, {})\n```"
@@ -130,3 +130,16 @@ def test_the_cli_prints_and_saves_the_card_and_names_valid_values(model, tmp_pat
     assert "does not exist" in capsys.readouterr().err
     assert cli(["sft-data", str(run), "--format", "qwen3vl", "--model", model[0], "--select", "reward>=2"]) == 2
     assert "no episode was selected" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_eval_episodes_group_by_domain_where_the_envs_tasks_run_under_seeds(scratch_env):
+    from verl_cua.envs import EnvSpec
+
+    result = {"task": "form/seed-3", "domain": "form", "task_id": "seed-3"}
+    assert task_names({**result, "env": "miniwob"}, "k") == ("form/seed-3", "form")
+    assert task_names({**result, "env": "osworld"}, "k") == ("form/seed-3", "form/seed-3")
+    scratch_env("kiosk", EnvSpec(seeded_tasks=True))
+    scratch_env("bare")
+    assert task_names({**result, "env": "kiosk"}, "k") == ("form/seed-3", "form")
+    assert task_names({**result, "env": "bare"}, "k") == ("form/seed-3", "form/seed-3")
+    assert task_names({**result, "env": "not-registered-here"}, "k") == ("form/seed-3", "form/seed-3")

@@ -13,7 +13,7 @@ from verl_cua.actions.write import render_action
 
 def available_formats() -> list[str]:
     """Names accepted by `parse_action(format=...)`, `auto` included."""
-    return sorted(FORMAT_REGISTRY) + ["auto"]
+    return FORMAT_REGISTRY.valid()
 
 
 __all__ = [

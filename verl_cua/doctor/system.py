@@ -8,6 +8,7 @@ import importlib.metadata as md
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,13 @@ from verl_cua.doctor.footprint import checkpoint_finding, host_terms, model_para
 from verl_cua.doctor.gpus import gpu_findings, torch_cuda, visible_gpus
 from verl_cua.doctor.loggers import logger_findings
 from verl_cua.doctor.model import model_finding
+from verl_cua.envs import DesktopCost, env_spec
 from verl_cua.integrations.verl.config.budget import SERVED_ROLLOUTS
 from verl_cua.integrations.verl.config.schema import CuaConfig, EnvConfig
 
 VERL = "0.9.1"
 PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
 VM_IMAGE_NEED_GB = 40  # OSWorld's Ubuntu.qcow2.zip and the unzipped image, downloaded once
-DESKTOP_NEEDS = {"docker": (4.0, 4), "local": (0.6, 0.5), "miniwob": (0.4, 0.5)}  # GB and cores per desktop
 
 
 def _version(name: str) -> str | None:
@@ -110,18 +111,29 @@ def _flash_attn(config: dict[str, Any] | None) -> Finding:
                                          "more memory); docs/gpu.md says how to install flash-attn")  # fmt: skip
 
 
+def desktop_demand(
+    name: str, kwargs: Mapping[str, Any], pool_size: int, idle_envs: int, workers: int
+) -> tuple[str, int, DesktopCost]:
+    """The desktops a run of env `name` keeps up, as its `EnvSpec` says: what to call them (their provider, else the
+    env's name), how many (`workers` pools of `pool_size`, plus `idle_envs` where the env keeps idle ones loaded), and
+    what one costs the host."""
+    spec = env_spec(name)
+    provider = spec.provider_in(kwargs)
+    parked = idle_envs if spec.keeps_idle else 0
+    return provider or name, workers * (pool_size + parked), spec.desktop_cost(provider)
+
+
 def _desktops(config: dict[str, Any]) -> list[Finding]:
     env = CuaConfig.from_mapping(config["cua"]).env
-    provider = env.kwargs.get("provider", "docker") if env.name == "osworld" else env.name
     agent = ((config.get("actor_rollout_ref") or {}).get("rollout") or {}).get("agent") or {}
-    parked = env.idle_envs if provider == "miniwob" else 0  # only MiniWoB++ envs are kept loaded for other tasks
-    count = int(agent.get("num_workers") or 1) * (env.pool_size + parked)
+    workers = int(agent.get("num_workers") or 1)
+    provider, count, cost = desktop_demand(env.name, env.kwargs, env.pool_size, env.idle_envs, workers)
     out = []
     if provider == "docker":
         out += _docker(env)
     if provider == "local":
         out += _local_desktop()
-    gb, cores = DESKTOP_NEEDS.get(provider, DESKTOP_NEEDS["local"])
+    gb, cores = cost.ram_gb, cost.cores
     ram = _ram_gb()
     from verl_cua.integrations.verl.config.budget import row_budget, step_memory
 

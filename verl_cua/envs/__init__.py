@@ -3,26 +3,31 @@
 from verl_cua.envs.base import (
     ENV_REGISTRY,
     ENV_SPECS,
-    EnvSpec,
     EnvUsageError,
     GUIEnv,
     InfraFailure,
     Observation,
     StepResult,
+    begin_step,
     env_screen,
+    env_spec,
     env_start_timeout,
     make_env,
     register_env,
 )
 from verl_cua.envs.pool import EnvLease, EnvPool
 from verl_cua.envs.screens import miniwob_screen, osworld_screen
+from verl_cua.envs.spec import DesktopCost, EnvSpec
 
-register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv", EnvSpec(screen=miniwob_screen))
-register_env("osworld", "verl_cua.envs.osworld.env:OSWorldEnv", EnvSpec(screen=osworld_screen))
+MINIWOB_SPEC = EnvSpec(screen=miniwob_screen, desktop=DesktopCost(0.4, 0.5), keeps_idle=True, seeded_tasks=True)
+OSWORLD_SPEC = EnvSpec(screen=osworld_screen, provider="local", provider_desktops={"docker": DesktopCost(4.0, 4)})
+register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv", MINIWOB_SPEC)  # a Chromium page; idle ones kept per task
+register_env("osworld", "verl_cua.envs.osworld.env:OSWorldEnv", OSWORLD_SPEC)  # docker: a VM; local: Xvfb and apps
 
 __all__ = [
     "ENV_REGISTRY",
     "ENV_SPECS",
+    "DesktopCost",
     "EnvSpec",
     "EnvLease",
     "EnvPool",
@@ -31,7 +36,9 @@ __all__ = [
     "InfraFailure",
     "Observation",
     "StepResult",
+    "begin_step",
     "env_screen",
+    "env_spec",
     "env_start_timeout",
     "make_env",
     "register_env",

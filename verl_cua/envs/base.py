@@ -1,17 +1,21 @@
-"""The `GUIEnv` protocol every desktop speaks, its observation/step types, and the env registry behind `make_env`."""
+"""The `GUIEnv` protocol every desktop speaks, its observation/step types, `begin_step` (the checks every `step()`
+opens with), and the env registry behind `make_env`."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from PIL import Image
 
 from verl_cua.actions import ParsedAction, parse_action
+from verl_cua.envs.spec import EnvSpec
+from verl_cua.registry import Registry
 
 INFO_KEYS = ("action_valid", "infra_failure", "error")
+T = TypeVar("T")
 
 
 @dataclass
@@ -82,27 +86,43 @@ def to_parsed(action: ParsedAction | str, fmt: str | None, screen: tuple[int, in
     return parse_action(action, format=fmt, screen=screen)
 
 
-ENV_REGISTRY: dict[str, str | Callable[..., GUIEnv]] = {}
+def begin_step(
+    last: Observation | None,
+    done: bool,
+    action: ParsedAction | str,
+    fmt: str | None,
+    translate: Callable[[ParsedAction], T],
+) -> tuple[ParsedAction, T] | StepResult:
+    """The checks every `step()` opens with: none before reset, nothing done once the episode is over, model text
+    parsed, and an invalid output (or one `translate` rejects with ValueError) answered without touching the desktop.
+    Returns that answer, or the parsed action and its translation for the env to send."""
+    if last is None:
+        raise EnvUsageError("step() before reset()")
+    if done:
+        return StepResult(last, 0.0, True, step_info(action_valid=True, error="episode over; reset() first"))
+    parsed = to_parsed(action, fmt, last.screen)
+    if not parsed.valid:
+        return StepResult(last, 0.0, False, step_info(action_valid=False, error=parsed.error))
+    try:
+        return parsed, translate(parsed)
+    except ValueError as exc:
+        return StepResult(last, 0.0, False, step_info(action_valid=False, error=str(exc)))
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    """What the start-up checks need to know of an env without building (or importing) it."""
-
-    screen: Callable[[Mapping[str, Any]], tuple[int, int]] | None = None  # its screenshots' size, from its kwargs
-
-
+ENV_REGISTRY: Registry[str | Callable[..., GUIEnv]] = Registry("env", "envs")
 ENV_SPECS: dict[str, EnvSpec] = {}
 
 
 def register_env(name: str, entry_point: str | Callable[..., GUIEnv], spec: EnvSpec | None = None) -> None:
     """Register an env by name with a factory or a lazy `"module:Class"` string (imported on first use), and what
     the start-up checks may read of it (`EnvSpec`)."""
-    existing = ENV_REGISTRY.get(name)
-    if existing is not None and existing != entry_point:
-        raise ValueError(f"env {name!r} is already registered: {existing} vs {entry_point}")
-    ENV_REGISTRY[name] = entry_point
+    ENV_REGISTRY.add(name, entry_point)
     ENV_SPECS[name] = spec or ENV_SPECS.get(name) or EnvSpec()
+
+
+def env_spec(name: str) -> EnvSpec:
+    """What env `name` was registered with; an env registered without a spec, or not here, gets the defaults."""
+    return ENV_SPECS.get(name) or EnvSpec()
 
 
 def explicit_screen(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -114,9 +134,8 @@ def explicit_screen(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
 def env_screen(name: str, kwargs: Mapping[str, Any]) -> tuple[int, int]:
     """The size of the screenshots env `name` built with `kwargs` gives; one-line errors for an unknown env or one
     that does not say."""
-    if name not in ENV_REGISTRY:
-        raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENV_REGISTRY))}")
-    spec = ENV_SPECS.get(name) or EnvSpec()
+    ENV_REGISTRY.lookup(name)
+    spec = env_spec(name)
     screen = spec.screen(kwargs) if spec.screen is not None else explicit_screen(kwargs)
     if screen is None:
         raise ValueError(
@@ -140,9 +159,7 @@ def env_start_timeout(name: str, kwargs: dict[str, Any], pool_size: int, default
 
 
 def _entry(name: str) -> Callable[..., GUIEnv]:
-    entry = ENV_REGISTRY.get(name)
-    if entry is None:
-        raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENV_REGISTRY))}")
+    entry = ENV_REGISTRY.lookup(name)
     if isinstance(entry, str):
         module_name, _, attr = entry.partition(":")
         entry = getattr(importlib.import_module(module_name), attr)

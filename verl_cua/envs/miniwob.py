@@ -11,7 +11,7 @@ from typing import Any
 from PIL import Image
 
 from verl_cua.actions import GUIAction, ParsedAction
-from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, step_info, to_parsed
+from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
 
 logger = logging.getLogger(__name__)
 
@@ -162,17 +162,10 @@ class MiniWoBEnv:
 
     def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
         """Apply every action of one model output in order; an invalid output is not sent to the browser."""
-        if self._last is None:
-            raise EnvUsageError("step() before reset()")
-        if self._done:
-            return StepResult(self._last, 0.0, True, step_info(action_valid=True, error="episode over; reset() first"))
-        parsed = to_parsed(action, format or self.action_format, self._last.screen)
-        if not parsed.valid:
-            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=parsed.error))
-        try:
-            miniwob_actions = [m for a in parsed.actions for m in self._translate(a)]
-        except ValueError as exc:
-            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=str(exc)))
+        start = begin_step(self._last, self._done, action, format or self.action_format, self._translate_all)
+        if isinstance(start, StepResult):
+            return start
+        parsed, miniwob_actions = start
         env_reward, info = 0.0, {}
         try:
             for m in miniwob_actions:
@@ -294,6 +287,10 @@ class MiniWoBEnv:
         if x is None:
             return self._cursor or (self._area[0] / 2, self._area[1] / 2)
         return (x + 0.5) / self.scale, (y + 0.5) / self.scale
+
+    def _translate_all(self, parsed: ParsedAction) -> list[dict]:
+        """Every action of one model output -> MiniWoB actions, in order."""
+        return [m for a in parsed.actions for m in self._translate(a)]
 
     def _translate(self, a: GUIAction) -> list[dict]:
         """One GUIAction -> MiniWoB actions; kinds MiniWoB cannot express raise ValueError (an invalid action)."""

@@ -25,6 +25,7 @@ from verl_cua.actions import build_prompt, get_format
 from verl_cua.actions.conversation import first_turn, model_image_size, observation_turn, step_prompt
 from verl_cua.actions.types import ActionError, GUIAction
 from verl_cua.actions.write import render_action
+from verl_cua.envs import env_spec
 from verl_cua.envs.trajectory import EpisodeRecord, read_run
 
 ROWS = ("episode", "step")
@@ -173,11 +174,12 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
 
 
 def task_names(result: dict[str, Any], key: str) -> tuple[str, str]:
-    """(task instance, task group) of an episode: an eval result names its task `<domain>/<task id>` (MiniWoB:
-    `click-test/seed-0`, grouped by `click-test`); a training trace's task directory holds the task and its seed."""
+    """(task instance, task group) of an episode: an eval result names its task `<domain>/<task id>`, grouped by its
+    domain where the env's tasks run under seeds (`EnvSpec.seeded_tasks`; MiniWoB: `click-test/seed-0` grouped by
+    `click-test`); a training trace's task directory holds the task and its seed."""
     if "env" in result:  # written by `verl-cua eval`
         instance = str(result.get("task") or key)
-        return instance, str(result.get("domain") or instance) if result["env"] == "miniwob" else instance
+        return instance, str(result.get("domain") or instance) if env_spec(result["env"]).seeded_tasks else instance
     instance = str(result.get("domain") or key)
     return instance, str(result.get("task_id") or instance)
 

@@ -91,3 +91,12 @@ def test_self_check_fails_in_one_line_when_a_registration_is_missing():
         """
     )
     assert out["error"] and "agent loop 'gui_agent'" in out["error"] and "\n" not in out["error"]
+
+
+def test_the_registration_table_names_the_estimators_the_algorithms_list():
+    """plugin.REGISTERED (what `verl-cua list verl` shows) and algos.estimators.ESTIMATORS (what the plan, checks and
+    doctor read) name the same estimators, in the same order."""
+    from verl_cua.algos.estimators import ESTIMATORS
+    from verl_cua.integrations.verl import plugin
+
+    assert plugin.ESTIMATORS == tuple(ESTIMATORS)

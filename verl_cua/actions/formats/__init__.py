@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.types import ActionError, GUIAction
+from verl_cua.registry import Registry
 
 
 @dataclass(slots=True)
@@ -46,7 +48,7 @@ class OutputFormat(Protocol):
         """Write `actions` (screen pixels) as this model's text; raise `ActionError` for what it cannot say."""
 
 
-FORMAT_REGISTRY: dict[str, OutputFormat] = {}
+FORMAT_REGISTRY: Registry[OutputFormat] = Registry("action format", "formats", extra_valid=("auto",))
 
 
 def cannot(fmt: str, action: GUIAction, reason: str) -> ActionError:
@@ -60,28 +62,14 @@ def describe(action: GUIAction) -> str:
     return f"{action.kind}({', '.join(f'{k}={v!r:.30}' for k, v in fields.items())})"
 
 
-def register_format(name: str):
+def register_format(name: str) -> Callable[[type], type]:
     """Class decorator: register one instance of an `OutputFormat` under `name`."""
-
-    def decorator(cls):
-        existing = FORMAT_REGISTRY.get(name)
-        if existing is not None and type(existing).__qualname__ != cls.__qualname__:
-            raise ValueError(f"action format {name!r} is already registered: {type(existing)} vs {cls}")
-        instance = cls()
-        instance.name = name
-        FORMAT_REGISTRY[name] = instance
-        return cls
-
-    return decorator
+    return FORMAT_REGISTRY.register(name)
 
 
 def get_format(name: str) -> OutputFormat:
-    """The registered format `name`; unknown names raise ValueError listing the valid ones."""
-    try:
-        return FORMAT_REGISTRY[name]
-    except (KeyError, TypeError):
-        valid = ", ".join(sorted(FORMAT_REGISTRY) + ["auto"])
-        raise ValueError(f"unknown action format {name!r}; valid formats: {valid}") from None
+    """The registered format `name`; unknown names raise ValueError listing the valid ones (`auto` among them)."""
+    return FORMAT_REGISTRY.lookup(name)
 
 
 def _load_builtin_formats() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from PIL import Image
 
 from verl_cua.actions import ParsedAction
-from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, step_info, to_parsed
+from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
 from verl_cua.envs.osworld import evaluators
 from verl_cua.envs.osworld.tasks import load_task, stage_cache
 
@@ -151,17 +151,10 @@ class OSWorldEnv:
 
     def step(self, action: ParsedAction | str, *, format: str | None = None) -> StepResult:
         """Render one model output to the action space and send it; an invalid output is not sent."""
-        if self._last is None:
-            raise EnvUsageError("step() before reset()")
-        if self._done:
-            return StepResult(self._last, 0.0, True, step_info(action_valid=True, error="episode over; reset() first"))
-        parsed = to_parsed(action, format or self.action_format, self._last.screen)
-        if not parsed.valid:
-            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=parsed.error))
-        try:
-            payloads = self._render(parsed)
-        except ValueError as exc:
-            return StepResult(self._last, 0.0, False, step_info(action_valid=False, error=str(exc)))
+        start = begin_step(self._last, self._done, action, format or self.action_format, self._render)
+        if isinstance(start, StepResult):
+            return start
+        parsed, payloads = start
         done = False
         try:
             self._check_alive("step")

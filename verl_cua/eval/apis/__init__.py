@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from PIL import Image
 
 from verl_cua.actions import PromptSpec
+from verl_cua.registry import Registry
 
 OMITTED = "(older screenshot omitted)"
 
@@ -77,29 +79,17 @@ class ChatAPI(Protocol):
         """Parse the response body to `request`; a body without an answer raises ValueError (one line)."""
 
 
-API_REGISTRY: dict[str, ChatAPI] = {}
+API_REGISTRY: Registry[ChatAPI] = Registry("provider API", "provider APIs")
 
 
-def register_api(name: str):
+def register_api(name: str) -> Callable[[type], type]:
     """Class decorator: register one instance of a `ChatAPI` under `name`."""
-
-    def decorator(cls):
-        if name in API_REGISTRY and type(API_REGISTRY[name]).__qualname__ != cls.__qualname__:
-            raise ValueError(f"chat API {name!r} is already registered: {type(API_REGISTRY[name])} vs {cls}")
-        instance = cls()
-        instance.name = name
-        API_REGISTRY[name] = instance
-        return cls
-
-    return decorator
+    return API_REGISTRY.register(name)
 
 
 def get_api(name: str) -> ChatAPI:
     """The registered chat API `name`; unknown names raise ValueError listing the valid ones."""
-    try:
-        return API_REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown provider API {name!r}; valid: {', '.join(sorted(API_REGISTRY))}") from None
+    return API_REGISTRY.lookup(name)
 
 
 def png_bytes(image: Image.Image) -> bytes:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 
-from verl_cua.algos.estimators import ESTIMATORS
 from verl_cua.integrations.verl.import_hooks import when_imported
 
 logger = logging.getLogger(__name__)
@@ -23,6 +22,22 @@ AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 CORE_ALGOS_MODULE = "verl.trainer.ppo.core_algos"
 ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
+_HERE = __name__.rpartition(".")[0]  # verl_cua.integrations.verl
+# What this plug-in registers into verl: (verl's registry, name, the module holding it), for `verl-cua list verl`
+# (which reads it without importing verl) and the checks below
+REGISTERED = (
+    ("platform", "cpu", f"{_HERE}.cpu.platform"),
+    ("engine", "fsdp, fsdp2 on cpu", f"{_HERE}.cpu.engine"),
+    ("engine", "fsdp, fsdp2 on cuda (compact screenshots)", f"{_HERE}.screenshots.engine"),
+    ("agent loop", "gui_agent", f"{_HERE}.agent_loop"),
+    ("rollout", "hf", f"{_HERE}.hf_rollout"),
+    ("advantage estimator", "sdpo", f"{_HERE}.sdpo.estimator"),
+    ("advantage estimator", "sdpo_grpo", f"{_HERE}.sdpo.sdpo_grpo"),
+    ("advantage estimator", "gigpo", f"{_HERE}.gigpo.estimator"),
+    ("policy loss", "sdpo", f"{_HERE}.sdpo.policy_loss"),
+)
+ESTIMATORS = tuple(name for registry, name, _ in REGISTERED if registry == "advantage estimator")
+POLICY_LOSSES = tuple(name for registry, name, _ in REGISTERED if registry == "policy loss")
 # verl modules holding `maybe_fix_3d_position_ids`: each imports it by name, so each binding is replaced
 POSITION_IDS_MODULES = (
     "verl.utils.tensordict_utils",
@@ -102,8 +117,7 @@ def missing_registrations() -> list[str]:
     if "gui_agent" not in _agent_loop_registry:
         missing.append("agent loop 'gui_agent'")
     missing += [f"advantage estimator {name!r}" for name in ESTIMATORS if name not in ADV_ESTIMATOR_REGISTRY]
-    if "sdpo" not in POLICY_LOSS_REGISTRY:
-        missing.append("policy loss 'sdpo'")
+    missing += [f"policy loss {name!r}" for name in POLICY_LOSSES if name not in POLICY_LOSS_REGISTRY]
     if PlatformRegistry.get("cpu") is None:
         missing.append("platform 'cpu'")
     if ("hf", "async") not in _ROLLOUT_REGISTRY:

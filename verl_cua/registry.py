@@ -1,0 +1,91 @@
+"""One registry type for verl-cua's named plug-ins (action formats, chat APIs, envs): register, look up, list.
+
+Standard library only: the registries live in layers that must import without torch, verl or ray.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def defined_in(value: Any) -> str:
+    """Where a registered value is defined, as `module:Name`: a lazy `"module:Name"` entry point is its own answer;
+    a class or function its own `module:qualname`; any other object its class's."""
+    if isinstance(value, str):
+        return value
+    target = value if hasattr(value, "__qualname__") else type(value)
+    return f"{target.__module__}:{target.__qualname__}"
+
+
+def same_definition(a: Any, b: Any) -> bool:
+    """Whether two registrations are one: equal, or defined at the same named place (a reloaded module, a class and
+    its `"module:Name"` string); lambdas and local functions are one only when equal."""
+    if a == b:
+        return True
+    where = defined_in(a)
+    return where == defined_in(b) and "<" not in where
+
+
+class Registry(MutableMapping[str, T], Generic[T]):
+    """Names -> registered values, read like a dict; `add` checks duplicates, `lookup` names the valid choices."""
+
+    def __init__(self, kind: str, plural: str, extra_valid: tuple[str, ...] = ()) -> None:
+        self.kind = kind  # "action format": the word errors use
+        self.plural = plural  # "formats": "valid formats: ..."
+        self.extra_valid = extra_valid  # names accepted beside the registered ones (`auto` for formats)
+        self._values: dict[str, T] = {}
+
+    def add(self, name: str, value: T) -> T:
+        """Register `value` as `name`; a different value under a taken name raises ValueError (one line)."""
+        if name in self._values and not same_definition(self._values[name], value):
+            where = f"{defined_in(self._values[name])} vs {defined_in(value)}"
+            raise ValueError(f"{self.kind} {name!r} is already registered: {where}")
+        self._values[name] = value
+        return value
+
+    def register(self, name: str) -> Callable[[type], type]:
+        """Class decorator: register one instance of the class as `name`, with its `name` attribute set."""
+
+        def decorator(cls: type) -> type:
+            instance = cls()
+            instance.name = name
+            self.add(name, instance)
+            return cls
+
+        return decorator
+
+    def lookup(self, name: str) -> T:
+        """The value registered as `name`; an unknown name raises ValueError listing the valid ones."""
+        try:
+            return self._values[name]
+        except (KeyError, TypeError):  # TypeError: an unhashable name
+            raise ValueError(f"unknown {self.kind} {name!r}; valid {self.plural}: {', '.join(self.valid())}") from None
+
+    def valid(self) -> list[str]:
+        """Every name `lookup` or its callers accept: the registered ones sorted, then the extra ones."""
+        return [*sorted(self._values), *self.extra_valid]
+
+    def origins(self) -> dict[str, str]:
+        """Each registered name, sorted, with where its value is defined (`module:Name`)."""
+        return {name: defined_in(self._values[name]) for name in sorted(self._values)}
+
+    def __getitem__(self, name: str) -> T:
+        return self._values[name]
+
+    def __setitem__(self, name: str, value: T) -> None:
+        self._values[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {sorted(self._values)})"
