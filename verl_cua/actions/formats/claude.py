@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from verl_cua.actions.formats import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.formats.computer_use import POINTER_ACTIONS, pointer_action
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord

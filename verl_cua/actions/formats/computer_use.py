@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from verl_cua.actions.formats import FormatResult, ParseContext, cannot
+from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from verl_cua.actions.formats import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord, normalize_key
 from verl_cua.actions.render import WAIT_SECONDS, render_pyautogui

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verl_cua.actions.formats import FormatResult, ParseContext, register_format
+from verl_cua.actions.formats.base import FormatResult, ParseContext, register_format
 from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls, render_tool_calls
 from verl_cua.actions.geometry import QWEN25VL_RESIZE, CoordinateSpace, smart_resize_size
 from verl_cua.actions.types import GUIAction

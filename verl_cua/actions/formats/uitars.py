@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from verl_cua.actions.formats import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import UITARS_RESIZE, CoordinateSpace, smart_resize_size
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction

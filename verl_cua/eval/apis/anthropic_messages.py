@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verl_cua.eval.apis import OMITTED, ModelReply, Request, register_api, shown_images
+from verl_cua.eval.apis.base import OMITTED, ModelReply, Request, register_api, shown_images
 
 API_VERSION = "2023-06-01"
 COMPUTER_USE_BETA = "computer-use-2025-01-24"  # the beta that carries the computer_20250124 tool

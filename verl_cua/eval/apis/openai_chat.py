@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verl_cua.eval.apis import OMITTED, ModelReply, Request, register_api, shown_images
+from verl_cua.eval.apis.base import OMITTED, ModelReply, Request, register_api, shown_images
 
 
 @register_api("openai")
