@@ -2,6 +2,8 @@
 # GRPO on OSWorld with Qwen2.5-VL-7B-Instruct, 1 node x 8 GPUs, vLLM rollout, OSWorld's docker provider: the
 # baseline (episode reward in [0, 1] minus the invalid-action penalty, advantage normalised within the task's group).
 # Any Hydra override appended to the command line wins, e.g. `bash recipes/run_qwen25vl_grpo_osworld.sh trainer.total_epochs=3`.
+# What the OSWorld recipes share (vLLM, FSDP2, the env, step rows, the run's shape) is `preset=osworld`
+# (verl_cua/integrations/verl/config/preset/osworld.yaml); the variables below are passed on top of it.
 # Needs: `bash envs/osworld/install.sh`, Docker, /dev/kvm. Composes in CI (tests/recipes); not yet run on GPUs.
 set -xeuo pipefail
 
@@ -60,35 +62,29 @@ source recipes/osworld_preflight.sh
 "${PYTHON}" -m verl_cua.integrations.verl.dataset --env osworld --tasks "${TASKS}" --out "${DATA_DIR}/train.parquet"
 
 "${PYTHON}" -m verl_cua.main \
+    preset=osworld \
     algorithm.adv_estimator=grpo \
-    algorithm.use_kl_in_reward=false \
     data.train_files="${DATA_DIR}/train.parquet" \
     data.val_files="${DATA_DIR}/train.parquet" \
     data.train_batch_size="${TRAIN_BATCH_SIZE}" \
     data.max_prompt_length="${MAX_PROMPT_LENGTH}" \
     data.max_response_length="${MAX_RESPONSE_LENGTH}" \
     actor_rollout_ref.model.path="${MODEL_PATH}" \
-    actor_rollout_ref.model.enable_gradient_checkpointing=true \
-    actor_rollout_ref.model.use_remove_padding=true \
-    actor_rollout_ref.actor.strategy=fsdp2 \
     actor_rollout_ref.actor.optim.lr="${LR}" \
     actor_rollout_ref.actor.ppo_mini_batch_size="${PPO_MINI_BATCH}" \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="${MICRO_BATCH}" \
     actor_rollout_ref.actor.use_kl_loss="${USE_KL_LOSS}" \
     actor_rollout_ref.actor.kl_loss_coef="${KL_LOSS_COEF}" \
     actor_rollout_ref.actor.kl_loss_type=low_var_kl \
-    actor_rollout_ref.actor.entropy_coeff=0 \
     actor_rollout_ref.actor.fsdp_config.param_offload="${PARAM_OFFLOAD}" \
     actor_rollout_ref.actor.fsdp_config.optimizer_offload="${OPTIMIZER_OFFLOAD}" \
-    actor_rollout_ref.rollout.name=vllm \
     actor_rollout_ref.rollout.n="${N_RESP}" \
     actor_rollout_ref.rollout.tensor_model_parallel_size="${TP}" \
     actor_rollout_ref.rollout.gpu_memory_utilization="${GPU_MEM_UTIL}" \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="${LOGPROB_MICRO_BATCH}" \
     actor_rollout_ref.rollout.agent.num_workers="${AGENT_WORKERS}" \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="${LOGPROB_MICRO_BATCH}" \
-    cua.env.name=osworld \
-    +cua.env.kwargs.provider="${PROVIDER}" \
+    cua.env.kwargs.provider="${PROVIDER}" \
     "${VM_ARGS[@]}" \
     cua.env.pool_size="${POOL_SIZE}" \
     cua.env.max_steps="${MAX_STEPS}" \
@@ -107,7 +103,6 @@ source recipes/osworld_preflight.sh
     trainer.experiment_name="${EXPERIMENT_NAME}" \
     trainer.nnodes="${NNODES}" \
     trainer.n_gpus_per_node="${N_GPUS_PER_NODE}" \
-    trainer.val_before_train=false \
     trainer.save_freq="${SAVE_FREQ}" \
     trainer.max_actor_ckpt_to_keep="${CKPT_KEEP}" \
     trainer.max_critic_ckpt_to_keep="${CKPT_KEEP}" \

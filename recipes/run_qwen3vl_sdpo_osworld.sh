@@ -8,6 +8,8 @@
 # ROWS=step a step holds ~MAX_STEPS rows per episode, so verl makes ~MAX_STEPS updates of PPO_MINI_BATCH x N_RESP rows.
 # LoRA: LORA_RANK=16 (0 = full fine-tune). Entropulse (ComputerRL, arXiv:2508.14040): ENTROPULSE=fixed|entropy.
 # Any Hydra override appended to the command line wins, e.g. `bash recipes/run_qwen3vl_sdpo_osworld.sh trainer.total_epochs=3`.
+# What the OSWorld recipes share (vLLM, FSDP2, the env, step rows, the run's shape) is `preset=osworld`
+# (verl_cua/integrations/verl/config/preset/osworld.yaml); the variables below are passed on top of it.
 # Needs: `bash envs/osworld/install.sh`, Docker, /dev/kvm. Composes in CI (tests/recipes); not yet run on GPUs.
 set -xeuo pipefail
 
@@ -102,8 +104,8 @@ fi
 "${PYTHON}" -m verl_cua.integrations.verl.dataset --env osworld --tasks "${TASKS}" --out "${DATA_DIR}/train.parquet"
 
 "${PYTHON}" -m verl_cua.main \
+    preset=osworld \
     algorithm.adv_estimator=sdpo \
-    algorithm.use_kl_in_reward=false \
     algorithm.rollout_correction.rollout_is="${ROLLOUT_IS}" \
     algorithm.rollout_correction.rollout_is_threshold="${ROLLOUT_IS_THRESHOLD}" \
     data.train_files="${DATA_DIR}/train.parquet" \
@@ -112,19 +114,14 @@ fi
     data.max_prompt_length="${MAX_PROMPT_LENGTH}" \
     data.max_response_length="${MAX_RESPONSE_LENGTH}" \
     actor_rollout_ref.model.path="${MODEL_PATH}" \
-    actor_rollout_ref.model.enable_gradient_checkpointing=true \
-    actor_rollout_ref.model.use_remove_padding=true \
     "${LORA_ARGS[@]}" \
-    actor_rollout_ref.actor.strategy=fsdp2 \
     actor_rollout_ref.actor.optim.lr="${LR}" \
     actor_rollout_ref.actor.optim.lr_warmup_steps="${LR_WARMUP_STEPS}" \
     actor_rollout_ref.actor.ppo_mini_batch_size="${PPO_MINI_BATCH}" \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="${MICRO_BATCH}" \
     actor_rollout_ref.actor.use_kl_loss=false \
-    actor_rollout_ref.actor.entropy_coeff=0 \
     actor_rollout_ref.actor.fsdp_config.param_offload="${PARAM_OFFLOAD}" \
     actor_rollout_ref.actor.fsdp_config.optimizer_offload="${OPTIMIZER_OFFLOAD}" \
-    actor_rollout_ref.rollout.name=vllm \
     actor_rollout_ref.rollout.calculate_log_probs=true \
     actor_rollout_ref.rollout.n="${N_RESP}" \
     actor_rollout_ref.rollout.tensor_model_parallel_size="${TP}" \
@@ -132,8 +129,7 @@ fi
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="${LOGPROB_MICRO_BATCH}" \
     actor_rollout_ref.rollout.agent.num_workers="${AGENT_WORKERS}" \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="${LOGPROB_MICRO_BATCH}" \
-    cua.env.name=osworld \
-    +cua.env.kwargs.provider="${PROVIDER}" \
+    cua.env.kwargs.provider="${PROVIDER}" \
     "${VM_ARGS[@]}" \
     cua.env.pool_size="${POOL_SIZE}" \
     cua.env.max_steps="${MAX_STEPS}" \
@@ -169,7 +165,6 @@ fi
     trainer.experiment_name="${EXPERIMENT_NAME}" \
     trainer.nnodes="${NNODES}" \
     trainer.n_gpus_per_node="${N_GPUS_PER_NODE}" \
-    trainer.val_before_train=false \
     trainer.save_freq="${SAVE_FREQ}" \
     trainer.max_actor_ckpt_to_keep="${CKPT_KEEP}" \
     trainer.max_critic_ckpt_to_keep="${CKPT_KEEP}" \

@@ -1,7 +1,9 @@
-"""`verl-cua recipe export`: the flagship and the CPU recipe written as verl-recipe folders. The exported config is
-composed with Hydra from its own folder on verl's ppo_trainer alone (no verl-cua config group) and must equal the
-recipe's own config (its overrides, collected by the stub run, composed on `cua_trainer`); it passes our checks and
-verl's. The exported script runs (with stubs) the same steps with the same overrides, through the exported main."""
+"""`verl-cua recipe export`: the flagship, GiGPO and the CPU recipe written as verl-recipe folders. The exported
+config is composed with Hydra from its own folder on verl's ppo_trainer alone (no verl-cua config group) and must equal
+the recipe's own config (its overrides, collected by the stub run, composed on `cua_trainer`); it passes our checks and
+verl's. The exported script runs (with stubs) the same steps with the same overrides, through the exported main (less
+the config group its config has folded in, `+key` as `++key`), and they compose on the exported config to the
+recipe's config."""
 
 import importlib
 import os
@@ -25,10 +27,12 @@ from verl_cua.recipe_export.catalog import recipe_names, recipes_dir
 from verl_cua.recipe_export.config import default_overrides
 from verl_cua.recipe_export.export import export_recipe
 from verl_cua.recipe_export.record import main_overrides, record_calls, write_stubs
+from verl_cua.recipe_export.script import exported_overrides
 from verl_cua.testing.interpreters import python_without
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPORTED = {"qwen3vl_sdpo_osworld": "sdpo", "tiny_grpo_miniwob_cpu": "grpo"}  # the flagship and the CPU recipe
+# the flagship, GiGPO (a `+key` of its own) and the CPU recipe
+EXPORTED = {"qwen3vl_sdpo_osworld": "sdpo", "qwen3vl_gigpo_osworld": "gigpo", "tiny_grpo_miniwob_cpu": "grpo"}
 CUA_DEFAULT = ROOT / "verl_cua" / "integrations" / "verl" / "config" / "cua" / "default.yaml"
 
 
@@ -45,10 +49,10 @@ def _ours(overrides):
         return compose("cua_trainer", overrides=[o for o in overrides if not o.lstrip("+~").startswith("hydra.")])
 
 
-def _exported(folder: Path, name: str):
+def _exported(folder: Path, name: str, overrides=()):
     """The exported config composed from its own folder; verl's config is on the search path, ours is not."""
     with initialize_config_dir(config_dir=str(folder / "config"), version_base=None):
-        return compose(f"{name}_trainer")
+        return compose(f"{name}_trainer", overrides=[o for o in overrides if not o.lstrip("+~").startswith("hydra.")])
 
 
 def _keys(node, prefix=""):
@@ -71,7 +75,7 @@ def test_exported_config_stands_on_ppo_trainer_and_equals_the_recipe(name, expor
     assert theirs.algorithm.adv_estimator == ours.algorithm.adv_estimator == EXPORTED[name]
     for override in OverridesParser.create().parse_overrides(overrides):
         key = override.key_or_group
-        if key.startswith("hydra.") or "." not in key:  # hydra.run.dir: in the file's hydra section; preset=cpu
+        if key.startswith("hydra.") or "." not in key:  # hydra.run.dir: in the file's hydra section; preset=...
             continue
         mine, recipe = OmegaConf.select(theirs, key), OmegaConf.select(ours, key)
         as_plain = lambda v: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v  # noqa: E731
@@ -113,7 +117,12 @@ def test_exported_script_runs_the_recipe_through_the_exported_main(name, exporte
     calls = _relative(record_calls(script, stubs, tmp_path, env=env), root)
     entry = ["-m", f"recipe.{name}.main_{name}"]
     overrides, _ = default_overrides(recipes_dir() / f"run_{name}.sh")
-    assert main_overrides(calls, entry=entry) == overrides
+    theirs = main_overrides(calls, entry=entry)
+    assert theirs == exported_overrides(overrides)
+    assert not any(o.startswith("preset=") for o in theirs)  # the exported config has no groups: it holds the preset
+    # the exported script's overrides compose on the exported config (verl-cua's groups out of reach) to the recipe's
+    mine = OmegaConf.to_container(_exported(folders[name], name, theirs))
+    assert mine == OmegaConf.to_container(_ours(overrides))
     steps = [c for c in calls if c[1:3] != entry]
     checkout = tmp_path / "checkout"
     (checkout / "recipes").mkdir(parents=True)

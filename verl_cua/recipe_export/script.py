@@ -1,5 +1,9 @@
 """A recipe script made a verl-recipe `run_<name>.sh`: the same variable block, dataset step and overrides, run from
-the folder that holds `recipe/` with the exported Hydra main, on an installed verl-cua; and its settings table."""
+the folder that holds `recipe/` with the exported Hydra main, on an installed verl-cua; and its settings table.
+
+The exported config has the recipe's config group (`preset=...`) and every override folded in, so the script's
+trainer call leaves out the group's line (the exported config has no groups) and adds its `+key=` overrides as
+`++key=` (add or override: the key is in the exported config already)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ QUICKSTART = "bash recipes/quickstart.sh"
 OSWORLD_CLIENT = "bash envs/osworld/install.sh"
 VARIABLE = re.compile(r"^\s*([A-Z][A-Z0-9_]*)=\$\{\1:-(.*)\}$")
 OVERRIDE = re.compile(r"^\s*([+~]?[a-z_][\w.@/-]*)=")  # a Hydra key: not an UPPERCASE shell variable
+GROUP_LINE = re.compile(r"^\s*preset=[\w-]+ \\$")  # a trainer-call line selecting one of our config groups
+ADD_LINE = re.compile(r"^(\s*)\+(?=[a-z_])")  # a trainer-call line adding a key: `+key=` (not `++key=`)
+ADD_PREFIX = ":-+cua.env.kwargs}"  # osworld_preflight.sh's VM_ARGS: `${KWARGS_PREFIX:-+cua.env.kwargs}.path_to_vm=...`
 
 
 @dataclass
@@ -36,7 +43,7 @@ def run_script(text: str, name: str, folder: str, install: str) -> str:
     out = out.replace(f"recipes/run_{name}.sh", f"recipe/{folder}/run_{name}.sh")
     lines = [
         line.replace(QUICKSTART, "verl-cua's recipes/quickstart.sh" if line.lstrip().startswith("#") else install)
-        for line in out.splitlines()
+        for line in _folded(out.splitlines(), f"-m recipe.{folder}.main_{name} \\")
     ]
     header = [
         f"# Exported from verl-cua's recipes/run_{name}.sh by `verl-cua recipe export {name}` (README.md here).",
@@ -52,7 +59,30 @@ def preflight_script(text: str, folder: str) -> str:
     out = text.replace(into, '$(command -v "${PYTHON}" || echo "${PYTHON}") -m verl_cua.cli install-osworld')
     out = out.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
     out = out.replace(f"source {INTERPRETER_CHECK}", f"source recipe/{folder}/preflight.sh")
+    out = out.replace(ADD_PREFIX, ADD_PREFIX.replace(":-+", ":-++"))  # the exported config holds path_to_vm already
     return out.replace("-m pip install -e '.[verl]'", "-m pip install 'verl-cua[verl]'")
+
+
+def _folded(lines: list[str], head: str) -> list[str]:
+    """The trainer call (from the line ending in `head` to its last continued line) without its config-group lines
+    and with `+key=` made `++key=`; the other lines as they are."""
+    out, inside = [], False
+    for line in lines:
+        if inside:
+            if GROUP_LINE.match(line):
+                continue
+            out.append(ADD_LINE.sub(r"\1++", line))
+            inside = line.endswith("\\")
+        else:
+            out.append(line)
+            inside = line.endswith(head)
+    return out
+
+
+def exported_overrides(overrides: list[str]) -> list[str]:
+    """What the exported script hands its main for the recipe's `overrides`: no `preset=...`, `+key=` as `++key=`."""
+    return [f"+{o}" if o.startswith("+") and not o.startswith("++") else o
+            for o in overrides if not o.startswith("preset=")]  # fmt: skip
 
 
 def settings(text: str) -> list[Setting]:
