@@ -12,7 +12,7 @@ from pathlib import Path
 
 from verl_cua.testing.tiny_models import build_tiny_model
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent(
     """
