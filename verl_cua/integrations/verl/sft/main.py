@@ -100,7 +100,7 @@ def _copy_dtypes(src: dict, dst: dict) -> bool:
     return changed
 
 
-@hydra.main(config_path="config/sft", config_name="cua_sft", version_base=None)
+@hydra.main(config_path="../config/sft", config_name="cua_sft", version_base=None)
 def main(config: DictConfig) -> None:
     """Hydra entry point."""
     try:
