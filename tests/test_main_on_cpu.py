@@ -4,6 +4,8 @@ stack; with it, Hydra's own help follows."""
 import subprocess
 import sys
 
+import pytest
+
 from verl_cua.integrations.verl.config.schema import CuaConfig
 
 
@@ -22,6 +24,7 @@ def _help_lines(out: str) -> list[str]:
     return [line.strip().split("  [")[0] for line in out.splitlines() if line.startswith("  cua.")]
 
 
+@pytest.mark.e2e
 def test_help_lists_every_key_then_hydras_help():
     proc = subprocess.run(
         [sys.executable, "-m", "verl_cua.main", "--help"], capture_output=True, text=True, timeout=300

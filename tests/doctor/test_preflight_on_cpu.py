@@ -265,6 +265,7 @@ def test_a_model_neither_local_nor_reachable_is_one_line_and_a_cached_one_needs_
     assert offline.level == "FAIL" and "HF_HUB_OFFLINE=1 forbids the download" in offline.detail
 
 
+@pytest.mark.e2e
 def test_a_cpu_recipe_with_an_unreachable_model_stops_in_one_line_before_ray(tmp_path, hub, chromium):
     server = hub({})
     server.server.shutdown()

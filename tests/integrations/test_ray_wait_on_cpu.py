@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from verl_cua.testing.tiny_models import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +64,7 @@ def _run(case, bound, background=False):
     return kind, float(seconds), (message or [""])[0]
 
 
+@pytest.mark.e2e
 def test_a_placement_group_asking_for_gpus_the_cluster_lacks_stops_naming_them():
     kind, seconds, message = _run("gpus", 4)
     assert kind == "STOPPED" and 4 <= seconds < 20, (seconds, message)
@@ -70,6 +73,7 @@ def test_a_placement_group_asking_for_gpus_the_cluster_lacks_stops_naming_them()
     assert "cua.preflight.resource_timeout=4" in message and "\n" not in message
 
 
+@pytest.mark.e2e
 def test_a_run_started_in_the_background_with_sigint_ignored_is_stopped_too():
     kind, seconds, message = _run("gpus", 4, background=True)
     assert kind == "STOPPED" and 4 <= seconds < 20 and "GPU 0 (0 free)" in message, (seconds, message)
@@ -85,6 +89,7 @@ def test_the_message_sums_a_groups_bundles_against_what_is_free():
     assert "add GPU nodes" in message and "CPU 64" not in message and "_group_" not in message
 
 
+@pytest.mark.e2e
 def test_an_actor_waiting_for_a_cpu_slot_stops_naming_the_slots_and_the_fix():
     kind, seconds, message = _run("cpu", 4)
     assert kind == "STOPPED" and 4 <= seconds < 20, (seconds, message)
@@ -92,11 +97,13 @@ def test_an_actor_waiting_for_a_cpu_slot_stops_naming_the_slots_and_the_fix():
     assert "ray_kwargs.ray_init.num_cpus=" in message
 
 
+@pytest.mark.e2e
 def test_a_wait_that_ends_within_the_bound_is_not_stopped():
     kind, seconds, _ = _run("freed", 8)
     assert kind == "FINISHED" and seconds >= 3
 
 
+@pytest.mark.e2e
 def test_verls_transfer_queue_on_too_few_slots_stops_naming_its_storage_unit(tmp_path):
     import psutil
 

@@ -13,8 +13,8 @@ import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from verl_cua.integrations.verl.cua_config import validate_cua_config
-from verl_cua.integrations.verl.main import prepare_config
+from verl_cua.integrations.verl.config.checks import validate_cua_config
+from verl_cua.integrations.verl.config.prepare import prepare_config
 from verl_cua.recipe_export.record import main_overrides, record_calls, write_stubs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,9 @@ def test_the_preset_alone_composes_and_validates():
     """The command docs/recipes.md gives for a run without a recipe."""
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-    import verl_cua.integrations.verl.estimators  # noqa: F401  (registers sdpo, sdpo_grpo, gigpo)
+    from verl_cua.integrations.verl.plugin import register_estimators
+
+    register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
 
     cfg = _compose(["preset=osworld", "actor_rollout_ref.model.path=Qwen/Qwen3-VL-8B-Instruct",
                     "cua.action.format=qwen3vl", "data.train_files=data/osworld/train.parquet",

@@ -109,6 +109,7 @@ def test_survivors_are_the_runs_env_processes_still_alive():
 miniwob = functools.partial(make_env, "miniwob", task="click-test", action_format="pyautogui")
 
 
+@pytest.mark.e2e
 def test_a_killed_ray_env_actor_is_an_infra_failure_and_leaves_no_browser(chromium):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, resources={"verl_cua_desktop:local": 2}, include_dashboard=False, log_to_driver=False)

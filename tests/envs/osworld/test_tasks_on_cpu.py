@@ -40,6 +40,7 @@ def test_every_task_has_a_scripted_solution():
     assert sorted(SOLUTIONS) == TASKS
 
 
+@pytest.mark.desktop
 @pytest.mark.parametrize("task", TASKS)
 def test_task_scores_0_after_reset_and_1_after_its_solution(env, task, tmp_path):
     config, _ = load_task(task)

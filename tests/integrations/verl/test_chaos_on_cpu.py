@@ -254,6 +254,7 @@ def test_sdpo_grpo_survives_chaos_and_a_killed_trainer_and_resumes_with_all_our_
     assert not leaked, f"processes of the SIGKILLed run outlived it: {leaked}"
 
 
+@pytest.mark.e2e
 def test_local_osworld_desktop_training_survives_chaos(tmp_path, local_desktop):
     from verl_cua.envs.osworld.tasks import TASK_ROOT
     from verl_cua.testing.tiny_models import build_tiny_model

@@ -11,6 +11,8 @@ from verl_cua.integrations.verl import dataset
 from verl_cua.testing.cpu_train import train_on_cpu as _train
 from verl_cua.testing.tiny_models import build_tiny_model
 
+pytestmark = pytest.mark.e2e  # every test trains with verl (the Qwen3-VL one without a marked fixture)
+
 COMMON = (
     "data.train_batch_size=2",
     "actor_rollout_ref.rollout.n=8",

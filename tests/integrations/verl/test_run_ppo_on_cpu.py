@@ -47,6 +47,7 @@ def _probe(tmp_path, *overrides: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.e2e
 def test_full_determinism_reaches_the_ray_workers(tmp_path):
     seen = _probe(tmp_path, "actor_rollout_ref.rollout.full_determinism=true", "actor_rollout_ref.rollout.seed=7")
     assert seen["VERL_FULL_DETERMINISM"] == "1"

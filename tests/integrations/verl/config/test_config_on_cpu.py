@@ -105,6 +105,7 @@ def test_bad_cua_values_give_one_line_naming_valid_choices(patch, expected):
     assert str(err.value).startswith(expected) and "\n" not in str(err.value)
 
 
+@pytest.mark.e2e
 def test_main_rejects_a_bad_value_before_starting_ray():
     proc = subprocess.run(
         [sys.executable, "-m", "verl_cua.main", "preset=cpu", "cua.env.name=windows", "hydra.run.dir=/tmp/cua-hydra"],

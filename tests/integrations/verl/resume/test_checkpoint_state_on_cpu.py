@@ -268,6 +268,7 @@ def test_resume_checks_only_what_verl_would_load(tmp_path):
     check_resume(config)  # auto without a tracker: verl starts fresh, nothing to compare
 
 
+@pytest.mark.e2e
 def test_main_stops_a_conflicting_resume_in_one_line_before_ray(tmp_path):
     """`python -m verl_cua.main` with a checkpoint saved under sdpo, resumed under grpo: exit 2, one line."""
     saved = _config(tmp_path)

@@ -175,6 +175,7 @@ def test_an_incomplete_or_foreign_adapter_is_rejected_whole(tiny_model, monkeypa
 # ---- two LoRA training steps through verl -----------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_two_lora_steps_through_verl_serve_the_trained_adapter(tmp_path, chromium):
     """A cold tiny Qwen3-VL (CI's GRPO run of that family) on one click-test seed; the entropy bonus gives the
     adapter a gradient whatever the rewards, and a high learning rate makes step 1's adapter move the policy well

@@ -4,9 +4,11 @@ group or model load; the composed config carries the sft-data columns (the full 
 import subprocess
 import sys
 
+import pytest
 from hydra import compose, initialize_config_module
 
 
+@pytest.mark.e2e
 def test_a_missing_data_file_is_one_line_naming_sft_data(tmp_path):
     missing = tmp_path / "none.parquet"
     proc = subprocess.run([sys.executable, "-m", "verl_cua.sft", "preset=cpu", f"data.train_files={missing}",
