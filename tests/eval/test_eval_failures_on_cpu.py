@@ -3,6 +3,7 @@ retried and counted apart; an endpoint that is down is an infra failure; a bad k
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -186,3 +187,20 @@ def test_a_missing_env_package_names_the_install_command(tmp_path, capsys, monke
     assert (
         rc == 2 and err == "verl-cua eval: the miniwob env needs the miniwob package: pip install 'verl-cua[miniwob]'"
     )
+
+
+def test_providers_come_from_the_envs_spec(scratch_env):
+    """`--provider` is checked against, defaulted from and passed to the env by what its `EnvSpec` says, for an env
+    registered by a user as for OSWorld."""
+    from verl_cua.envs import EnvSpec
+    from verl_cua.eval.runner import EvalConfig, _check, _env_kwargs
+
+    name = scratch_env("farm", EnvSpec(provider="rack", providers=("rack", "cloud"), reset_timeout=42.0))
+    config = EvalConfig(env=name, tasks="t", model="m", format="pyautogui", out="o")
+    with pytest.raises(ValueError, match=r"^unknown --provider 'moon'; valid: rack, cloud$"):
+        _check(replace(config, provider="moon"))
+    _check(replace(config, provider="cloud"))
+    assert _env_kwargs(replace(config, provider="cloud")) == {"provider": "cloud"}
+    with pytest.raises(ValueError, match=r"^--provider is for --env farm or osworld; miniwob takes none$"):
+        _check(replace(config, env="miniwob", provider="rack"))
+    assert _env_kwargs(replace(config, env="miniwob")) == {}

@@ -28,6 +28,8 @@ class EnvSpec:
     provider_desktops: Mapping[str, DesktopCost] = field(default_factory=dict)  # by provider, where it differs
     keeps_idle: bool = False  # its pool keeps `cua.env.idle_envs` more envs loaded for other tasks
     seeded_tasks: bool = False  # a task runs under many seeds: an eval result names it `domain`, the seed in `task`
+    providers: tuple[str, ...] = ()  # the valid `provider` kwargs (empty: the env takes none)
+    reset_timeout: float = 120.0  # seconds a reset may take before the pool calls it an infra failure
 
     def provider_in(self, kwargs: Mapping[str, Any]) -> str | None:
         """The provider an env built with `kwargs` runs on; None for an env without providers."""

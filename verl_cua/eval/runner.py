@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import EnvPool, GUIEnv, InfraFailure, env_start_timeout, make_env
+from verl_cua.envs import ENV_SPECS, EnvPool, GUIEnv, InfraFailure, env_spec, env_start_timeout, make_env
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
 from verl_cua.eval.endpoint import ChatClient, EndpointError
@@ -75,8 +75,9 @@ def run_eval(
 ) -> dict[str, Any]:
     """Run the tasks not yet finished in `config.out`, then write and return `summary.json`'s content."""
     _check(config)
-    if config.env == "osworld" and config.provider is None:
-        config = replace(config, provider="local")
+    default_provider = env_spec(config.env).provider
+    if default_provider and config.provider is None:
+        config = replace(config, provider=default_provider)
     refs = resolve_tasks(config.env, config.tasks, config.seeds)
     out = Path(config.out)
     with _run_lock(out):
@@ -134,13 +135,12 @@ def _check(config: EvalConfig) -> None:
         raise ValueError(f"--retries must be >= 0, got {config.retries}")
     if config.endpoint_wait < 0:
         raise ValueError(f"--endpoint-wait must be >= 0, got {config.endpoint_wait}")
-    if config.env != "osworld" and config.provider:
-        raise ValueError(f"--provider is for --env osworld; {config.env} takes none")
-    if config.env == "osworld" and config.provider is not None:
-        from verl_cua.envs.osworld.env import PROVIDERS
-
-        if config.provider not in PROVIDERS:
-            raise ValueError(f"unknown --provider {config.provider!r}; valid: {', '.join(PROVIDERS)}")
+    providers = env_spec(config.env).providers
+    if not providers and config.provider:
+        takes = [name for name in sorted(ENV_SPECS) if ENV_SPECS[name].providers]
+        raise ValueError(f"--provider is for --env {' or '.join(takes)}; {config.env} takes none")
+    if providers and config.provider is not None and config.provider not in providers:
+        raise ValueError(f"unknown --provider {config.provider!r}; valid: {', '.join(providers)}")
     if config.max_pixels is not None and config.format == "pyautogui":
         raise ValueError("--max-pixels does not apply to --format pyautogui: its coordinates are screen pixels")
 
@@ -148,17 +148,21 @@ def _check(config: EvalConfig) -> None:
 def _start_timeout(config: EvalConfig, workers: int) -> float | None:
     """Seconds one env start may take: 900 on a VM, 120 on this host, or more if the env asks (docker at scale)."""
     default = 900.0 if config.provider not in (None, "local") else 120.0
-    kwargs = dict(config.env_kwargs)
-    if config.env == "osworld":
-        kwargs.setdefault("provider", config.provider)
+    kwargs = _env_kwargs(config)
     asked = env_start_timeout(config.env, kwargs, workers, default)
     return default if asked is None else max(default, asked)
 
 
-def _env_factory(config: EvalConfig) -> Callable[[], GUIEnv]:
+def _env_kwargs(config: EvalConfig) -> dict[str, Any]:
+    """The env's kwargs: the run's own, and `--provider` for an env that takes one."""
     kwargs = dict(config.env_kwargs)
-    if config.env == "osworld":
+    if env_spec(config.env).providers:
         kwargs.setdefault("provider", config.provider)
+    return kwargs
+
+
+def _env_factory(config: EvalConfig) -> Callable[[], GUIEnv]:
+    kwargs = _env_kwargs(config)
     return lambda: make_env(config.env, action_format=config.format, **kwargs)
 
 
@@ -259,7 +263,7 @@ def _run_pending(
         EnvPool(
             factory,
             workers,
-            reset_timeout=600.0 if config.env == "osworld" else 120.0,
+            reset_timeout=env_spec(config.env).reset_timeout,
             step_timeout=300.0,
             evaluate_timeout=600.0,
             start_timeout=_start_timeout(config, workers),

@@ -27,14 +27,12 @@ from PIL import Image
 
 from verl_cua.actions import ParsedAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
-from verl_cua.envs.osworld import evaluators
+from verl_cua.envs.osworld import PROVIDERS, evaluators
 from verl_cua.envs.osworld.tasks import load_task, stage_cache
 
 logger = logging.getLogger(__name__)
 
 ACTION_SPACES = ("pyautogui", "computer_13")
-VM_PROVIDERS = ("docker", "vmware", "virtualbox", "aws", "azure", "gcp", "aliyun", "volcengine")
-PROVIDERS = ("local", *VM_PROVIDERS)
 TERMINAL = ("WAIT", "DONE", "FAIL")
 DEFAULT_PAUSE = {"local": 0.5}  # seconds after an action before the screenshot; OSWorld's VMs use 2.0
 

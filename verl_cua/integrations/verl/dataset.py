@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from verl_cua.envs import env_spec
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 
 ENVS = ("miniwob", "osworld")
@@ -32,9 +33,9 @@ def osworld_rows(paths: list[str], host: str = "verl") -> list[dict[str, Any]]:
 
 def _row(ref: TaskRef, host: str) -> dict[str, Any]:
     """One row; for verl-agent also `env_kwargs`, which its collector passes to `GUIEnvironmentManager.reset`."""
-    miniwob = ref.env == "miniwob"
-    task, seed = (ref.task["task"], ref.task["seed"]) if miniwob else (ref.task, None)
-    task_id = task if miniwob else ref.task_id
+    seeded = env_spec(ref.env).seeded_tasks  # MiniWoB++: a task name and a seed; OSWorld: a task config
+    task, seed = (ref.task["task"], ref.task["seed"]) if seeded else (ref.task, None)
+    task_id = task if seeded else ref.task_id
     row = {
         "data_source": f"verl_cua/{ref.env}",
         "prompt": [{"role": "user", "content": task_id}],
@@ -70,10 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="verl", choices=HOSTS, help="verl-agent: add the env_kwargs column it reads")
     args = ap.parse_args(argv)
     try:
-        if args.env == "miniwob":
-            rows = miniwob_rows(args.tasks.split(","), args.seeds, args.host)
-        else:
-            rows = osworld_rows(args.tasks.split(","), args.host)
+        rows = [_row(ref, args.host) for ref in resolve_tasks(args.env, args.tasks.split(","), args.seeds)]
     except ValueError as exc:
         print(f"verl-cua dataset: {exc}", file=sys.stderr)
         return 2
