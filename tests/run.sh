@@ -2,7 +2,8 @@
 # The test command (README contract): creates/uses a venv, installs verl-cua[dev,miniwob,osworld,verl] (verl 0.9.1 with
 # torch/torchvision from this machine's disk) and OSWorld's client, the system packages of the real-browser and
 # local-desktop tests, lints, runs the CPU suite (verl training steps on CPU included).
-# Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), PYTEST_ARGS.
+# Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), PYTEST_ARGS, PYTEST_MARKERS (a
+# `-m` expression: "not e2e and not desktop" is the fast loop, "desktop" or "e2e" a layer; CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,10 +67,12 @@ PYTHON="$VENV/bin/python" bash envs/osworld/install.sh
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check --quiet .
 
+MARKERS=()
+[ -z "${PYTEST_MARKERS:-}" ] || MARKERS=(-m "$PYTEST_MARKERS")  # one argument, spaces and all
 set +e
 # shellcheck disable=SC2086
 # --durations: the 25 slowest tests and their seconds close every run, so CI's minutes can be read off its log
-"$VENV/bin/python" -m pytest ${PYTEST_ARGS:--q --durations=25} tests
+"$VENV/bin/python" -m pytest ${PYTEST_ARGS:--q --durations=25} "${MARKERS[@]}" tests
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
