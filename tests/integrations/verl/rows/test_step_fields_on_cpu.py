@@ -74,3 +74,29 @@ def test_replay_reads_the_steps_view_and_leaves_it_for_the_hooks_after_it(store)
     assert out is batch and metrics["replay/injected"] == 0.0
     view.of(batch)  # the teacher pass, the advantage step, the metrics
     assert view.fetches == 1 and len(store.calls) == 1
+
+
+def test_rows_replay_rewrote_under_their_keys_are_fetched_again(monkeypatch):
+    """A replayed one-row episode takes its victim's key: the hooks after replay must read the replayed row, not the
+    view's copy of the victim (the CPU chaos run crashed on the stale response mask)."""
+    rows = {f"{uid}_{s}_0": _row(uid, s, score) for uid, s, score in (("a", 0, 1.0), ("a", 1, 0.0), ("b", 2, 0.0),
+                                                                       ("b", 3, 0.0))}  # fmt: skip
+    for row in rows.values():  # group b: every episode failed on t@seed=1
+        row["prompts"], row["responses"] = torch.ones(4), torch.ones(3)
+    store = _Store(rows)
+    monkeypatch.setattr(step_fields.tq, "kv_batch_get", store.get)
+    monkeypatch.setattr(replay_injection.tq, "kv_clear", lambda keys, partition_id=None: None)
+    monkeypatch.setattr(
+        replay_injection, "put_rows", lambda keys, pid, fields, tags: store.rows.update(zip(keys, fields, strict=True))
+    )
+    success = {"prompts": torch.ones(5), "responses": torch.ones(7), "response_mask": torch.ones(7),
+               "extra_fields": {"cua_score": 1.0, "cua_instance": "t@seed=1"}}  # fmt: skip
+    buffer = SuccessBuffer()
+    buffer.add("t@seed=1", "k", {"actions": ["a"], "rows": [success]})
+    view, batch = StepFieldsView(), _batch(list(rows))
+    out, metrics = replay_injection.inject_replays(batch, buffer, {}, random.Random(0), view)
+    assert metrics["replay/injected"] == 1.0 and list(out.keys) == list(batch.keys)  # the same keys, new content
+    fields = view.of(out)
+    assert view.fetches == 2
+    replayed = [i for i, e in enumerate(fields.extra) if e.get("cua_replayed")]
+    assert len(replayed) == 1 and fields.uids[replayed[0]] == "b" and fields.response_mask[replayed[0]].shape == (7,)

@@ -67,6 +67,8 @@ def inject_replays(
         kept = [(k, t) for k, t in zip(keys, tags, strict=True) if episode_of(k) != ep]
         kept[at:at] = list(zip(new_keys, new_tags, strict=True))
         keys, tags = [k for k, _ in kept], [t for _, t in kept]
+    if view is not None:
+        view.clear()  # replayed rows overwrite their victims under the same keys: the view's copy is stale
     out = KVBatchMeta(keys=keys, tags=tags, partition_id=batch.partition_id, extra_info=batch.extra_info)
     return out, {"replay/injected": float(len(targets)), "replay/rows_added": float(len(keys) - len(batch.keys))}
 

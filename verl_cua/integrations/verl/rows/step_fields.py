@@ -1,7 +1,8 @@
 """One step's per-row fields that the driver reads: `extra_fields` (final screenshots included), `uid`, `session_id`
 and `response_mask`. They are fetched from TransferQueue once per batch and handed to each of the step's hooks:
 replay, the SDPO teacher pass, the advantage step, the GUI metrics and the success buffer. A batch whose keys
-changed (replay injected rows, verl padded the batch) is fetched again; `clear` drops the step's copy at its end."""
+changed is fetched again; `clear` drops the step's copy, at the step's end and when replay rewrote rows in place
+(a replayed trajectory takes its victim's keys)."""
 
 from __future__ import annotations
 
