@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_cua.actions.geometry import smart_resize_size
-from verl_cua.integrations.verl.dataset import miniwob_rows
+from verl_cua.integrations.verl.dataset import task_rows
 from verl_cua.integrations.verl_agent import GUIEnvironmentManager, make_gui_envs
 from verl_cua.integrations.verl_agent.anchor import StepAnchor
 from verl_cua.testing.miniwob_oracle import solution
@@ -119,7 +119,7 @@ def test_terminate_ends_the_episode_and_is_scored(managers):
 
 def test_dataset_rows_name_the_tasks_in_their_groups(managers, tmp_path):
     envs, val_envs = managers
-    rows = miniwob_rows(["click-test", "click-button"], "7", host="verl-agent")
+    rows = task_rows("miniwob", ["click-test", "click-button"], "7", host="verl-agent")
     kwargs = [r["env_kwargs"] for r in rows]
     assert kwargs[1] == {
         "task": json.dumps({"task": "click-button", "seed": 7}),

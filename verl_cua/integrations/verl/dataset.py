@@ -21,14 +21,10 @@ ENVS = ("miniwob", "osworld")
 HOSTS = ("verl", "verl-agent")
 
 
-def miniwob_rows(tasks: list[str], seeds: str, host: str = "verl") -> list[dict[str, Any]]:
-    """Rows for MiniWoB++ task names (checked against the installed miniwob package) and seeds (`0-9`, `1,2`)."""
-    return [_row(ref, host) for ref in resolve_tasks("miniwob", tasks, seeds)]
-
-
-def osworld_rows(paths: list[str], host: str = "verl") -> list[dict[str, Any]]:
-    """Rows for OSWorld task JSON files, folders or meta files (each validated as OSWorld would load it)."""
-    return [_row(ref, host) for ref in resolve_tasks("osworld", paths)]
+def task_rows(env: str, tasks: list[str], seeds: str = "0", host: str = "verl") -> list[dict[str, Any]]:
+    """Rows for `env`'s tasks: MiniWoB++ names (checked against the installed miniwob package) under `seeds`
+    (`0-9`, `1,2`), or OSWorld task JSON files, folders or meta files (each validated as OSWorld would load it)."""
+    return [_row(ref, host) for ref in resolve_tasks(env, tasks, seeds)]
 
 
 def _row(ref: TaskRef, host: str) -> dict[str, Any]:
@@ -71,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="verl", choices=HOSTS, help="verl-agent: add the env_kwargs column it reads")
     args = ap.parse_args(argv)
     try:
-        rows = [_row(ref, args.host) for ref in resolve_tasks(args.env, args.tasks.split(","), args.seeds)]
+        rows = task_rows(args.env, args.tasks.split(","), args.seeds, args.host)
     except ValueError as exc:
         print(f"verl-cua dataset: {exc}", file=sys.stderr)
         return 2
