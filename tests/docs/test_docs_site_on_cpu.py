@@ -1,5 +1,6 @@
 """The docs site builds with `mkdocs build --strict` and has every nav page; README stays a landing page."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -74,3 +75,15 @@ def test_readme_is_a_landing_page_with_the_two_setup_commands():
     assert len(readme.splitlines()) <= README_MAX_LINES
     for command in SETUP_COMMANDS:
         assert command in readme, f"README.md lost the set-up command {command!r}"
+
+
+def test_readme_opens_with_the_status_table_and_its_links_and_pictures_resolve():
+    """The README's first section is the status table; every relative link and picture in it names a real file."""
+    readme = (ROOT / "README.md").read_text()
+    sections = re.findall(r"^## (.+)$", readme, flags=re.M)
+    assert sections[0].startswith("Status"), sections
+    assert "never run on GPUs" in readme
+    assert re.search(r"!\[[^\]]+\]\(docs/images/\S+\.png\)", readme), "README.md shows no picture"
+    targets = re.findall(r"\]\(((?!https?:)[^)#\s]+)(?:#[^)]*)?\)", readme)
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
