@@ -57,6 +57,10 @@ def test_recorded_responses_become_the_same_trajectory(tmp_path, api, fmt, repli
     assert first["usage"] == {"prompt_tokens": 2710, "completion_tokens": 41}
     assert first["response"] == replies[0]
     assert episode.steps[1]["action"]["actions"][0]["kind"] == "done"
+    asked = [step["prompt"] for step in episode.steps]  # the system prompt once, then each turn after a reply
+    assert [m["role"] for m in asked[0]["messages"]] == ["system", "user"] and asked[1]["layout"] == "episode"
+    assert asked[0]["messages"][1]["content"][0] == {"type": "image", "screenshot": first["screenshot"]}
+    assert [m["role"] for m in asked[1]["messages"]] == ["user"] and asked[1]["history_images"] == 3
     headers = server.requests[0]["headers"]
     if api == "anthropic":
         assert headers["x-api-key"] == "sk-test" and headers["anthropic-version"] == "2023-06-01"

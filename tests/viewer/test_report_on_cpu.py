@@ -27,33 +27,6 @@ def report(runs, tmp_path_factory):
     return build_report(list(runs), tmp_path_factory.mktemp("out") / "report.html")
 
 
-@pytest.fixture(scope="module")
-def driver(chromium, tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        "--force-device-scale-factor=1",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(arg)
-    drv = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
-    yield drv
-    drv.quit()
-
-
 def open_page(driver, path: Path, anchor: str = "") -> None:
     driver.get(path.resolve().as_uri() + (f"#{anchor}" if anchor else ""))
 
@@ -304,21 +277,20 @@ def test_single_trace_run_without_run_json(driver, tmp_path):
     (ok / TRAJECTORY).write_text("".join(json.dumps(line) + "\n" for line in lines))
     report = build_report([trace], tmp_path / "view")  # a directory: report.html inside it
     assert report == tmp_path / "view" / "report.html"
-    open_page(driver, report, "task-step_000002-click-test-ab12cd34-1")
+    open_page(driver, report, "group-0-step_000002-click-test-ab12cd34")
     rows = js(
         driver,
         "return Array.from(document.querySelectorAll('tr.task-row')).map(r => [r.dataset.task,"
-        " r.dataset.domain, r.dataset.statuses, r.querySelector('td.tid').innerText])",
+        " r.dataset.domain, r.dataset.statuses, r.querySelectorAll('td.tid')[1].innerText])",
     )
-    assert rows == [
-        ["step_000001/click-test/ab12cd34-0", "step_000001/click-test", "success", "ab12cd34-0"],
-        ["step_000002/click-test/ab12cd34-1", "step_000002/click-test", "failure", "ab12cd34-1"],
+    assert rows == [  # a training trace: one row per group (step, task, uid)
+        ["0/step_000001/click-test/ab12cd34", "step 1", "success", "ab12cd34"],
+        ["0/step_000002/click-test/ab12cd34", "step 2", "failure", "ab12cd34"],
     ]
-    assert js(driver, "return document.getElementById('f-disagree')") is None
     assert "trace" in js(driver, "return document.querySelector('.run-card h2').innerText")
-    adv = js(driver, "return Array.from(document.querySelectorAll('.task-detail:target .stats b.neg')).length")
+    adv = js(driver, "return document.querySelectorAll('.task-detail:target .cell .stats b.neg').length")
     assert adv == 2  # both steps of the failed episode: advantage -0.5 from step_advantages
-    open_page(driver, report, "task-step_000001-click-test-ab12cd34-0")
+    open_page(driver, report, "group-0-step_000001-click-test-ab12cd34")
     assert (
         js(driver, "return document.querySelector('.task-detail:target .cell.step .stats b.pos').innerText") == "+0.75"
     )

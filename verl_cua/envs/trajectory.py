@@ -10,7 +10,8 @@ keeps the full screenshot, training traces the resized image the model got), `sc
 (the pixel space of the actions), `model_text` (the raw model output; Anthropic replies: their content blocks as
 JSON), `action` (`ParsedAction.to_dict()`), `valid`, `error`, `env_error`, `infra_failure`, `reward` (the env's
 step reward), `advantage` (training traces), `timing` (`model_s`, `env_s`), `usage` (`prompt_tokens`,
-`completion_tokens` when the endpoint reports them), `response` (the endpoint's raw reply, eval only).
+`completion_tokens` when the endpoint reports them), `response` (the endpoint's raw reply, eval only), `prompt` (what
+the model was shown, `prompt_record`: `layout`, `messages`, `history_images`).
 Training traces write `advantage` later than the step lines: the trainer puts each step's advantage into
 `result.json` as `step_advantages` (one per step, null for a step row it did not see).
 
@@ -30,6 +31,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ STEP_KEYS = (
     "timing",
     "usage",
     "response",
+    "prompt",
 )
 
 
@@ -70,6 +73,35 @@ def step_record(**fields: Any) -> dict[str, Any]:
     if record["screen"] is not None:
         record["screen"] = [int(v) for v in record["screen"]]
     return record
+
+
+def prompt_record(
+    messages: list[dict[str, Any]],
+    image_name: Callable[[Any], str | None],
+    *,
+    layout: str = "step",
+    history_images: int | None = None,
+) -> dict[str, Any]:
+    """A step's `prompt` field: the chat `messages` with their text as is and each image part as the name of its
+    screenshot file in the episode directory (`image_name(image)`; no image is written twice). `layout`: `step` (the
+    messages are the whole prompt) or `episode` (after the first step, the messages added after the previous step's
+    prompt and its reply, which that step's `model_text` holds); `history_images`: only the last N images of the
+    conversation were sent (None: all)."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                {"type": "image", "screenshot": image_name(part.get("image"))}
+                if part.get("type") == "image"
+                else {"type": "text", "text": str(part.get("text") or "")}
+                for part in content
+                if isinstance(part, dict)
+            ]
+        else:
+            content = "" if content is None else str(content)
+        out.append({"role": str(message.get("role")), "content": content})
+    return {"layout": layout, "messages": out, "history_images": history_images}
 
 
 def screenshot_name(index: int) -> str:

@@ -10,7 +10,7 @@ from verl_cua.actions import parse_action
 from verl_cua.actions.prompts import build_prompt, observation_text
 from verl_cua.envs.pool import EnvLease
 from verl_cua.envs.task_sets import TaskRef
-from verl_cua.envs.trajectory import EpisodeWriter, step_record
+from verl_cua.envs.trajectory import EpisodeWriter, prompt_record, step_record
 from verl_cua.eval.apis import Turn, png_bytes
 from verl_cua.eval.endpoint import ChatClient, EndpointError
 from verl_cua.eval.images import for_model, model_image_size
@@ -90,6 +90,9 @@ def run_episode(
         result["steps"] = step
         result["invalid_actions"] += 0 if parsed.valid else 1
         infra = bool(stepped.info.get("infra_failure"))
+        shown = [{"type": "image", "image": shot}, {"type": "text", "text": turns[-1].text}]
+        asked = [{"role": "system", "content": spec.system}] if step == 1 else []  # then the turn after each reply
+        asked.append({"role": "user", "content": shown})
         writer.step(
             step_record(
                 step=step,
@@ -105,6 +108,7 @@ def run_episode(
                 timing={"model_s": reply.seconds, "env_s": env_s},
                 usage=reply.usage,
                 response=reply.response,
+                prompt=prompt_record(asked, str, layout="episode", history_images=settings.history_images),
             )
         )
         if infra:

@@ -16,7 +16,9 @@ from PIL import Image
 
 from verl_cua.envs.trajectory import EpisodeRecord
 from verl_cua.viewer.overlay import describe_step, move_cursor, overlay, step_actions
+from verl_cua.viewer.prompt import prompt_details, shot_id
 from verl_cua.viewer.runs import Run, split_key, step_advantage
+from verl_cua.viewer.strip import filmstrip, views
 
 EMBED_MAX_WIDTH = 1280
 EMBED_QUALITY = 80
@@ -143,7 +145,9 @@ def _shot(images: Images, episode: EpisodeRecord, name: Any, screen: Any, alt: s
         body = f'<img src="{src}" loading="lazy" decoding="async" alt="{escape(alt)}">'
         if not images.embed:  # the full-size file in a new tab (browsers refuse to open data URIs that way)
             body = f'<a href="{src}" target="_blank" rel="noopener">{body}</a>'
-    return f'<div class="shot" style="aspect-ratio:{width}/{height}">{body}{layer}</div>'
+    shot = f' data-shot="{shot_id(name)}"' if isinstance(name, str) else ""
+    cap = f";max-width:{max(360, 2 * width)}px" if size and 2 * width < 1100 else ""  # small screens: at most 2x
+    return f'<div class="shot"{shot} style="aspect-ratio:{width}/{height}{cap}">{body}{layer}</div>'
 
 
 def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: int, cursor: Any) -> str:
@@ -177,6 +181,7 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
         parts.append(
             f'<details class="raw"><summary>raw code</summary><pre>{escape(str(action["code"]))}</pre></details>'
         )
+    parts.append(prompt_details(episode, index))
     info = f'<div class="info">{"".join(parts)}</div>'
     return f'<div class="cell step" data-run="{run_index}" data-step="{index + 1}">{shot}{info}</div>'
 
@@ -227,29 +232,17 @@ def _run_head(run: Run, episode: EpisodeRecord | None, run_index: int) -> str:
     return f'<div class="run-head" data-run="{run_index}">{name}{status_badge(status)}{meta}</div>'
 
 
-def detail_section(runs: list[Run], key: str, anchor: str, nav: dict[str, str], images: Images, text: str) -> str:
-    """The `<section class="task-detail">` of one task, its content as JSON that the page's script renders on opening;
-    `nav` maps prev/list/next to anchors, `text` is the instruction."""
-    domain, task_id = split_key(key)
-    links = [
-        f'<a href="#{escape(nav[k])}">{label}</a>'
-        for k, label in (("prev", "← prev"), ("list", "list"), ("next", "next →"))
-        if nav.get(k)
-    ]
-    head = (
-        f'<div class="detail-head"><span class="domain">{escape(domain)}</span><h2>{escape(task_id)}</h2>'
-        f'<span class="nav">{"".join(links)}</span></div>'
-        f'<p class="instruction">{escape(text) if text else "<i>no instruction recorded</i>"}</p>'
-    )
-    episodes = [run.episodes.get(key) for run in runs]
+def episode_views(heads: list[str], labels: list[str], episodes: list[EpisodeRecord | None], images: Images) -> str:
+    """The episodes side by side: the grid (a column per episode under its `heads` cell, rows aligned by turn, then
+    the end) and the filmstrips (one per episode, named by `labels`) with the toggle between them."""
     images.prefetch(
         [images.path(e, s.get("screenshot")) for e in episodes if e for s in e.steps]
         + [images.path(e, e.result.get("final_screenshot")) for e in episodes if e and e.result]
     )
-    cells = ['<div class="corner"></div>']
-    cells += [_run_head(run, episode, i) for i, (run, episode) in enumerate(zip(runs, episodes, strict=True))]
-    cursors: list[Any] = [None] * len(runs)
-    for index in range(max(len(e.steps) if e else 0 for e in episodes)):
+    cells = ['<div class="corner"></div>', *heads]
+    cursors: list[Any] = [None] * len(episodes)
+    longest = max((len(e.steps) for e in episodes if e), default=0)
+    for index in range(longest):
         cells.append(f'<div class="step-no">{index + 1}</div>')
         for i, episode in enumerate(episodes):
             if episode is None or index >= len(episode.steps):
@@ -259,11 +252,46 @@ def detail_section(runs: list[Run], key: str, anchor: str, nav: dict[str, str], 
             cursors[i] = move_cursor(step_actions(episode.steps[index]), cursors[i])
     cells.append('<div class="step-no">end</div>')
     cells += [_final_cell(images, episode, i) for i, episode in enumerate(episodes)]
-    grid = f'<div class="grid" style="--runs:{len(runs)}">{"".join(cells)}</div>'
-    # The content waits as a JSON string until the task is opened (a page of thousands of steps loads in a
-    # moment); "</" and "<!" are escaped so that nothing in it can end or alter the data's script element.
-    data = json.dumps(head + grid, ensure_ascii=False).replace("</", "<\\/").replace("<!", "\\u003c!")
+    grid = f'<div class="grid" style="--runs:{len(episodes)}">{"".join(cells)}</div>'
+    strips = [filmstrip(i, label, episode) for i, (label, episode) in enumerate(zip(labels, episodes, strict=True))]
+    return views(grid, strips, longest)
+
+
+def lazy_section(anchor: str, key: str, content: str) -> str:
+    """A `<section class="task-detail">` whose `content` waits as a JSON string until the page's script opens it (a
+    page of thousands of steps loads in a moment); "</" and "<!" are escaped so that nothing in it can end or alter
+    the data's script element."""
+    data = json.dumps(content, ensure_ascii=False).replace("</", "<\\/").replace("<!", "\\u003c!")
     return (
         f'<section class="task-detail panel" id="{escape(anchor)}" data-task="{escape(key)}">'
         f'<script type="application/json" class="detail-data">{data}</script></section>\n'
     )
+
+
+def nav_links(nav: dict[str, str]) -> str:
+    """The prev / list / next links of a detail head (`nav`: those keys to anchors)."""
+    return "".join(
+        f'<a href="#{escape(nav[k])}">{label}</a>'
+        for k, label in (("prev", "← prev"), ("list", "list"), ("next", "next →"))
+        if nav.get(k)
+    )
+
+
+def detail_section(runs: list[Run], key: str, anchor: str, nav: dict[str, str], images: Images, text: str) -> str:
+    """The `<section class="task-detail">` of one task, the runs side by side; `nav` maps prev/list/next to anchors,
+    `text` is the instruction."""
+    domain, task_id = split_key(key)
+    head = (
+        f'<div class="detail-head"><span class="domain">{escape(domain)}</span><h2>{escape(task_id)}</h2>'
+        f'<span class="nav">{nav_links(nav)}</span></div>'
+        f'<p class="instruction">{escape(text) if text else "<i>no instruction recorded</i>"}</p>'
+    )
+    episodes = [run.episodes.get(key) for run in runs]
+    heads = [_run_head(run, episode, i) for i, (run, episode) in enumerate(zip(runs, episodes, strict=True))]
+    labels = [_strip_label(run.name, episode) for run, episode in zip(runs, episodes, strict=True)]
+    return lazy_section(anchor, key, head + episode_views(heads, labels, episodes, images))
+
+
+def _strip_label(name: str, episode: EpisodeRecord | None) -> str:
+    status = episode.status if episode is not None else "missing"
+    return f'<span class="name">{escape(name)}</span>{status_badge(status)}'

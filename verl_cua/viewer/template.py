@@ -39,6 +39,7 @@ border-bottom:1px solid var(--line)}
 .filters select,.filters input[type=search]{font:inherit;padding:3px 6px;border:1px solid var(--line);
 border-radius:5px;background:#fff}
 .filters input[type=search]{width:260px}
+.filters select{max-width:300px}
 .filters .count{margin-left:auto;color:var(--muted)}
 .filters .keys{color:var(--muted);font-size:12px}
 kbd{font:11px ui-monospace,Menlo,Consolas,"Liberation Mono",monospace;border:1px solid var(--line);
@@ -56,10 +57,10 @@ padding:6px 10px;border-bottom:1px solid var(--line);white-space:nowrap;z-index:
 .task-table td.instr{color:var(--muted);max-width:520px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .task-table td.mark{white-space:nowrap}
 .sym{display:inline-block;width:18px;text-align:center;font-weight:700}
-.st-success .sym,.badge.st-success{color:var(--ok)}
-.st-failure .sym,.badge.st-failure{color:var(--bad)}
-.st-infra_failure .sym,.badge.st-infra_failure{color:var(--warn)}
-.st-missing .sym,.st-unfinished .sym,.badge.st-missing,.badge.st-unfinished{color:var(--none)}
+.st-success .sym,.sym.st-success,.badge.st-success{color:var(--ok)}
+.st-failure .sym,.sym.st-failure,.badge.st-failure{color:var(--bad)}
+.st-infra_failure .sym,.sym.st-infra_failure,.badge.st-infra_failure{color:var(--warn)}
+.st-missing .sym,.st-unfinished .sym,.sym.st-unfinished,.badge.st-missing,.badge.st-unfinished{color:var(--none)}
 .mark .meta{color:var(--muted);font-size:12px}
 .badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;font-weight:600;line-height:18px;
 border:1px solid currentColor;white-space:nowrap}
@@ -82,7 +83,7 @@ align-items:center}
 .run-head .name{font-weight:600;overflow-wrap:anywhere}
 .run-head .meta{color:var(--muted);font-size:12px}
 .grid>.corner{position:sticky;top:0;background:#f6f8fa;z-index:2}
-.cell{display:flex;flex-wrap:wrap;gap:8px 12px;align-items:flex-start}
+.cell{display:flex;flex-wrap:wrap;gap:8px 12px;align-items:flex-start;align-content:flex-start}
 .cell.empty{background:repeating-linear-gradient(135deg,#fafbfc 0 6px,#f3f4f6 6px 12px)}
 .shot{position:relative;flex:1 1 520px;max-width:1100px;background:#eaeef2;border:1px solid var(--line);
 border-radius:4px;overflow:hidden}
@@ -112,6 +113,48 @@ details.raw pre{white-space:pre-wrap;overflow-wrap:anywhere;max-height:320px;ove
 border:1px solid var(--line);border-radius:4px;padding:6px;margin:4px 0 0}
 .final .summary{display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center}
 .empty-note{color:var(--muted);padding:16px 12px}
+.reasons{display:flex;flex-wrap:wrap;gap:4px 6px;align-items:center;margin-top:6px}
+button.reason{font:inherit;font-size:12px;border:1px solid var(--line);border-radius:9px;background:#fff;
+padding:0 7px;cursor:pointer;color:var(--text)}
+button.reason:hover{border-color:var(--accent)}
+button.reason b{color:var(--bad)}
+.task-table td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.mark .sym.hit,td.mark.hit .sym{outline:2px solid var(--accent);border-radius:3px}
+.group-stats{padding:0 12px 10px}
+.muted{color:var(--muted)}
+.run-head .why{color:var(--bad);font-size:12px;flex-basis:100%}
+.run-head .meta span+span:before{content:" · "}
+.views>.mode{display:flex;align-items:center;gap:5px;padding:6px 12px;border-top:1px solid var(--line);
+cursor:pointer;user-select:none;color:var(--muted)}
+.views.compact>.grid,.views:not(.compact)>.strips{display:none}
+.strips{border-top:1px solid var(--line);padding:4px 12px 10px;overflow-x:auto}
+.strip{display:flex;gap:10px;align-items:flex-start;padding:6px 0;border-bottom:1px solid #eef0f2}
+.strip-head{flex:0 0 150px;display:flex;flex-wrap:wrap;gap:4px;align-items:center}
+.thumbs{display:grid;grid-auto-flow:column;grid-auto-columns:120px;gap:6px}
+.thumb{font:inherit;padding:0;border:1px solid var(--line);border-radius:4px;background:#fff;cursor:pointer;
+width:120px;text-align:left;overflow:hidden;color:var(--text);position:relative}
+.tadv{position:absolute;right:2px;top:2px;z-index:1;background:rgba(255,255,255,.92);border-radius:3px;
+padding:0 3px;font-size:10px}
+.thumb.invalid{border-color:var(--bad)}
+.thumb.open{outline:2px solid var(--accent)}
+.thumb .shot{flex:none;width:100%;border:0;border-radius:0}
+.thumb .ov-label,.thumb .ov-banner{display:none}
+.thumb svg g[class$="click"],.thumb svg g.ov-move{transform-box:fill-box;transform-origin:center;transform:scale(2.5)}
+.tcap{display:block;font-size:11px;padding:1px 4px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.tcap code{font-size:10px}
+.expanded{margin-top:8px;border:1px solid var(--line);border-radius:6px}
+.expanded-head{display:flex;gap:6px;align-items:center;padding:4px 10px;background:#f6f8fa;font-weight:600;
+border-bottom:1px solid var(--line)}
+.expanded>.cell{padding:8px 10px}
+details.prompt .msg{margin:4px 0;padding:2px 6px;border-left:3px solid var(--line);display:flex;flex-wrap:wrap;
+gap:4px 8px;align-items:flex-start}
+details.prompt .role{font-weight:600;font-size:11px;text-transform:uppercase;color:var(--muted);flex:0 0 100%}
+details.prompt .msg pre{flex:1 1 100%;margin:0}
+details.prompt .same{color:var(--muted);font-style:italic;font-size:12px}
+.pimg{display:inline-flex;flex-direction:column;align-items:center;width:110px;font-size:10px;color:var(--muted);
+border:1px solid var(--line);border-radius:3px;padding:2px;text-align:center;overflow-wrap:anywhere}
+.pimg img{width:100%;height:auto;display:block}
+.pimg.omitted{opacity:.6;border-style:dashed}
 """
 
 JS = """
@@ -120,7 +163,8 @@ JS = """
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.task-row"));
   var byId = function (id) { return document.getElementById(id); };
   var failed = byId("f-failed"), disagree = byId("f-disagree"), domain = byId("f-domain");
-  var search = byId("f-search"), count = byId("f-count");
+  var search = byId("f-search"), count = byId("f-count"), reason = byId("f-reason");
+  var each = function (root, sel, fn) { Array.prototype.forEach.call(root.querySelectorAll(sel), fn); };
   function apply() {
     var q = search ? search.value.trim().toLowerCase() : "";
     var shown = 0;
@@ -131,11 +175,70 @@ JS = """
       if (disagree && disagree.checked && !(st.indexOf("success") >= 0 && st.indexOf("failure") >= 0)) ok = false;
       if (domain && domain.value && tr.getAttribute("data-domain") !== domain.value) ok = false;
       if (q && tr.getAttribute("data-search").indexOf(q) < 0) ok = false;
+      var why = reason ? reason.value : "";
+      if (why && (tr.getAttribute("data-reasons") || "").split(" ").indexOf(why) < 0) ok = false;
+      each(tr, "[data-reason]", function (m) {
+        m.classList.toggle("hit", !!why && m.getAttribute("data-reason") === why);
+      });
       tr.hidden = !ok;
       if (ok) shown += 1;
     });
-    if (count) count.textContent = shown + " of " + rows.length + " tasks";
+    if (count) count.textContent = shown + " of " + rows.length + " " + (count.getAttribute("data-noun") || "tasks");
   }
+  function cellOf(section, col, step) {  // a step's (or "end": the final) cell of the grid's column `col`
+    var sel = step === "end" ? ".cell.final" : '.cell.step[data-step="' + step + '"]';
+    return section.querySelector('.grid > ' + sel + '[data-run="' + col + '"]');
+  }
+  function fillPrompt(details) {  // a prompt's images, from the grid's screenshots, once it is first opened
+    var section = details.closest(".task-detail");
+    each(details, ".pimg[data-shot]", function (p) {
+      var cell = p.closest("[data-run]");
+      var img = cell && section.querySelector('.grid > [data-run="' + cell.getAttribute("data-run") +
+        '"] .shot[data-shot="' + CSS.escape(p.getAttribute("data-shot")) + '"] img');
+      if (img && !p.querySelector("img")) p.insertBefore(img.cloneNode(), p.firstChild);
+    });
+  }
+  function fillStrips(views) {  // the thumbnails, from the grid's screenshots, once the filmstrips are first shown
+    var section = views.closest(".task-detail");
+    each(views, ".thumb", function (t) {
+      var cell = cellOf(section, t.getAttribute("data-col"), t.getAttribute("data-step"));
+      var shot = cell && cell.querySelector(".shot");
+      if (!shot || t.querySelector(".shot")) return;
+      var copy = shot.cloneNode(true), link = copy.querySelector("a");
+      if (link) link.parentNode.replaceChild(link.firstChild, link);
+      t.insertBefore(copy, t.firstChild);
+    });
+  }
+  function expand(t) {  // a thumbnail's step in full under its strip; clicked again: closed
+    var views = t.closest(".views"), box = views.querySelector(".expanded"), open = t.classList.contains("open");
+    var step = t.getAttribute("data-step"), cell = cellOf(t.closest(".task-detail"), t.getAttribute("data-col"), step);
+    each(views, ".thumb.open", function (o) { o.classList.remove("open"); });
+    box.innerHTML = "";
+    box.hidden = open || !cell;
+    if (open || !cell) return;
+    t.classList.add("open");
+    var head = document.createElement("div");
+    head.className = "expanded-head";
+    head.innerHTML = t.closest(".strip").querySelector(".strip-head").innerHTML;  // our own escaped markup
+    head.appendChild(document.createTextNode(step === "end" ? " the end" : " step " + step));
+    box.appendChild(head);
+    box.appendChild(cell.cloneNode(true));
+    t.closest(".strip").after(box);
+  }
+  function hydrate(section) {
+    each(section, ".views.compact", fillStrips);
+    each(section, ".thumb", function (t) { t.addEventListener("click", function () { expand(t); }); });
+    each(section, ".compact-toggle", function (box) {
+      box.addEventListener("change", function () {
+        var views = box.closest(".views");
+        views.classList.toggle("compact", box.checked);
+        if (box.checked) fillStrips(views);
+      });
+    });
+  }
+  document.addEventListener("toggle", function (ev) {  // toggle does not bubble: caught on its way down
+    if (ev.target.matches && ev.target.matches("details.prompt") && ev.target.open) fillPrompt(ev.target);
+  }, true);
   function current() {
     rows.forEach(function (tr) {
       tr.classList.toggle("current", location.hash === "#" + tr.getAttribute("data-detail"));
@@ -145,11 +248,20 @@ JS = """
     var data = section.querySelector("script.detail-data");
     if (data) {  // our own escaped markup, kept as a JSON string until the task is first opened
       section.innerHTML = JSON.parse(data.textContent);
+      hydrate(section);
       section.scrollIntoView();
     }
   }
-  [failed, disagree, domain, search].forEach(function (el) {
+  [failed, disagree, domain, search, reason].forEach(function (el) {
     if (el) { el.addEventListener("input", apply); el.addEventListener("change", apply); }
+  });
+  each(document, "button.reason", function (b) {  // a failure count: show only its episodes (again: all)
+    b.addEventListener("click", function () {
+      if (!reason) return;
+      reason.value = reason.value === b.getAttribute("data-reason") ? "" : b.getAttribute("data-reason");
+      apply();
+      reason.scrollIntoView({block: "nearest"});
+    });
   });
   rows.forEach(function (tr) {
     tr.addEventListener("click", function (ev) {

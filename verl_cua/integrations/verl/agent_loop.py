@@ -25,7 +25,7 @@ from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
 from verl_cua.integrations.verl.screenshots.compact import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts
-from verl_cua.integrations.verl.trace.episodes import EpisodeTrace, open_trace
+from verl_cua.integrations.verl.trace.episodes import EpisodeTrace, open_trace, trace_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,10 @@ class GUIAgentLoop(AgentLoopBase):
             )
             runtime = merged.token_ids
             text = self._reply_text(out.token_ids)
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1])
+            prompt = None
+            if ep.trace is not None:  # the first prompt whole, then each turn added after a reply
+                prompt = trace_prompt(messages if step == 0 else messages[-1:], images, 0, "episode")
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1], prompt)
             obs = result.observation
             shot = _shot(obs, image_size)
             ep.final_screenshot = shot
@@ -206,7 +209,8 @@ class GUIAgentLoop(AgentLoopBase):
                 break
             rows.append((prompt_ids, out, recent))
             text = self._reply_text(out.token_ids)
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1])
+            prompt = None if ep.trace is None else trace_prompt(messages, recent, len(shots) - len(recent), "step")
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1], prompt)
             obs = result.observation
             shots.append(_shot(obs, image_size))
             ep.final_screenshot = shots[-1]
@@ -273,7 +277,7 @@ class GUIAgentLoop(AgentLoopBase):
         finally:
             ep.env_seconds += time.perf_counter() - start
 
-    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image):
+    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image, prompt=None):
         parsed = parse_action(text, format=self.format, screen=screen, image=image_size)
         ep.actions.append(text)
         ep.errors.append(None if parsed.valid else parsed.error)
@@ -286,7 +290,7 @@ class GUIAgentLoop(AgentLoopBase):
         ep.desktop_broken = ep.desktop_broken or bool(result.info.get("desktop_broken"))
         if ep.trace is not None:
             ep.trace.step(seen=seen, screen=screen, text=text, parsed=parsed, info=result.info, reward=result.reward,
-                          model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before)  # fmt: skip
+                          model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before, prompt=prompt)  # fmt: skip
         return result, parsed
 
     async def _score(self, ep: Episode, service, lease) -> None:

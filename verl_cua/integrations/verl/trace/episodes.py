@@ -1,7 +1,8 @@
 """The training trace (`cua.trace.dir`): rollouts on disk in the eval harness's format, for `verl-cua view`.
 
 The agent loop writes each sampled episode as it plays it (`<dir>/step_<global step>/<task>/<uid>-<session>/`:
-the screenshots the model saw, one line per step, `result.json` with the reward); the trainer adds each step's
+the screenshots the model saw, one line per step with the prompt's text and its images as those screenshots' file
+names, `result.json` with the reward); the trainer adds each step's
 advantage (the mean over that turn's model tokens) once the estimator has run, then writes the step directory's
 index (`episodes.json`, last): the viewer lists exactly those episodes, so a step re-run after a resume shows each
 of its episodes once and episodes cut off by a kill never show as results. Whole groups are sampled (a hash of
@@ -20,7 +21,17 @@ import numpy as np
 import torch
 from PIL import Image
 
-from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, step_record, write_index, write_json
+from verl_cua.envs.trajectory import (
+    RESULT,
+    RUN,
+    EpisodeWriter,
+    prompt_record,
+    read_result,
+    screenshot_name,
+    step_record,
+    write_index,
+    write_json,
+)
 from verl_cua.integrations.verl.config.schema import CuaConfig, TraceConfig
 
 logger = logging.getLogger(__name__)
@@ -46,11 +57,12 @@ class EpisodeTrace:
         self.broken = False
 
     def step(self, *, seen: Image.Image, screen, text: str, parsed, info: dict, reward: float, model_s: float,
-             env_s: float) -> None:  # fmt: skip
-        """One model turn: the screenshot it acted on, its text, the parsed action and what the env said."""
-        self._safely(self._step, seen, screen, text, parsed, info, reward, model_s, env_s)
+             env_s: float, prompt: dict | None = None) -> None:  # fmt: skip
+        """One model turn: the screenshot it acted on, its text, the parsed action, what the env said and the prompt
+        (`trace_prompt`)."""
+        self._safely(self._step, seen, screen, text, parsed, info, reward, model_s, env_s, prompt)
 
-    def _step(self, seen, screen, text, parsed, info, reward, model_s, env_s) -> None:
+    def _step(self, seen, screen, text, parsed, info, reward, model_s, env_s, prompt) -> None:
         name = self.writer.screenshot(self._shots, seen)
         self._shots += 1
         self.writer.step(
@@ -66,6 +78,7 @@ class EpisodeTrace:
                 infra_failure=bool(info.get("infra_failure")),
                 reward=float(reward),
                 timing={"model_s": model_s, "env_s": env_s},
+                prompt=prompt,
             )
         )
 
@@ -106,6 +119,13 @@ class EpisodeTrace:
             self.broken = True
             self.writer.close()
             logger.warning("cua.trace: stopped writing %s: %s", self.dir, exc)
+
+
+def trace_prompt(messages: list[dict], images: list, first: int, layout: str) -> dict:
+    """The `prompt` of a traced step: `messages` (`layout` as in `prompt_record`) with each of `images` (the
+    episode's screenshots `first`, `first + 1`, ... as the agent loop holds them) named by its file in the trace."""
+    names = {id(image): screenshot_name(first + i) for i, image in enumerate(images)}
+    return prompt_record(messages, lambda image: names.get(id(image)), layout=layout)
 
 
 class MarkValidation:
