@@ -289,8 +289,12 @@ class EnvPool:
             self._closed = True
             self._cond.notify_all()
             idle, self._idle = self._idle, []
-        closes = [lambda slot=slot: self._discard(slot, count=False) for slot in self._slots if slot.env is not None]
-        closes += [lambda env=env: _retire(env) for _, env in idle]
+        # closed before anything is killed: a MiniWoB browser killed first answers selenium's quit with a reset
+        envs = [env for _, env in idle]
+        for slot in self._slots:
+            env, slot.env = slot.env, None
+            envs += [env] if env is not None else []
+        closes = [lambda env=env: _retire(env) for env in envs]
         if closes:
             with ThreadPoolExecutor(max_workers=len(closes), thread_name_prefix="verl-cua-close") as ex:
                 list(ex.map(lambda close: close(), closes))
