@@ -304,9 +304,10 @@ def _add_view_compare(sub) -> None:
 def _config_cmd(args: argparse.Namespace) -> int:
     from verl_cua.integrations.verl.config.docs import listing
     from verl_cua.integrations.verl.config.fields import CuaConfigError
+    from verl_cua.integrations.verl.config.lookup import find_keys
 
     try:
-        print(listing(args.section), end="")
+        print(listing(keys=find_keys(args.query)), end="")
     except CuaConfigError as exc:
         print(f"verl-cua config: {exc}", file=sys.stderr)
         return 2
@@ -314,8 +315,13 @@ def _config_cmd(args: argparse.Namespace) -> int:
 
 
 def _add_config(sub) -> None:
-    p = sub.add_parser("config", help="list the trainer's cua.* keys with their defaults, valid values and meaning")
-    p.add_argument("section", nargs="?", default=None, help="only this section (env, action, trace, sdpo, ...)")
+    p = sub.add_parser(
+        "config",
+        help="list the trainer's cua.* keys with their defaults, valid values and meaning",
+        description="QUERY: a section (cua.env or env), a key (cua.env.max_steps or env.max_steps) or a key's last "
+        "part (max_steps: every section that has it). A query that names nothing is one line with the closest keys.",
+    )
+    p.add_argument("query", nargs="?", default=None, help="a section or a key (default: every key)")
     p.set_defaults(func=_config_cmd)
 
 

@@ -26,7 +26,9 @@ INTRO = (
     "`cua_trainer` on verl's `ppo_trainer`); set any of them as a Hydra override, e.g. `cua.env.max_steps=10`, "
     "and add keys under `cua.env.kwargs` with a `+`. Every key, its default and its valid values come from the "
     "dataclasses in `verl_cua/integrations/verl/config/schema.py`; an unknown key or a bad value stops the run before "
-    "Ray starts with one line naming the valid ones. `verl-cua config [SECTION]` prints this list."
+    "Ray starts with one line naming the valid ones. `verl-cua config` prints this list; `verl-cua config QUERY` one "
+    "section or key, however it is spelled (`cua.env`, `env.max_steps`, `max_steps`), and a misspelt one names the "
+    "closest real keys."
 )
 PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
@@ -106,13 +108,14 @@ def section_docs() -> dict[str, tuple[type, str]]:
     return {name: (kind, f.metadata["help"]) for name, kind, f in field_docs(CuaConfig)}
 
 
-def listing(section: str | None = None) -> str:
-    """The plain-text listing: each key with its default, valid values and meaning, grouped by section."""
+def listing(section: str | None = None, keys: list[KeyDoc] | None = None) -> str:
+    """The plain-text listing: each key (of `section`, or `keys`) with its default, valid values and meaning, grouped
+    by section."""
     lines = [
         "verl-cua's cua.* keys (Hydra overrides, e.g. cua.env.max_steps=10; docs/config.md has the same list):",
     ]
     current = None
-    for doc in key_docs(section):
+    for doc in key_docs(section) if keys is None else keys:
         if doc.section != current:
             current = doc.section
             lines += ["", f"cua.{current}: {section_docs()[current][1]}"]
