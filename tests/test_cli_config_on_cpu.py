@@ -1,5 +1,6 @@
 """`verl-cua config [QUERY]` prints the `cua.*` keys from the dataclasses: all, a section or one key however it is
-spelled (`cua.env`, `env.max_steps`, `max_steps`); a query that names nothing is one line with the closest keys, exit 2."""
+spelled (`cua.env`, `env.max_steps`, `max_steps`); a query that names nothing is one line with the closest keys,
+exit 2."""
 
 import dataclasses
 

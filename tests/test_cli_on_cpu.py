@@ -95,3 +95,80 @@ def test_list_prints_the_registered_names_with_their_modules(capsys):
     assert re.search(r"^  osworld +verl_cua\.envs\.osworld\.env:OSWorldEnv\b", envs, re.M), envs
     proc = subprocess.run([sys.executable, "-m", "verl_cua.cli", "list", "env"], capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice: 'env'" in proc.stderr
+
+
+def _entry(help_text: str, invocation: str) -> str:
+    """The help of one argument: its line in `help_text` and the indented lines that continue it."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(invocation))
+    entry = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith(" " * 6) or line.strip().startswith("-"):
+            break
+        entry.append(line)
+    return " ".join(" ".join(entry).split())
+
+
+def test_every_subcommands_help_shows_its_defaults_and_examples():
+    from verl_cua.cli import build_parser
+    from verl_cua.cli_help import subparsers
+
+    commands = subparsers(build_parser())
+    assert {"eval", "sft-data", "config", "doctor", "view", "recipe export", "install-osworld"} <= set(commands)
+    for path, parser in commands.items():
+        text = parser.format_help()
+        assert f"examples:\n  verl-cua {path}" in text or f"examples:\n  sudo verl-cua {path}" in text, path
+        for action in parser._actions:
+            if not action.option_strings or action.required or action.nargs == 0:
+                continue  # positionals, required options and flags have no default to show
+            entry = _entry(text, parser._get_formatter()._format_action_invocation(action))
+            assert "default" in entry, (path, entry)
+            if action.default not in (None, {}) and "default" not in (action.help or ""):
+                assert f"(default: {action.default})" in entry or entry.endswith(f"default: {action.default}")
+
+
+def test_eval_help_in_a_terminal_shows_defaults_and_an_example():
+    proc = subprocess.run([sys.executable, "-m", "verl_cua.cli", "eval", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "--max-steps MAX_STEPS model turns an episode may take (default: 15)" in text
+    assert "--provider-api {anthropic,openai} the endpoint's chat API (default: openai)" in text
+    assert "examples: verl-cua eval --env miniwob" in text
+
+
+def test_the_top_level_help_has_one_line_per_command_and_the_first_hours_examples():
+    from verl_cua.cli import build_parser
+
+    proc = subprocess.run([sys.executable, "-m", "verl_cua.cli", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for choice in sub._choices_actions:  # the command, then its whole help, on one line
+        assert sum(1 for line in lines if line.split() == [choice.dest, *choice.help.split()]) == 1, choice.dest
+    examples = proc.stdout.split("examples (the first hour):\n")[1].split("\n\n")[0]
+    starts = [line.split()[:2] for line in examples.splitlines() if not line.startswith("      ")]
+    assert starts == [["bash", "recipes/quickstart.sh"], ["verl-cua", "doctor"], ["verl-cua", "eval"],
+                      ["verl-cua", "view"]]  # fmt: skip
+
+
+def test_version_names_verl_cua_and_verl_without_importing_them():
+    import importlib.metadata
+
+    code = ("import sys\nfrom verl_cua.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit as e:\n"
+            "    print(e.code, sorted(m for m in ('torch', 'verl', 'ray') if m in sys.modules))")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    versions = f"verl-cua {importlib.metadata.version('verl-cua')} (verl {importlib.metadata.version('verl')})"
+    assert proc.stdout.splitlines() == [versions, "0 []"]
+
+
+def test_version_without_installed_metadata_falls_back_to_the_package(monkeypatch):
+    import importlib.metadata
+
+    import verl_cua
+    from verl_cua.cli_help import version_text
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert version_text() == f"verl-cua {verl_cua.__version__}"

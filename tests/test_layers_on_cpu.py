@@ -19,6 +19,7 @@ LAYERS = (
         "entry points and test support",
         (
             "verl_cua.cli",
+            "verl_cua.cli_help",
             "verl_cua.listing",
             "verl_cua.main",
             "verl_cua.setup_commands",

@@ -136,7 +136,7 @@ def _add_serve(sub) -> None:
         "rollout's (transformers on CPU), one request at a time. Prints the base URL once it listens.",
     )
     p.add_argument("model_dir", help="a Hugging Face model folder (e.g. verl's model merger output)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     p.add_argument("--port", type=int, default=8000, help="0: any free port (the printed URL names it)")
     p.add_argument("--served-model-name", default=None, help="the name requests use (default: MODEL_DIR as given)")
     p.add_argument("--max-model-len", type=int, default=None, help="context length cap (default: the model's)")
@@ -169,14 +169,16 @@ def _add_eval(sub) -> None:
     p.add_argument("--base-url", default=None, help="default: http://localhost:8000/v1 (openai), Anthropic's API")
     p.add_argument("--format", required=True, choices=sorted(FORMAT_REGISTRY), help="the model's action format")
     p.add_argument("--provider-api", default="openai", choices=sorted(API_REGISTRY), help="the endpoint's chat API")
-    p.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    p.add_argument("--api-key-env", default=None,
+                   help="environment variable holding the API key (default: the API's usual one)")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, help="envs (and episodes) in parallel")
-    p.add_argument("--max-steps", type=int, default=15)
+    p.add_argument("--max-steps", type=int, default=15, help="model turns an episode may take")
     p.add_argument("--history-images", type=int, default=3, help="screenshots kept in the conversation")
-    p.add_argument("--max-pixels", type=int, default=None, help="cap on the screenshot sent (qwen formats, claude)")
+    p.add_argument("--max-pixels", type=int, default=None,
+                   help="cap on the screenshot sent (qwen formats, claude; default: the format's own)")  # fmt: skip
     p.add_argument("--retries", type=int, default=2, help="extra attempts for an episode that hit an infra failure")
     p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per step")
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model request")
     p.add_argument(
         "--endpoint-wait",
@@ -246,7 +248,8 @@ def _add_sft_data(sub, formats: list[str]) -> None:
     p.add_argument("--select", default="success", help="success | all | reward>=X")
     p.add_argument("--invalid", default="drop", choices=["drop", "negatives"],
                    help="invalid steps: dropped, or kept apart in <out>.negatives.parquet")  # fmt: skip
-    p.add_argument("--max-per-task", type=int, default=None, help="at most N episodes per task (the shortest)")
+    p.add_argument("--max-per-task", type=int, default=None,
+                   help="at most N episodes per task, the shortest (default: no cap)")  # fmt: skip
     p.add_argument("--no-dedup", dest="dedup", action="store_false", help="keep repeated episodes")
     p.add_argument("--no-thoughts", dest="thoughts", action="store_false", help="drop the models' thought text")
     p.add_argument("--seed", type=int, default=0, help="the row order's shuffle")
@@ -343,15 +346,20 @@ def _add_list(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
+    from verl_cua.cli_help import QUICKSTART, add_help, top_formatter, version_text
     from verl_cua.recipe_export.command import add_recipe_command
     from verl_cua.setup_commands import add_setup_commands
 
-    parser = argparse.ArgumentParser(prog="verl-cua", description="Computer-use agents for verl and verl-agent.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="verl-cua", description="Computer-use agents for verl and verl-agent.", epilog=QUICKSTART
+    )
+    parser.add_argument("--version", action="version", version=version_text(), help="print the version (and verl's)")
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     p = sub.add_parser("parse", help="parse one model output into screen actions and print them as JSON")
     p.add_argument("--format", required=True, choices=available_formats(), help="the model's output format")
     p.add_argument("--screen", required=True, type=_size, help="screen size WxH, e.g. 1920x1080")
-    p.add_argument("--image", type=_size, default=None, help="size WxH of the image the model saw (resized formats)")
+    p.add_argument("--image", type=_size, default=None,
+                   help="size WxH of the image the model saw (resized formats; default: the screen's)")  # fmt: skip
     p.add_argument("--render", action="store_true", help="also print the pyautogui code and computer_13 dicts")
     p.add_argument("--pretty", action="store_true", help="indent the JSON")
     p.add_argument("text", help="the model output, or - to read it from stdin")
@@ -366,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_osworld_check(sub)
     add_recipe_command(sub)
     add_setup_commands(sub)
+    add_help(parser)
+    parser.formatter_class = top_formatter({a.dest: a.help or "" for a in sub._choices_actions})
     return parser
 
 
