@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a module belongs to the layer of its longest matching prefix
 LAYERS = (
-    ("base", ("verl_cua", "verl_cua.registry", "verl_cua.resources", "verl_cua.metrics_log")),
+    ("base", ("verl_cua", "verl_cua.registry", "verl_cua.resources", "verl_cua.metrics_log", "verl_cua.model_source")),
     ("actions", ("verl_cua.actions",)),
     ("desktops", ("verl_cua.envs",)),
     ("algorithms", ("verl_cua.algos",)),

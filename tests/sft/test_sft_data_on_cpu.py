@@ -3,6 +3,13 @@ become rows (success, reward threshold, infra failures never), deduplication, pe
 kept apart, actions a target format cannot express, the dataset card, and one-line errors for bad options."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,6 +24,8 @@ from verl_cua.sft.data import SFTDataConfig, build, negatives_path, task_names
 
 SCREEN = (160, 210)
 CLICK = "```python\npyautogui.click({}, {})\n```"
+ROOT = Path(__file__).resolve().parents[2]
+HUB_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME")
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +108,68 @@ def test_invalid_steps_are_dropped_or_kept_apart_never_trained(model, tmp_path):
     last = rows[rows["step_index"] == 1].iloc[0]["messages"].tolist()
     prompt = last[1]["content"]
     assert "Step 1: ```python\npyautogui.click(10, 60)\n```" in prompt and "(invalid)" not in prompt
+
+
+def test_invalid_steps_are_counted_and_named_as_skipped(model, tmp_path, capsys):
+    run = tmp_path / "run"
+    bad = ["pyautogui.clack(1, 2)", "Let me think.", "pyautogui.clack(3, 4)"]
+    episode(run, "a", [CLICK.format(10, 60), bad[0], bad[1], CLICK.format(30, 90)])
+    episode(run, "b", [bad[2], CLICK.format(20, 70)], colour=5, seed=1)
+    error = [parse_action(text, format="pyautogui", screen=SCREEN).error for text in bad]
+    card, rows = make(model, tmp_path, [run])
+    assert card["skipped"] == {} and card["steps"] == 3  # no episode left out, 3 of 6 steps invalid
+    assert card["invalid_steps"] == {
+        "count": 3,
+        "handling": "dropped",
+        "errors": dict(Counter(error).most_common()),  # the parser's own errors, the two clacks' alike
+        "steps": [f"{run}::a step 2", f"{run}::a step 3", f"{run}::b step 1"],
+    }
+    out = tmp_path / "cli.parquet"
+    assert cli(["sft-data", str(run), "--format", "pyautogui", "--model", model[0], "--out", str(out)]) == 0
+    skipped = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("skipped: "))
+    assert error[0] == error[2] and skipped == f"skipped: 3 invalid steps dropped (2x {error[0]!r}, 1x {error[1]!r})"
+    card, _ = make(model, tmp_path, [run], invalid="negatives")
+    assert card["invalid_steps"]["handling"] == "kept apart as negatives" and card["negatives"] == 3
+
+
+def _offline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with no hub: a closed loopback port as HF_ENDPOINT and an empty HF_HOME."""
+    env = {k: v for k, v in os.environ.items() if k not in HUB_VARS}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**env, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": path, **extra}
+
+
+def test_an_unreachable_hub_model_fails_fast_in_one_line(model, tmp_path):
+    run = tmp_path / "run"
+    episode(run, "a", [CLICK.format(10, 60)])
+    cmd = [sys.executable, "-m", "verl_cua.cli", "sft-data", str(run), "--format", "qwen3vl",
+           "--model", "Qwen/Qwen3-VL-8B-Instruct", "--out", str(tmp_path / "sft.parquet")]  # fmt: skip
+    for extra in ({}, {"HF_HUB_OFFLINE": "1"}):
+        proc = subprocess.run(cmd, env=_offline_env(tmp_path, **extra), capture_output=True, text=True, timeout=30)
+        err = proc.stderr
+        assert proc.returncode == 2 and err.count("\n") == 1, err
+        assert err.startswith("verl-cua sft-data: --model Qwen/Qwen3-VL-8B-Instruct: no such folder here")
+        assert "pass --model DIR" in err and "HF_HUB_OFFLINE=1" in err and str(tmp_path / "hf" / "hub") in err
+    assert not (tmp_path / "sft.parquet").exists()
+
+
+def test_a_hub_name_in_the_cache_is_built_without_the_hub(model, tmp_path, monkeypatch):
+    cache = tmp_path / "hf" / "hub"
+    snapshot = cache / "models--org--tiny" / "snapshots" / "abc123"
+    shutil.copytree(model[0], snapshot)
+    (cache / "models--org--tiny" / "refs").mkdir()
+    (cache / "models--org--tiny" / "refs" / "main").write_text("abc123")
+    for name in HUB_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    run = tmp_path / "run"
+    episode(run, "a", [CLICK.format(10, 60)])
+    start = time.monotonic()
+    assert (
+        cli(["sft-data", str(run), "--format", "pyautogui", "--model", "org/tiny", "--out", str(tmp_path / "o.pq")])
+        == 0
+    )
+    assert time.monotonic() - start < 30 and read_card(tmp_path / "o.pq")["rows"] == 1
 
 
 def test_an_action_the_target_cannot_express_drops_its_episode_with_the_reason(model, tmp_path):

@@ -10,6 +10,8 @@ from typing import Any
 
 from verl_cua.envs.trajectory import write_json
 
+ERROR_CHARS = 120  # an invalid step's error as the card groups it: its first line, cut here
+
 
 def row_tokens(processor, messages: list[dict[str, str]], image_sizes: list[tuple[int, int]]) -> int:
     """Tokens of one row for the target model: the chat template's text plus each screenshot's image tokens."""
@@ -62,11 +64,24 @@ def dataset_card(config, kept, rows, negatives, skipped: Counter, processor, rea
         "tokens": {"total": sum(tokens), "mean": sum(tokens) / len(tokens), "max": max(tokens)},
         "negatives": len(negatives),
         "skipped": dict(sorted(skipped.items())),
+        "invalid_steps": invalid_steps(kept, config.invalid),
         "per_task": dict(sorted(per_task.items())),
         "per_source_model": dict(sorted(per_model.items())),
         "steps_read": read_steps,
         "seconds": round(seconds, 3),
         "seconds_per_1000_steps": round(1000 * seconds / max(1, read_steps), 3),
+    }
+
+
+def invalid_steps(kept, invalid: str) -> dict:
+    """The kept episodes' invalid steps, never trained on: how many, what became of them, why (the parser's error,
+    most frequent first) and which (`run::episode step N`)."""
+    errors = Counter(str(n["error"]).splitlines()[0][:ERROR_CHARS] for c in kept for n in c.negatives)
+    return {
+        "count": sum(errors.values()),
+        "handling": "dropped" if invalid == "drop" else "kept apart as negatives",
+        "errors": dict(errors.most_common()),
+        "steps": [f"{c.run}::{c.key} step {n['step']}" for c in kept for n in c.negatives],
     }
 
 
@@ -99,13 +114,23 @@ def card_text(card: dict) -> str:
         f"for {card['format']}",
         "per task: " + _top(card["per_task"]),
         "per source model: " + _top(card["per_source_model"]),
-        "skipped: " + (", ".join(f"{k} {v}" for k, v in card["skipped"].items()) or "none"),
+        "skipped: " + _skipped(card),
         f"built in {card['seconds']:.1f} s ({card['seconds_per_1000_steps']:.1f} s per 1000 steps read; "
         "the processor's loading not counted)",
     ]
-    if card["negatives"]:
-        lines.append(f"{card['negatives']} invalid steps kept apart as negatives")
     return "\n".join(lines)
+
+
+def _skipped(card: dict, n: int = 3) -> str:
+    """Episodes left out by reason, then the invalid steps of the kept ones and the `n` most frequent errors."""
+    parts = [", ".join(f"{k} {v}" for k, v in card["skipped"].items())]
+    invalid = card["invalid_steps"]
+    if invalid["count"]:
+        errors = list(invalid["errors"].items())
+        why = ", ".join(f"{count}x {error!r}" for error, count in errors[:n])
+        more = f", {len(errors) - n} more errors (the card has all)" if len(errors) > n else ""
+        parts.append(f"{invalid['count']} invalid steps {invalid['handling']} ({why}{more})")
+    return "; ".join(p for p in parts if p) or "none"
 
 
 def _top(table: dict[str, dict[str, int]], n: int = 12) -> str:

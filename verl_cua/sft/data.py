@@ -27,6 +27,7 @@ from verl_cua.actions.types import ActionError, GUIAction
 from verl_cua.actions.write import render_action
 from verl_cua.envs import env_spec
 from verl_cua.envs.trajectory import EpisodeRecord, read_run
+from verl_cua.model_source import resolve_model
 
 ROWS = ("episode", "step")
 INVALID = ("drop", "negatives")
@@ -135,12 +136,13 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
     if len(screen) != 2:
         return "no screen size"
     image_size = model_image_size(processor, screen, config.max_pixels)
-    steps, negatives, invalid = [], [], []
+    steps, negatives = [], []
     for line in record.steps:
         action = line.get("action") or {}
         if not line.get("valid") or not action.get("actions"):
-            negatives.append({"text": line.get("model_text") or "", "error": line.get("error"), "after": len(steps)})
-            invalid.append(line)
+            error = line.get("error") or "no action"
+            negatives.append({"text": line.get("model_text") or "", "error": error, "after": len(steps),
+                              "step": line.get("step", len(steps) + len(negatives) + 1)})  # fmt: skip
             continue
         actions = [GUIAction.from_dict(a) for a in action["actions"]]
         thought = action.get("thought") if config.thoughts else None
@@ -366,12 +368,17 @@ def _negative_rows(c: Candidate, config: SFTDataConfig) -> list[dict[str, Any]]:
 
 
 def _processor(model: str):
+    """The target model's processor, from its folder or cached snapshot; a model that does not resolve (offline, no
+    cache) is one line at once, never transformers' minutes of hub retries."""
+    source = resolve_model(model, option="--model")  # before transformers' import, which takes seconds
+    if source.level == "FAIL":
+        raise FileNotFoundError(f"--model {source.detail}")
     try:
         from transformers import AutoProcessor
     except ImportError:
         raise ImportError("verl-cua sft-data needs transformers for the target model's processor: "
                           "pip install -e '.[verl]'") from None  # fmt: skip
     try:
-        return AutoProcessor.from_pretrained(model)
+        return AutoProcessor.from_pretrained(source.folder or model)
     except OSError as exc:
         raise FileNotFoundError(f"--model {model}: no processor found there ({str(exc).splitlines()[0]})") from None
