@@ -295,7 +295,7 @@ def _add_view_compare(sub) -> None:
     p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
     p.add_argument("--out", default="report.html", help="the HTML file to write")
     p.add_argument("--embed", action="store_true", help="inline the screenshots (JPEG) so the file stands alone")
-    p.add_argument("--title", default=None)
+    p.add_argument("--title", default=None, help="the page's title (default: 'verl-cua: ' and the run names)")
     p.set_defaults(func=_view_cmd)
     p = sub.add_parser("compare", help="a table of the tasks where two runs differ")
     p.add_argument("a", help="run directory")
