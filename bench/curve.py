@@ -62,34 +62,50 @@ def save(fig, ax, path: str | Path) -> None:
     plt.close(fig)
 
 
-def draw_run(summary: dict[str, Any], path: str | Path, episodes_per_step: int | None = None) -> None:
-    """curve.png of one run from its summary.json: per-step success, its trailing mean, held-out and blind marks."""
+def run_series(summary: dict[str, Any]) -> dict[str, Any]:
+    """What curve.png shows of a summary.json: the steps with a success rate, those rates, their trailing mean over
+    the summary's window, one (label, rate, name) mark per evaluated model, and the blind baseline or None."""
     per_step = summary.get("per_step") or {}
     rates = per_step.get("success_rate") or []
     numbers = per_step.get("step") or [None] * len(rates)
     points = [(n if n is not None else i + 1, r) for i, (n, r) in enumerate(zip(numbers, rates, strict=False))]
     points = [(n, r) for n, r in points if r is not None]
     window = int(summary.get("window") or WINDOW)
-    fig, ax = success_axes(episodes_per_step, "success rate")
-    if points:
-        steps, values = zip(*points, strict=True)
-        ax.plot(steps, values, marker="o", markersize=3, linewidth=0.8, alpha=0.45, color="tab:blue",
-                label="success per step")  # fmt: skip
-        ax.plot(steps, trailing_mean(list(values), window), linewidth=2, color="tab:blue",
-                label=f"trailing mean of {window} steps")  # fmt: skip
+    values = [r for _, r in points]
+    marks = []
     for name, figures in (summary.get("eval") or {}).items():
-        rate = figures.get("success_rate")
-        if rate is None:
-            continue
-        color, style = EVAL_STYLES.get(name, (None, ":"))
-        counts = f" ({figures['successes']}/{figures['scored']})" if figures.get("scored") else ""
-        ax.axhline(rate, color=color, linestyle=style, label=f"{name} model, held-out: {rate:.2f}{counts}")
+        rate = (figures or {}).get("success_rate")
+        if rate is not None:
+            counts = f" ({figures['successes']}/{figures['scored']})" if figures.get("scored") else ""
+            marks.append((f"{name} model, held-out: {rate:.2f}{counts}", float(rate), name))
     blind = summary.get("blind")
     if isinstance(blind, dict):
         blind = blind.get("heldout_rate")
-    if isinstance(blind, int | float):
-        mark_blind(ax, float(blind))
-    ax.set_title(f"success per training step ({len(points)} steps)")
+    return {
+        "steps": [n for n, _ in points],
+        "success": values,
+        "window": window,
+        "mean": trailing_mean(values, window),
+        "marks": marks,
+        "blind": float(blind) if isinstance(blind, int | float) else None,
+    }
+
+
+def draw_run(summary: dict[str, Any], path: str | Path, episodes_per_step: int | None = None) -> None:
+    """curve.png of one run from its summary.json: per-step success, its trailing mean, held-out and blind marks."""
+    series = run_series(summary)
+    fig, ax = success_axes(episodes_per_step, "success rate")
+    if series["steps"]:
+        ax.plot(series["steps"], series["success"], marker="o", markersize=3, linewidth=0.8, alpha=0.45,
+                color="tab:blue", label="success per step")  # fmt: skip
+        ax.plot(series["steps"], series["mean"], linewidth=2, color="tab:blue",
+                label=f"trailing mean of {series['window']} steps")  # fmt: skip
+    for label, rate, name in series["marks"]:
+        color, style = EVAL_STYLES.get(name, (None, ":"))
+        ax.axhline(rate, color=color, linestyle=style, label=label)
+    if series["blind"] is not None:
+        mark_blind(ax, series["blind"])
+    ax.set_title(f"success per training step ({len(series['steps'])} steps)")
     save(fig, ax, path)
 
 

@@ -8,11 +8,11 @@ optional asks `missing_line` instead, says so and goes on without it.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from verl_cua.main import missing_modules as missing  # the trainer's own check, for any modules
 from verl_cua.resources import checkout_root
 
 # module -> the extra that installs it (pyproject.toml's order); the core install brings numpy, pillow, httpx, rich
@@ -32,19 +32,6 @@ EXTRAS = {
 EXTRA_ORDER = ("verl", "osworld", "miniwob", "bench")
 # modules no extra installs: the command that does, run after the extras
 THEN = {"desktop_env": "verl-cua install-osworld"}
-
-
-def missing(modules: Iterable[str]) -> list[str]:
-    """The `modules` Python cannot import (not installed, or blocked), in the order given."""
-    out = []
-    for name in modules:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            out.append(name)
-    return out
 
 
 def pip_install(extras: Iterable[str]) -> str:

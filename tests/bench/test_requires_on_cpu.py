@@ -159,3 +159,15 @@ def test_every_extra_named_exists_and_dev_brings_the_bench_extra():
     assert set(requires.EXTRAS.values()) <= set(extras) and set(requires.EXTRA_ORDER) <= set(extras)
     assert {r.split("=")[0].split(">")[0] for r in extras["bench"]} == {"matplotlib", "ui-tars"}
     assert "verl-cua[bench]" in extras["dev"]
+
+
+def test_the_quickstart_curve_without_matplotlib_says_so_and_keeps_the_summary(tmp_path):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"steps": 2, "per_step": {"success_rate": [0.1, 0.2]}, "eval": {}}))
+    proc, seconds = run_blocked(tmp_path, ("matplotlib",), "bench.curve", str(summary))
+    hint = f"needs matplotlib (not installed); install with: pip install -e '{ROOT}[bench]'"
+    assert (proc.returncode, proc.stderr.strip()) == (
+        0,
+        f"bench.curve: no curve drawn (the figures stay in {summary}): {hint}",
+    )
+    assert summary.is_file() and not (tmp_path / "curve.png").exists() and seconds < FAST
