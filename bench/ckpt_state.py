@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench.memory import STEPS, _processor, _rows, _screens
+from bench.requires import require
 
 FLAGSHIP_PARAMS = 8.77e9  # Qwen3-VL-8B-Instruct
 FLAGSHIP_RANKS = 8
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=128, help="buffered trajectories (flagship: 128)")
     ap.add_argument("--screens", choices=("desktop", "synthetic"), default="desktop")
     args = ap.parse_args(argv)
+    require("bench.ckpt_state", ("torch", "verl"))
 
     import torch
 

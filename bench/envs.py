@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from bench.requires import require
 from verl_cua.actions import parse_action
 from verl_cua.envs import EnvPool, make_env
 
@@ -34,6 +35,8 @@ XTERM_TASK = {
     },
 }
 RESET_KINDS = ("ready", "evaluated", "cold")
+# what measuring each env needs: the browser, or OSWorld's client driving the local desktop; psutil for memory
+ENV_NEEDS = {"miniwob": ("miniwob", "psutil"), "local_desktop": ("desktop_env", "psutil")}
 CALC_TASK = {**XTERM_TASK, "id": "bench-calc", "config": [
     {"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}},
     {"type": "sleep", "parameters": {"seconds": 6}},
@@ -273,6 +276,7 @@ def main() -> None:
     parser.add_argument("--resets", type=int, default=20, help="resets of a used desktop for the p50/p95")
     args = parser.parse_args()
     sizes = [int(n) for n in args.parallel.split(",")]
+    require("bench.envs", dict.fromkeys(m for name, needs in ENV_NEEDS.items() if name in args.envs for m in needs))
     res = {}
     if "local_desktop" in args.envs:
         res["local_desktop"] = desktop_overhead(args.steps, args.resets)

@@ -4,7 +4,8 @@ Both loops play the same episodes on the same env against the same scripted chat
 moves in Qwen3-VL's format): the bare loop encodes the screenshot, posts the last K of them, parses the reply and
 steps the env; the harness (`run_episode`) also resizes for the model, writes every screenshot and step line to disk
 and keeps the raw replies. Rounds alternate harness and bare; figures are medians of per-step times. Envs: MiniWoB++
-(160x210 screenshots) and, when installed, the local OSWorld desktop (1920x1080, pause=0).
+(160x210 screenshots) and, when installed, the local OSWorld desktop (1920x1080, pause=0); an env whose packages
+are missing is skipped with a JSON line naming their install command (the other env is still measured).
 
 On the 2-core CI machine (`--steps 8 --rounds 5` and `--rounds 7`, two runs): local desktop 352-385 ms per step
 through the harness vs 351-380 ms bare (ratio 1.003-1.014; 35 KB on disk and 110 KB sent per step); MiniWoB
@@ -26,7 +27,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.envs import XTERM_TASK
+from bench.envs import ENV_NEEDS, XTERM_TASK
+from bench.requires import missing_line
 from verl_cua.actions import parse_action
 from verl_cua.actions.prompts import build_prompt
 from verl_cua.envs import EnvPool, make_env
@@ -133,7 +135,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5, help="episodes per loop, alternating")
     ap.add_argument("--envs", default="miniwob,local_desktop")
     args = ap.parse_args(argv)
-    for name in args.envs.split(","):
+    names = args.envs.split(",")
+    unmet = {name: missing_line(ENV_NEEDS.get(name, ())) for name in names}  # an env that cannot run is skipped
+    for name in names:
+        if unmet[name] is not None:
+            print(json.dumps({"env": name, "skipped": unmet[name]}), flush=True)
+            continue
         try:
             print(json.dumps(compare(name, args.steps, args.rounds)), flush=True)
         except (ImportError, RuntimeError, OSError) as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from bench.requires import require
 from verl_cua.algos.gigpo import SCREEN_GRID, gigpo_advantages, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.envs import make_env
 from verl_cua.testing.osworld_solutions import SOLUTIONS
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", default=None, help="a folder for the screenshots (to try other anchors offline)")
     args = ap.parse_args(argv)
+    require("bench.gigpo_anchors", ("desktop_env",))  # the local OSWorld desktop, driven by OSWorld's client
     rng = random.Random(args.seed)
     tasks = [t for t in args.tasks.split(",") if t]
     env = make_env("osworld", provider="local", action_format="pyautogui", require_a11y_tree=True)

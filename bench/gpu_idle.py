@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.requires import require
+
 ROOT = Path(__file__).resolve().parents[1]
 FLAGSHIP_ROWS_PER_STEP = 1920  # 128 episodes x 15 steps: the doctor's worst case for the flagship
 RANKS = WORKERS = 8
@@ -252,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine-variant", choices=("before", "after"), help=argparse.SUPPRESS)  # a child process
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    require("bench.gpu_idle", ("torch", "verl"))
     if args.engine_variant:
         print(json.dumps(engine_variant(args.engine_variant, args.rows, args.episodes, args.steps, args.model)))
         return 0

@@ -27,6 +27,8 @@ import time
 import traceback
 from pathlib import Path
 
+from bench.requires import require
+
 
 def sdpo_logit(device: str) -> dict:
     """Top-100 SDPO loss on [4, 512, 151936] bf16 logits: device vs float64 CPU, and its gradient."""
@@ -275,6 +277,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
+    require("bench.gpu_smoke", ("torch", "peft"))
     import torch
     import transformers
 

@@ -26,8 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.requires import require
 from verl_cua.eval.grounding import Box, Click, area_point, describe, gap_interval, hit_matrix, own_cross
 
+NEEDS = ("torch", "verl", "miniwob")  # the policy (transformers on torch, verl's processor) and the pages
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
 
 
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=None, help="write the figures here as JSON")
     args = ap.parse_args(argv)
+    require("bench.grounding", NEEDS)
     if args.model is None:
         from verl_cua.testing.learning import learnable_model
 

@@ -14,7 +14,8 @@ reported as such.
 
 Writes OUT/learn.json ({"runs": [{"estimator", "seed", "success_rate": [...], "heldout_success_rate": [before,
 after], "grounding": {...}, ...}], "blind": ..., "gate": ..., "initial_grounding": ..., "setting": ...}) and
-OUT/learn.png, and prints a table.
+OUT/learn.png, and prints a table. learn.png needs matplotlib (the `bench` extra): without it bench.learn stops
+before any training and names the install command; `--no-plot` runs without the figure.
 `--quick`: one seed of grpo and sdpo (about 30 minutes on the project's 2-core AVX2 machine, plus ~14 to build the
 ICL model once); the full run: 3 seeds of each of `FULL` (15 runs of about 13 minutes there). A rerun with the same OUT
 and setting keeps the runs already there (resume, or extend --quick to the full run).
@@ -33,7 +34,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.curve import mark_blind, save, success_axes, trailing_mean
 from bench.grounding import describe, grounding
+from bench.requires import require
 from verl_cua.envs.trajectory import write_json
 from verl_cua.metrics_log import read_records
 
@@ -74,6 +77,8 @@ FULL = ("grpo", "sdpo", "sdpo_no_demo", "sdpo_grpo", "gigpo")  # the rest: by na
 GATE_LAYOUTS = 16  # held-out click-test layouts the SDPO teacher gate probes (bench.sdpo_context)
 ICL = "0.6"  # the recipe's ICL for every run: a model that passes SDPO's teacher gate (docs/learning.md)
 WINDOW = 5  # steps averaged at the start and the end of a curve
+TRAIN_NEEDS = ("torch", "verl", "miniwob")  # the recipe's trainer and browser (bench.requires names their extras)
+PLOT_NEEDS = ("matplotlib",)  # learn.png; --no-plot goes without
 THRESHOLD = 0.3  # "steps to threshold": the first step whose trailing WINDOW-step mean reaches it (start: ~0.12)
 
 
@@ -211,19 +216,16 @@ def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo", ini
     )
 
 
-def plot(runs: list[dict], blind: dict, path: Path, episodes_per_step: int) -> None:
+def draw(runs: list[dict], blind: dict, path: Path, episodes_per_step: int) -> None:
     """learn.png: mean success per step and its spread over seeds, per estimator; held-out and blind marks."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, ax = success_axes(
+        episodes_per_step, f"success rate (trailing mean of {WINDOW} steps; band: min-max over seeds)"
+    )
     for name in dict.fromkeys(r["estimator"] for r in runs):
         curves = [r["success_rate"] for r in runs if r["estimator"] == name]
         length = min(len(c) for c in curves)
         steps = list(range(1, length + 1))
-        smooth = [_trailing(c[:length]) for c in curves]
+        smooth = [trailing_mean(c[:length], WINDOW) for c in curves]
         mean = [statistics.fmean(v) for v in zip(*smooth, strict=True)]
         low = [min(v) for v in zip(*smooth, strict=True)]
         high = [max(v) for v in zip(*smooth, strict=True)]
@@ -235,20 +237,8 @@ def plot(runs: list[dict], blind: dict, path: Path, episodes_per_step: int) -> N
     before = [r["heldout_success_rate"][0] for r in runs if r["heldout_success_rate"]]
     if before:
         ax.plot([0], [statistics.fmean(before)], marker="D", color="black", label="held-out (diamonds)")
-    ax.axhline(blind["heldout_rate"], linestyle="--", color="gray", label="blind baseline (held-out)")
-    ax.set_xlabel(f"training step ({episodes_per_step} episodes each)")
-    ax.set_ylabel(f"success rate (trailing mean of {WINDOW} steps; band: min-max over seeds)")
-    ax.set_ylim(0, 1)
-    secondary = ax.secondary_xaxis("top", functions=(lambda s: s * episodes_per_step, lambda e: e / episodes_per_step))
-    secondary.set_xlabel("episodes")
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def _trailing(curve: list[float], window: int = WINDOW) -> list[float]:
-    return [statistics.fmean(curve[max(0, i + 1 - window) : i + 1]) for i in range(len(curve))]
+    mark_blind(ax, blind["heldout_rate"])
+    save(fig, ax, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,9 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a recipe variable, e.g. LR=1e-3")
     ap.add_argument("--out", default="outputs/bench_learn")
     ap.add_argument("--report", action="store_true", help="only redraw the table and learn.png from OUT/learn.json")
+    ap.add_argument("--no-plot", action="store_true", help="no learn.png (no matplotlib needed): learn.json and table")
     args = ap.parse_args(argv)
+    plot_needs = () if args.no_plot else PLOT_NEEDS
     if args.report:
-        return report(Path(args.out))
+        require("bench.learn", plot_needs)
+        return report(Path(args.out), plot=not args.no_plot)
     names = args.estimators.split(",") if args.estimators else list(QUICK if args.quick else FULL)
     unknown = [n for n in names if n not in ESTIMATORS]
     if unknown:
@@ -283,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         setting[name] = value
+    require("bench.learn", (*TRAIN_NEEDS, *plot_needs))  # before the hours of training, not at the plot after them
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     from verl_cua.eval.blind_baseline import blind_baseline
@@ -318,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         if record.get("grounding") is None:
             record["grounding"] = trained_grounding(out / f"{record['estimator']}-seed{record['seed']}", setting)
             _write(out, setting, blind, runs, gate, initial)
-    return report(out)
+    return report(out, plot=not args.no_plot)
 
 
 def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
@@ -360,17 +354,20 @@ def _gate_line(gate: dict) -> str:
     return f"{gate_verdict(gate['failures'])} ({means})"
 
 
-def report(out: Path) -> int:
-    """The table and learn.png from OUT/learn.json (what a run wrote, interrupted or not)."""
+def report(out: Path, plot: bool = True) -> int:
+    """The table and learn.png (unless not `plot`) from OUT/learn.json (what a run wrote, interrupted or not)."""
     record = json.loads((out / "learn.json").read_text())
     setting = record["setting"]
-    plot(record["runs"], record["blind"], out / "learn.png", int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"]))
+    figure = out / "learn.png"
+    if plot:
+        episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])
+        draw(record["runs"], record["blind"], figure, episodes)
     print_table(summarise(record["runs"]), record["blind"], initial=record.get("initial_grounding"))
     gate = record.get("gate")
     if gate is not None:
         verdict = "" if not gate["failures"] else " -- the SDPO curves above are not evidence about SDPO"
         print(f"SDPO teacher gate on the initial model: {_gate_line(gate)}{verdict}")
-    print(f"bench.learn: {out / 'learn.json'}, {out / 'learn.png'}")
+    print(f"bench.learn: {out / 'learn.json'}" + (f", {figure}" if plot else " (no learn.png: --no-plot)"))
     return 0
 
 

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.requires import require
+
 STEPS = 15
 HISTORY = 3
 SCREEN = (1920, 1080)
@@ -244,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--rows", type=int, default=0)
     args = ap.parse_args(argv)
+    require("bench.memory", ("torch", "verl"))
     if args.stage == "store":
         _store(args)
         return 0

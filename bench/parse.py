@@ -2,7 +2,8 @@
 
 Prints parses/s per format on one core (this process, one thread) and the ratio of our UI-TARS parser to
 `ui_tars.action_parser.parse_action_to_structure_output` on the same corpus (half benign, half truncated or
-mutated), with how often each raised. ui-tars is a dev-only dependency and is optional here.
+mutated), with how often each raised. ui-tars comes with the `bench` extra and is optional here: without it the
+table and the JSON come without the comparison, and a line says so.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import argparse
 import io
 import json
 import statistics
+import sys
 import time
 import warnings
 from contextlib import redirect_stdout
 
 from bench.corpus import corpus
+from bench.requires import missing_line
 from verl_cua.actions import parse_action
 
 FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui", "claude")
@@ -100,6 +103,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed passes; the best is reported")
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")
     args = parser.parse_args()
+    no_ui_tars = missing_line(("ui_tars",))  # the comparison is optional: the table and JSON come without it
+    if no_ui_tars is not None:
+        print(f"bench.parse: no comparison with ui-tars: {no_ui_tars}", file=sys.stderr, flush=True)
     res = run(args.n, args.repeat)
     if args.json:
         print(json.dumps(res))
@@ -115,7 +121,7 @@ def main() -> None:
     for key, what in (("ui_tars", "half truncated/mutated"), ("ui_tars_benign_only", "benign only")):
         u = res[key]
         if u is None:
-            print("ui-tars not installed (pip install -e '.[dev]'): no comparison")
+            print(f"ui-tars: no comparison ({no_ui_tars or 'ui_tars did not import'})")
             break
         print(
             f"uitars vs ui-tars 0.5.1 on the same {u['n']} outputs ({what}): ours {u['ours_parses_per_s']:,}/s "

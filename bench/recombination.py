@@ -28,7 +28,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.grounding import area_click, layouts, policy_sampler
+from bench.grounding import NEEDS, area_click, layouts, policy_sampler
+from bench.requires import require
 from verl_cua.eval.grounding import hits
 
 SAMPLES = 128  # sampled outputs per layout
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=None, help="write the figures here as JSON")
     args = ap.parse_args(argv)
+    require("bench.recombination", NEEDS)
     r = recombination(args.model, args.seeds, args.task, args.samples, device=args.device)
     ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
     print(f"bench.recombination: {args.model}, {len(r['layouts'])} {args.task} layouts x {args.samples} samples")

@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.requires import require
+
 TARGET = 1.3
 VARIANTS = {"grpo": ("algorithm.adv_estimator=grpo",), "sdpo_logit": ("algorithm.adv_estimator=sdpo",),
             "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token")}  # fmt: skip
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", default="qwen25vl", choices=("qwen25vl", "qwen3vl"))
     ap.add_argument("--tasks", default="click-test,click-button")
     args = ap.parse_args(argv)
+    require("bench.sdpo", ("torch", "verl", "miniwob"))
 
     from verl_cua.integrations.verl import dataset
     from verl_cua.testing.tiny_models import build_tiny_model

@@ -32,6 +32,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench.requires import require
+
 GATE = {"header": 0.3, "information": 1.0, "teacher success": 0.8}
 
 
@@ -132,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the per-layout figures here as JSON")
     ap.add_argument("--gate", action="store_true", help="exit 1 when the gate fails")
     args = ap.parse_args(argv)
+    require("bench.sdpo_context", ("torch", "verl", "miniwob"))
     if args.model is None:
         from verl_cua.testing.learning import learnable_model
 

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.requires import require
+
 
 def write_runs(root: Path, episodes: int, steps: int, screen=(1920, 1080)) -> int:
     """`episodes` successful Claude episodes of `steps` steps each; returns the steps written."""
@@ -63,16 +65,17 @@ def anchor_seconds(root: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the runs, time the anchor and `sft-data` twice each (alternating), print the figures as JSON."""
-    from transformers import AutoProcessor
-
-    from verl_cua.sft.data import SFTDataConfig, build
-    from verl_cua.testing.tiny_models import build_tiny_model
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=40)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rows", default="step", choices=["episode", "step"])
     args = ap.parse_args(argv)
+    require("bench.sft_data", ("torch", "pandas", "pyarrow"))  # the tiny model; sft-data's parquet
+    from transformers import AutoProcessor
+
+    from verl_cua.sft.data import SFTDataConfig, build
+    from verl_cua.testing.tiny_models import build_tiny_model
+
     model = build_tiny_model("qwen3vl")
     processor = AutoProcessor.from_pretrained(model)
     with tempfile.TemporaryDirectory() as tmp:

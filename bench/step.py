@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.requires import require
 from verl_cua.envs.trajectory import write_json
 from verl_cua.metrics_log import training_steps
 
@@ -39,6 +40,9 @@ PHASES = ("gen", "old_log_prob", "ref", "sdpo_teacher", "adv", "update_actor", "
 ROLLOUT = ("cua/env_seconds_mean", "cua/generate_seconds_mean", "cua/episodes", "cua/steps_mean")
 OSWORLD_TASKS = ("terminal/term-create-file.json", "terminal/files-rename-file.json")
 SETTINGS = ("miniwob", "miniwob2", "osworld")
+# what each setting needs: verl, and the browser or OSWorld's client driving the local desktop
+NEEDS = {"miniwob": ("torch", "verl", "miniwob"), "miniwob2": ("torch", "verl", "miniwob"),
+         "osworld": ("torch", "verl", "desktop_env")}  # fmt: skip
 
 
 def run_miniwob(out: Path, steps: int, overrides: list[str], tasks: str = "click-test") -> float:
@@ -177,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps <= args.warmup:
         print(f"bench.step: --steps ({args.steps}) must exceed --warmup ({args.warmup})", file=sys.stderr)
         return 2
+    require("bench.step", dict.fromkeys(m for name in names for m in NEEDS[name]))
     out = Path(args.out).resolve()
     variants = [(args.label, list(args.overrides))]
     if args.vs is not None:

@@ -17,10 +17,8 @@ import json
 import statistics
 import time
 
-from omegaconf import OmegaConf
-
+from bench.requires import require
 from verl_cua.actions import parse_action
-from verl_cua.integrations.verl_agent import make_gui_envs
 
 TASK = {"task": "click-button", "seed": 0}
 
@@ -72,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
+    require("bench.verl_agent", ("omegaconf", "miniwob"))
+    from omegaconf import OmegaConf
+
+    from verl_cua.integrations.verl_agent import make_gui_envs
+
     config = OmegaConf.create(
         {
             "env": {

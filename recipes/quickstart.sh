@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Quickstart on a fresh CPU machine: installs verl-cua with verl 0.9.1 and MiniWoB++, then the whole loop in about
-# 10 minutes on 2 cores:
+# Quickstart on a fresh CPU machine: installs verl-cua with verl 0.9.1 and MiniWoB++, then the whole loop (its time
+# on 2 cores, the first run and a cached one: docs/quickstart.md):
 #   1. train: a tiny Qwen2.5-VL built locally (no hub) and warm-started into click syntax only, trained with verl's
 #      GRPO on MiniWoB++ click-test, a new button layout every prompt (recipes/run_tiny_grpo_miniwob_cpu.sh);
 #   2. merge: the final FSDP checkpoint into a Hugging Face folder with verl's own model merger;
@@ -8,8 +8,9 @@
 #      (`verl-cua eval`; the held-out score, so verl's own validation is off here);
 #   4. view: both runs side by side (`verl-cua view`), and a summary of the curve and the held-out success.
 # Writes OUT/summary.json (per-step figures, first- and last-window success, held-out success of both models and
-# their grounding gaps: looking at the screenshot, or a learned prior of where buttons are) and
-# OUT/report.html. Any Hydra override appended goes to the trainer.
+# their grounding gaps: looking at the screenshot, or a learned prior of where buttons are), OUT/curve.png (the
+# learning curve: `python -m bench.curve`, matplotlib from the `bench` extra) and OUT/report.html. Any Hydra override
+# appended goes to the trainer.
 set -xeuo pipefail
 
 VENV=${VENV:-.venv}
@@ -42,7 +43,7 @@ if [ ! -x "${VENV}/bin/python" ]; then
 fi
 # tests/constraints.txt keeps torch/torchvision at the builds on this machine's disk (no multi-GB download).
 "${VENV}/bin/python" -m pip --disable-pip-version-check -q install -c tests/constraints.txt \
-    torch==2.14.1 torchvision==0.29.1 -e '.[verl,miniwob]'
+    torch==2.14.1 torchvision==0.29.1 -e '.[verl,miniwob,bench]'
 PY="${VENV}/bin/python"
 CLI="${VENV}/bin/verl-cua"
 
@@ -86,7 +87,11 @@ serve_and_eval() {
     SERVER_PID=
 }
 
-# 1. train (the initial model is built and warm-started once, then cached)
+# 1. train (the initial model is built and warm-started once, then cached); stdout is its path, progress on stderr
+set +x
+echo "quickstart: the initial model: a tiny Qwen2.5-VL built here and warm-started into click syntax on the CPU" \
+    "(the first run only: minutes, progress below; cached in ${VERL_CUA_CACHE:-${HOME}/.cache/verl-cua} afterwards)" >&2
+set -x
 MODEL=$("${PY}" -m verl_cua.testing.learning model)
 START=$(date +%s)
 VENV="${VENV}" OUT="${OUT}/train" STEPS="${STEPS}" SAVE_FREQ="${STEPS}" MODEL_PATH="${MODEL}" \
@@ -115,5 +120,11 @@ serve_and_eval trained "${OUT}/model"
     --eval initial="${OUT}/eval/initial" \
     --eval trained="${OUT}/eval/trained" \
     --out "${OUT}/summary.json"
+rm -f "${OUT}/curve.png"
+"${PY}" -m bench.curve "${OUT}/summary.json" --metrics "${OUT}/train/metrics.jsonl" --out "${OUT}/curve.png"
 set +x
-echo "quickstart: report ${OUT}/report.html (open it in a browser); summary ${OUT}/summary.json"
+CURVE=
+if [ -f "${OUT}/curve.png" ]; then
+    CURVE="; learning curve ${OUT}/curve.png"
+fi
+echo "quickstart: report ${OUT}/report.html (open it in a browser); summary ${OUT}/summary.json${CURVE}"

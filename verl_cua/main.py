@@ -5,6 +5,7 @@ installed. Entry points sit above every layer: this one may import the doctor, w
 
 import importlib.util
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +24,22 @@ def install_hint() -> str:
     return INSTALL
 
 
-def missing_packages() -> list[str]:
-    """The trainer's packages that are not installed (pip names)."""
+def missing_modules(modules: Iterable[str]) -> list[str]:
+    """The `modules` Python cannot import (not installed, or blocked), in the order given; none is imported."""
     missing = []
-    for module, dist in REQUIRED.items():
+    for module in modules:
         try:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):
             found = False
         if not found:
-            missing.append(dist)
+            missing.append(module)
     return missing
+
+
+def missing_packages() -> list[str]:
+    """The trainer's packages that are not installed (pip names)."""
+    return [REQUIRED[module] for module in missing_modules(REQUIRED)]
 
 
 def require_ml_stack(what: str) -> None:

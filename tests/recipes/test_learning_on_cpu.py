@@ -78,6 +78,8 @@ def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
         assert gap["gap_low"] <= gap["gap"] <= gap["gap_high"]
     report = (out / "report.html").read_text()
     assert "initial" in report and "trained" in report and "click-test" in report
+    assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the learning curve beside summary.json
+    assert f"learning curve {out / 'curve.png'}" in stdout
     assert f"report {out / 'report.html'}" in stdout or "report.html" in stdout
     assert stdout.count("grounding gap") >= 2
 

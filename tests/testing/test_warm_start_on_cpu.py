@@ -45,10 +45,24 @@ def test_progress_prints_a_line_at_every_tenth(capsys):
     for step in range(1, 96):
         progress.update(step)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0] == "warm start of m: 95 steps (built once, then cached)"
+    assert lines[0] == "warm start of m: 95 steps on the CPU (built once, then cached)"
     done = [int(line.split(": ")[1].split("/")[0]) for line in lines[1:]]
     assert done[0] == 1 and done[-1] == 95 and 10 <= len(done) <= 12
     assert all("s left" in line for line in lines[1:])
+
+
+def test_progress_also_prints_when_a_tenth_takes_longer_than_its_interval(capsys):
+    """3000 steps at a few a second: a tenth is minutes; a line still comes every `every_s` seconds."""
+    now = [0.0]
+    progress = Progress(3000, "warm start of m", every_s=30.0)
+    progress._clock, progress.start, progress._last = (lambda: now[0]), 0.0, 0.0
+    for step in range(1, 301):  # the first tenth: 300 steps at 0.25 s each, 75 s
+        now[0] = step * 0.25
+        progress.update(step, f"loss {1 / step:.3f}")
+    lines = capsys.readouterr().err.splitlines()[1:]
+    done = [int(line.split(": ")[1].split("/")[0]) for line in lines]
+    assert done == [1, 121, 241, 300]  # the first step, every 30 s (120 steps), the tenth
+    assert lines[1] == "warm start of m: 121/3000 steps, 30 s, about 720 s left, loss 0.008"  # 30.25 s / 121 x 2879
 
 
 def test_teacher_examples_are_the_trainers_teacher_context_and_answer_the_demo_or_the_point():

@@ -3,6 +3,9 @@ locally, warm-started by SFT into click syntax only. Its answers are drawn unifo
 whatever the page shows, so it starts with valid actions and no idea where to click.
 
     python -m verl_cua.testing.learning model [--tasks click-test] [--family qwen25vl]   # prints the model's path
+
+stdout holds the path alone (the quickstart captures it with $(...)); the first build's progress (step, loss,
+elapsed, the seconds left) goes to stderr.
 """
 
 from __future__ import annotations

@@ -139,22 +139,27 @@ def _train(
                 if teacher.rng.random() < icl:
                     inputs, (x, y) = teacher.example(inputs, (x, y))
                 rows.append((inputs, click_text(x, y)))
-            _batch_nll(model, tokenizer, rows, end).backward()
+            loss = _batch_nll(model, tokenizer, rows, end)
+            loss.backward()
             optim.step()
             optim.zero_grad()
-            progress.update(step + 1)
+            progress.update(step + 1, f"loss {loss.item():.3f}")
             continue
         image = _page(screen, rng)
         inputs = prompts.inputs(variety.choice(instructions), image)  # shared by both forks
         x, y = rng.randrange(left, right), rng.randrange(top, bottom)
         if not typo_rate:
-            _nll(model, tokenizer, inputs, click_text(x, y), end).backward()
+            loss = _nll(model, tokenizer, inputs, click_text(x, y), end)
+            loss.backward()
         else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
+            loss = 0.0
             for weight, turn in ((1.0 - typo_rate, click_text(x, y)), (typo_rate, typo_text(x, y))):
-                (weight * _nll(model, tokenizer, inputs, turn, end, total=True)).backward()
+                fork = weight * _nll(model, tokenizer, inputs, turn, end, total=True)
+                fork.backward()
+                loss += fork.detach()
         optim.step()
         optim.zero_grad()
-        progress.update(step + 1)
+        progress.update(step + 1, f"loss {float(loss):.3f}")
     model.save_pretrained(dst)
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":
@@ -250,21 +255,26 @@ class Prompts:
 
 
 class Progress:
-    """One line on stderr at every tenth of the steps: where the loop is and how long the rest should take."""
+    """Lines on stderr while a model trains on the CPU: what it does first, then step, elapsed seconds, the seconds
+    left and a note (the loss) at every tenth of the steps, and at least every `every_s` seconds."""
 
-    def __init__(self, total: int, what: str):
+    def __init__(self, total: int, what: str, every_s: float = 30.0):
         import time
 
-        self.total, self.what, self.start, self._clock = total, what, time.monotonic(), time.monotonic
+        self.total, self.what, self.every_s, self._clock = total, what, every_s, time.monotonic
+        self.start = self._last = self._clock()
         self._next = 0
-        print(f"{what}: {total} steps (built once, then cached)", file=sys.stderr, flush=True)
+        print(f"{what}: {total} steps on the CPU (built once, then cached)", file=sys.stderr, flush=True)
 
     def update(self, done: int, note: str = "") -> None:
-        """Report `done` steps when it crosses the next tenth (with `note`, e.g. the current loss)."""
-        if done < self._next and done < self.total:
+        """Report `done` steps when it crosses the next tenth, ends the loop or `every_s` passed since the last line
+        (with `note`, e.g. the current loss)."""
+        now = self._clock()
+        if done < self._next and done < self.total and now - self._last < self.every_s:
             return
-        self._next = done + max(1, self.total // 10)
-        elapsed = self._clock() - self.start
+        tenth = max(1, self.total // 10)
+        self._next, self._last = (done // tenth + 1) * tenth, now
+        elapsed = now - self.start
         left = elapsed / done * (self.total - done) if done else 0.0
         note = f", {note}" if note else ""
         print(f"{self.what}: {done}/{self.total} steps, {elapsed:.0f} s, about {left:.0f} s left{note}",
