@@ -62,6 +62,15 @@ def save(fig, ax, path: str | Path) -> None:
     plt.close(fig)
 
 
+def gap_label(figures: dict[str, Any]) -> str:
+    """`, gap +0.01 [-0.05, +0.08]`: the grounding gap of a one-task eval's held-out success, or nothing."""
+    gaps = list((figures.get("grounding") or {}).values())
+    if len(gaps) != 1 or gaps[0].get("gap") is None:
+        return ""
+    gap = gaps[0]
+    return f", grounding gap {gap['gap']:+.2f} [{gap['gap_low']:+.2f}, {gap['gap_high']:+.2f}]"
+
+
 def run_series(summary: dict[str, Any]) -> dict[str, Any]:
     """What curve.png shows of a summary.json: the steps with a success rate, those rates, their trailing mean over
     the summary's window, one (label, rate, name) mark per evaluated model, and the blind baseline or None."""
@@ -77,7 +86,7 @@ def run_series(summary: dict[str, Any]) -> dict[str, Any]:
         rate = (figures or {}).get("success_rate")
         if rate is not None:
             counts = f" ({figures['successes']}/{figures['scored']})" if figures.get("scored") else ""
-            marks.append((f"{name} model, held-out: {rate:.2f}{counts}", float(rate), name))
+            marks.append((f"{name} model, held-out: {rate:.2f}{counts}{gap_label(figures)}", float(rate), name))
     blind = summary.get("blind")
     if isinstance(blind, dict):
         blind = blind.get("heldout_rate")

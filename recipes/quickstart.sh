@@ -15,7 +15,8 @@ set -xeuo pipefail
 
 VENV=${VENV:-.venv}
 STEPS=${STEPS:-40}                              # GRPO steps, 32 episodes each (the recipe's other settings
-                                                # come from the environment too, e.g. TRAIN_SEEDS, LR)
+                                                # come from the environment too, e.g. LR)
+TRAIN_SEEDS=${TRAIN_SEEDS:-0-999}               # click-test layouts trained on
 HELDOUT_SEEDS=${HELDOUT_SEEDS:-100000-100063}   # click-test layouts never trained on
 EVAL_TEMPERATURE=${EVAL_TEMPERATURE:-1.0}       # sample as in training: the policy's own success rate
 OUT=${OUT:-outputs/quickstart}
@@ -94,7 +95,7 @@ echo "quickstart: the initial model: a tiny Qwen2.5-VL built here and warm-start
 set -x
 MODEL=$("${PY}" -m verl_cua.testing.learning model)
 START=$(date +%s)
-VENV="${VENV}" OUT="${OUT}/train" STEPS="${STEPS}" SAVE_FREQ="${STEPS}" MODEL_PATH="${MODEL}" \
+VENV="${VENV}" OUT="${OUT}/train" STEPS="${STEPS}" TRAIN_SEEDS="${TRAIN_SEEDS}" SAVE_FREQ="${STEPS}" MODEL_PATH="${MODEL}" \
     bash recipes/run_tiny_grpo_miniwob_cpu.sh \
     trainer.experiment_name=quickstart \
     trainer.val_before_train=false \
@@ -119,6 +120,7 @@ serve_and_eval trained "${OUT}/model"
     --seconds $((END - START)) \
     --eval initial="${OUT}/eval/initial" \
     --eval trained="${OUT}/eval/trained" \
+    --blind "click-test:${TRAIN_SEEDS}:${HELDOUT_SEEDS}" \
     --out "${OUT}/summary.json"
 rm -f "${OUT}/curve.png"
 "${PY}" -m bench.curve "${OUT}/summary.json" --metrics "${OUT}/train/metrics.jsonl" --out "${OUT}/curve.png"

@@ -23,8 +23,9 @@ def write_run(tmp_path: Path, blind: dict | None = None) -> tuple[Path, Path]:
     lines = [{"step": i + 1, "data": {"cua/episodes": 32, "cua/success_rate": r, "critic/rewards/mean": r}}
              for i, r in enumerate(RATES)]  # fmt: skip
     metrics.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    gap = {"click-test": {"own": 17 / 64, "cross": 0.25, "gap": 0.016, "gap_low": -0.07, "gap_high": 0.11}}
     evals = {"initial": {"success_rate": 2 / 64, "scored": 64, "successes": 2},
-             "trained": {"success_rate": 17 / 64, "scored": 64, "successes": 17}}  # fmt: skip
+             "trained": {"success_rate": 17 / 64, "scored": 64, "successes": 17, "grounding": gap}}  # fmt: skip
     record = run_summary.summarise(run_summary.read_steps(metrics), 300.0, evals)
     if blind is not None:
         record["blind"] = blind
@@ -40,7 +41,8 @@ def test_the_series_are_the_runs_steps_their_window_mean_and_the_marks(tmp_path)
     assert series["mean"][0] == pytest.approx(0.1) and series["mean"][4] == pytest.approx(0.11)  # (.1+0+.2+.1+.15)/5
     assert series["mean"][-1] == pytest.approx((0.35 + 0.4 + 0.5 + 0.45 + 0.5) / 5)
     assert [(name, rate) for _, rate, name in series["marks"]] == [("initial", 2 / 64), ("trained", 17 / 64)]
-    assert "held-out: 0.27 (17/64)" in series["marks"][1][0]
+    assert "held-out: 0.27 (17/64), grounding gap +0.02 [-0.07, +0.11]" in series["marks"][1][0]  # gap beside it
+    assert "grounding gap" not in series["marks"][0][0]  # none measured: none shown
     assert series["blind"] == 0.58
     assert curve.run_series(json.loads(write_run(tmp_path)[0].read_text()))["blind"] is None  # only when it has one
 

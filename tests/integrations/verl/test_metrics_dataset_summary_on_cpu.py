@@ -136,3 +136,13 @@ def test_summary_windows_and_eval_runs(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "over the last 5: 0.580" in printed and "trained: success 20/32" in printed
     assert summary.main([str(log), "--out", str(out), "--eval", f"x={tmp_path / 'missing'}"]) == 2
+
+
+@pytest.mark.parametrize("spec", ["click-test", "click-test:0-9", "click-test::100-109", ":0-9:100-109"])
+def test_summary_blind_wants_tasks_train_and_heldout_seeds(tmp_path, capsys, spec):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(json.dumps({"step": 1, "data": {"cua/success_rate": 0.5}}))
+    out = tmp_path / "summary.json"
+    assert summary.main([str(log), "--out", str(out), "--blind", spec]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "TASKS:TRAIN_SEEDS:HELDOUT_SEEDS" in err and not out.exists()

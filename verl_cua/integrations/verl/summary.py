@@ -1,11 +1,13 @@
 """Summarise a training run from verl's file logger (JSONL): a rich table and a JSON file.
 
-`python -m verl_cua.integrations.verl.summary metrics.jsonl --seconds S --out summary.json [--eval NAME=RUN ...]`
+`python -m verl_cua.integrations.verl.summary metrics.jsonl --seconds S --out summary.json [--eval NAME=RUN ...]
+[--blind TASKS:TRAIN_SEEDS:HELDOUT_SEEDS]`
 
 Beside the per-step figures: success over the first and the last `window` steps (the curve's rise), and, with
 `--eval`, the success rate of `verl-cua eval` runs (e.g. the initial and the trained model on held-out tasks) and,
 for single-target MiniWoB++ tasks, each run's grounding gap beside it (`verl_cua.eval.grounding`: held-out success
-without a positive gap is a learned prior, not looking).
+without a positive gap is a learned prior, not looking); with `--blind`, the screen-blind baseline (`blind`: the
+best single click point on the training layouts, scored on the held-out ones), the bar looking must clear.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.envs.trajectory import write_atomic
+from verl_cua.eval.blind_baseline import blind_baseline
 from verl_cua.eval.grounding import describe, run_grounding
 from verl_cua.metrics_log import read_records
 
@@ -112,6 +115,12 @@ def print_summary(summary: dict[str, Any], where: str) -> None:
             f"success over the first {summary['window']} steps: {summary['first_window_success']:.3f}; "
             f"over the last {summary['window']}: {summary['last_window_success']:.3f}"
         )
+    blind = summary.get("blind")
+    if blind:
+        console.print(
+            f"blind baseline (one click at {tuple(blind['point'])} on every layout, never looking): "
+            f"{blind['heldout_rate']:.3f} of the held-out layouts; uniform random clicks: {blind['uniform_rate']:.3f}"
+        )
     for name, figures in summary.get("eval", {}).items():
         low, high = figures.get("success_rate_ci95") or (None, None)
         ci = f" (95% CI {low:.2f}-{high:.2f})" if low is not None else ""
@@ -132,7 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=0.0)
     ap.add_argument("--out", required=True)
     ap.add_argument("--eval", action="append", default=[], metavar="NAME=RUN", help="a verl-cua eval run to report")
+    ap.add_argument(
+        "--blind",
+        metavar="TASKS:TRAIN_SEEDS:HELDOUT_SEEDS",
+        help="add the screen-blind baseline of these single-click MiniWoB++ tasks (verl_cua.eval.blind_baseline)",
+    )
     args = ap.parse_args(argv)
+    blind_spec = args.blind.split(":") if args.blind else None
+    if blind_spec is not None and (len(blind_spec) != 3 or not all(blind_spec)):
+        print(f"verl-cua summary: --blind wants TASKS:TRAIN_SEEDS:HELDOUT_SEEDS, got {args.blind!r}", file=sys.stderr)
+        return 2
     steps = read_steps(args.metrics)
     if not steps:
         print(f"verl-cua summary: no training steps in {args.metrics}", file=sys.stderr)
@@ -146,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         evals[name] = {**json.loads(path.read_text()), "grounding": run_grounding(run, boxes)}
     summary = summarise(steps, args.seconds, evals)
+    if blind_spec is not None:
+        tasks, train, heldout = blind_spec
+        summary["blind"] = blind_baseline(tuple(tasks.split(",")), train, heldout)
     write_atomic(Path(args.out), json.dumps(summary, indent=2).encode())
     print_summary(summary, f"{args.metrics} (summary: {args.out})")
     return 0
