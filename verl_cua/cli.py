@@ -92,16 +92,15 @@ def _compare_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-SERVE_INSTALL = "pip install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[verl]'"
-
-
 def _serve_cmd(args: argparse.Namespace) -> int:
     import importlib.util
     from pathlib import Path
 
+    from verl_cua.resources import install_hint
+
     missing = [m for m in ("torch", "torchvision", "verl") if importlib.util.find_spec(m) is None]
     if missing:
-        print(f"verl-cua serve: needs {', '.join(missing)}; install with: {SERVE_INSTALL}", file=sys.stderr)
+        print(f"verl-cua serve: needs {', '.join(missing)}; install with: {install_hint('verl')}", file=sys.stderr)
         return 2
     if not (Path(args.model_dir) / "config.json").is_file():
         print(f"verl-cua serve: {args.model_dir} is not a Hugging Face model folder (no config.json)", file=sys.stderr)

@@ -9,6 +9,7 @@ from typing import Any
 
 from verl_cua.recipe_export.catalog import RecipeExportError, recipe_script, recipes_dir, required_verl
 from verl_cua.recipe_export.config import default_overrides, path_keys, trainer_config
+from verl_cua.recipe_export.plain_config import dump_yaml
 from verl_cua.recipe_export.readme import readme_text, recipe_row, shared_meanings
 from verl_cua.recipe_export.script import preflight_script, run_script, settings
 
@@ -34,13 +35,11 @@ if __name__ == "__main__":
 
 
 def _yaml(name: str, config: dict[str, Any]) -> str:
-    from omegaconf import OmegaConf
-
     header = (
         f"# {name}: verl's ppo_trainer, verl-cua's `cua` keys (all of them) and recipes/run_{name}.sh's settings at\n"
         f"# their defaults, exported by `verl-cua recipe export {name}`. Paths are relative to where the run starts.\n"
     )
-    return header + OmegaConf.to_yaml(OmegaConf.create(config))
+    return header + dump_yaml(config)
 
 
 def _install(env: str, rollout: str) -> str:
