@@ -8,6 +8,7 @@ from pathlib import Path
 
 from verl_cua.recipe_export.catalog import RecipeExportError, recipe_names, unexportable_reason
 
+
 def _list_cmd(args: argparse.Namespace) -> int:
     for name in recipe_names():
         reason = unexportable_reason(name)

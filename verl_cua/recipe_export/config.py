@@ -125,7 +125,8 @@ def trainer_config(overrides: list[str]) -> dict[str, Any]:
     for key, value in values:
         update(merged, key, value)
     cua = merged.pop("cua")
-    return {"hydra": merge(trainer.get("hydra", {}), hydra), "defaults": ["ppo_trainer", "_self_"], **merged, "cua": cua}
+    hydra = merge(trainer.get("hydra", {}), hydra)
+    return {"hydra": hydra, "defaults": ["ppo_trainer", "_self_"], **merged, "cua": cua}
 
 
 def _is_group(name: str) -> bool:
