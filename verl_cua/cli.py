@@ -253,6 +253,13 @@ def _add_sft_data(sub, formats: list[str]) -> None:
 
 
 def _osworld_check_cmd(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from verl_cua.resources import OSWORLD_CLIENT_HINT
+
+    if importlib.util.find_spec("desktop_env") is None:  # before any task is read or run
+        print(f"verl-cua osworld-check: needs OSWorld's client (desktop-env): {OSWORLD_CLIENT_HINT}", file=sys.stderr)
+        return 2
     from verl_cua.envs.osworld.coverage import format_table, run_check
 
     domains = [d for d in (args.domains or "").split(",") if d] or None

@@ -9,6 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent
 DIST = "verl-cua"
 DOCS_URL = "https://github.com/verl-cua/verl-cua/tree/main/docs"  # pyproject's Documentation (a placeholder home)
+OSWORLD_CLIENT_HINT = "verl-cua install-osworld"  # OSWorld's client (desktop-env, --no-deps) and the osworld extra
+DESKTOP_HINT = "verl-cua setup-desktop"  # the local desktop's system side (as root)
 CONSTRAINTS = "tests/constraints.txt"  # a checkout's pins for the torch builds on its dev machines (verl extra only)
 
 
@@ -35,21 +37,18 @@ def pip_install(*extras: str) -> str:
 
 def _checkout_install(root: Path, extras: tuple[str, ...]) -> str:
     here = Path.cwd().resolve() == root
-    where = "." if here else str(root)
-    command = "pip install"
-    constraints = root / CONSTRAINTS
-    if "verl" in extras and constraints.is_file():  # the torch builds the checkout's machines keep on disk
-        pins = [line.split("#")[0].strip() for line in constraints.read_text().splitlines()]
-        command += f" -c {CONSTRAINTS if here else constraints} {' '.join(p for p in pins if p)}"
-    return f"{command} -e '{where}[{','.join(extras)}]'"
+    pins = [line.split("#")[0].strip() for line in (root / CONSTRAINTS).read_text().splitlines()]
+    constraints, where = (CONSTRAINTS, ".") if here else (root / CONSTRAINTS, root)
+    return f"pip install -c {constraints} {' '.join(p for p in pins if p)} -e '{where}[{','.join(extras)}]'"
 
 
 def install_hint(*extras: str) -> str:
-    """The command that installs verl-cua's `extras`, right for where this package runs: the wheel's form, followed
-    in a source checkout by the checkout's editable form (`-e`, with its torch pins for the `verl` extra)."""
+    """The command that installs verl-cua's `extras`: the wheel's form, which is right in a checkout too (pip keeps
+    the editable install and adds the extras' packages); in a checkout with pinned torch builds
+    (tests/constraints.txt), the `verl` extra's pinned editable form follows."""
     hint = pip_install(*extras)
     root = checkout_root()
-    if root is not None and extras:
+    if root is not None and "verl" in extras and (root / CONSTRAINTS).is_file():
         hint += f" (in this checkout: {_checkout_install(root, extras)})"
     return hint
 
