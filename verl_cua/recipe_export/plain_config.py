@@ -29,8 +29,7 @@ FLOAT = re.compile(
     rf"^[-+]?(?:(?:(?:{_DIGITS})?\.{_DIGITS}|{_DIGITS}\.)(?:[eE][-+]?{_DIGITS})?|{_DIGITS}[eE][-+]?{_DIGITS}"
     r"|[Ii][Nn][Ff]|[Nn][Aa][Nn])$"
 )
-FUNCTION = re.compile(r"^[A-Za-z_]\w*\s*\(")
-UNSUPPORTED = set("()'\"\\=")  # in a plain string: quoting, escapes or a function Hydra reads its own way
+PLAIN = re.compile(r"^[\w\-+./:$*%@?| ]+$")  # the characters Hydra's grammar takes in an unquoted string
 
 
 class PlainConfigError(ValueError):
@@ -136,7 +135,7 @@ def _primitive(value: str, override: str) -> Any:
         return float(value.replace("_", ""))
     if "${" in value:
         return value  # an interpolation: OmegaConf resolves it when the config is read
-    if FUNCTION.match(value) or UNSUPPORTED & set(value) or value.startswith(("[", "{")):
+    if value and not PLAIN.match(value):  # functions, escapes, stray quotes or brackets: Hydra's own grammar
         raise PlainConfigError(f"override {override!r}: the value {value!r} needs Hydra's parser")
     return value
 
