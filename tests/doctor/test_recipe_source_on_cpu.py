@@ -3,11 +3,13 @@
 installed wheel (no `recipes/` beside it); an unknown name is one line listing the valid names. The exported recipe
 composes to the same config as the recipe it came from."""
 
+import io
 import shutil
 
 import pytest
 
 from verl_cua.cli import main as cli
+from verl_cua.doctor import run_doctor
 from verl_cua.doctor.recipe import recipe_findings
 from verl_cua.doctor.recipe_source import RecipeNotFound, RecipeSource, resolve_recipe, trainer_calls
 from verl_cua.recipe_export.catalog import recipe_names
@@ -78,19 +80,14 @@ def _relative(value, root: str):
     return value.replace(root, "") if isinstance(value, str) else value
 
 
-def test_the_doctor_cli_checks_an_exported_recipe(exported, monkeypatch, capfd):
+def test_the_doctor_checks_an_exported_recipe_with_appended_overrides(exported, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cli(
-        [
-            "doctor",
-            str(exported[FLAGSHIP]),
-            "trainer.n_gpus_per_node=1",
-            "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        ]
-    )
-    out = capfd.readouterr().out
-    assert f"ok    recipe: {FLAGSHIP}/run_{FLAGSHIP}.sh: 1 run(s) compose; sdpo on osworld, vllm rollout" in out
-    assert "the run needs 1 GPU (trainer.nnodes=1 x trainer.n_gpus_per_node=1)" in out  # the appended override
+    out = io.StringIO()
+    overrides = ["trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
+    assert run_doctor(str(exported[FLAGSHIP]), overrides, out=out) == 1  # no GPU, no docker here
+    text = out.getvalue()
+    assert f"ok    recipe: {FLAGSHIP}/run_{FLAGSHIP}.sh: 1 run(s) compose; sdpo on osworld, vllm rollout" in text
+    assert "the run needs 1 GPU (trainer.nnodes=1 x trainer.n_gpus_per_node=1)" in text  # the appended override
 
 
 def test_a_wheels_packaged_recipe_runs_from_a_scratch_copy(tmp_path, monkeypatch):
