@@ -206,7 +206,8 @@ def _add_doctor(sub) -> None:
         description="One line per finding (ok, info, warn, FAIL); exit 1 on a blocker. With RECIPE, the recipe's "
         "config is composed (nothing runs) and its token budget and host memory per step are printed.",
     )
-    p.add_argument("recipe", nargs="?", default=None, help="a recipes/run_*.sh")
+    recipe = "a recipe: its name as `verl-cua recipe list` prints it, a script, or an exported folder"
+    p.add_argument("recipe", nargs="?", default=None, help=recipe)
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as you would append them to the recipe")
     p.set_defaults(func=_doctor_cmd)
 
