@@ -1,9 +1,14 @@
 """Suite-wide settings: hypothesis derandomised under CI=true; GPU tests (`test_*_on_gpu.py`) skipped with a visible
 reason where no CUDA device is present; the `e2e` and `desktop` markers put on every test that uses a fixture which
-starts verl or a desktop (`MARKER_FIXTURES`); the `chromium`, `local_desktop` and `scratch_env` fixtures."""
+starts verl or a desktop (`MARKER_FIXTURES`); the `chromium`, `local_desktop`, `scratch_env` and `core_venv`
+fixtures."""
 
 import os
 import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -38,6 +43,9 @@ MARKER_FIXTURES = {
     "local_ray": "e2e",  # a Ray cluster for the Ray env pool (test_ray_pool_on_cpu.py)
 }
 COLLECTED = pytest.StashKey[list]()
+ROOT = Path(__file__).resolve().parents[1]
+# What the core install must never bring: pip fails rather than install them (`<0` matches no release)
+NOT_CORE = ("torch", "verl", "ray", "omegaconf", "hydra-core")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -126,3 +134,34 @@ def collected_tests(request) -> list[tuple[str, str, frozenset, frozenset]]:
     """(node id, function name, fixtures, markers) of every test this session collected, before `-m` or `-k`
     deselected any (for tests/test_markers_on_cpu.py)."""
     return list(request.config.stash.get(COLLECTED, []))
+
+
+class CoreVenv:
+    """A venv holding verl-cua's core install alone; `run` starts one of its executables."""
+
+    def __init__(self, bin_dir: Path):
+        self.bin = bin_dir
+
+    def run(self, exe: str, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        """`bin/<exe> *args` (e.g. `verl-cua doctor`, `python -c ...`) in `cwd`, with this process's environment less
+        what points Python at this suite's venv or tree (PYTHONPATH, VIRTUAL_ENV); output captured as text."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        return subprocess.run([str(self.bin / exe), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def core_venv(tmp_path_factory) -> CoreVenv:
+    """A fresh venv holding verl-cua's core install alone: `pip install -e` of this tree, its core dependencies from
+    pip's index (its cache makes this ~40 s), with a constraint that fails the install should anything ask for torch,
+    verl, ray, omegaconf or hydra-core. Built once a session."""
+    work = tmp_path_factory.mktemp("core_venv")
+    (work / "not_core.txt").write_text("".join(f"{name}<0\n" for name in NOT_CORE))
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True, timeout=120)
+    venv = CoreVenv(work / "venv" / "bin")
+    done = venv.run("python", "-m", "pip", "--disable-pip-version-check", "-q", "install",
+                    "-c", str(work / "not_core.txt"), "-e", str(ROOT), timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"core_venv: built in {time.monotonic() - start:.0f} s")
+    return venv

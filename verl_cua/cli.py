@@ -92,16 +92,15 @@ def _compare_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-SERVE_INSTALL = "pip install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[verl]'"
-
-
 def _serve_cmd(args: argparse.Namespace) -> int:
     import importlib.util
     from pathlib import Path
 
+    from verl_cua.resources import install_hint
+
     missing = [m for m in ("torch", "torchvision", "verl") if importlib.util.find_spec(m) is None]
     if missing:
-        print(f"verl-cua serve: needs {', '.join(missing)}; install with: {SERVE_INSTALL}", file=sys.stderr)
+        print(f"verl-cua serve: needs {', '.join(missing)}; install with: {install_hint('verl')}", file=sys.stderr)
         return 2
     if not (Path(args.model_dir) / "config.json").is_file():
         print(f"verl-cua serve: {args.model_dir} is not a Hugging Face model folder (no config.json)", file=sys.stderr)
@@ -209,7 +208,8 @@ def _add_doctor(sub) -> None:
         description="One line per finding (ok, info, warn, FAIL); exit 1 on a blocker. With RECIPE, the recipe's "
         "config is composed (nothing runs) and its token budget and host memory per step are printed.",
     )
-    p.add_argument("recipe", nargs="?", default=None, help="a recipes/run_*.sh")
+    recipe = "a recipe: its name as `verl-cua recipe list` prints it, a script, or an exported folder"
+    p.add_argument("recipe", nargs="?", default=None, help=recipe)
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as you would append them to the recipe")
     p.set_defaults(func=_doctor_cmd)
 
@@ -257,6 +257,13 @@ def _add_sft_data(sub, formats: list[str]) -> None:
 
 
 def _osworld_check_cmd(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from verl_cua.resources import OSWORLD_CLIENT_HINT
+
+    if importlib.util.find_spec("desktop_env") is None:  # before any task is read or run
+        print(f"verl-cua osworld-check: needs OSWorld's client (desktop-env): {OSWORLD_CLIENT_HINT}", file=sys.stderr)
+        return 2
     from verl_cua.envs.osworld.coverage import format_table, run_check
 
     domains = [d for d in (args.domains or "").split(",") if d] or None

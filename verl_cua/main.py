@@ -10,18 +10,15 @@ from pathlib import Path
 from typing import Any
 
 REQUIRED = {"verl": "verl", "hydra": "hydra-core", "torch": "torch", "torchvision": "torchvision"}
-INSTALL = "pip install 'verl-cua[verl]'"
-CHECKOUT_CONSTRAINTS = Path(__file__).resolve().parent.parent / "tests" / "constraints.txt"
-CHECKOUT_INSTALL = "pip install -c tests/constraints.txt torch==2.14.1 torchvision==0.29.1 -e '.[verl]'"
 HELP_FLAGS = ("--help", "-h")
 CONFIG_DIR = Path(__file__).resolve().parent / "integrations" / "verl" / "config"  # Hydra's `cua_trainer`
 
 
 def install_hint() -> str:
     """The pip command that installs the trainer's stack; in a source checkout, its pinned form too."""
-    if CHECKOUT_CONSTRAINTS.is_file():
-        return f"{INSTALL} (in this checkout: {CHECKOUT_INSTALL})"
-    return INSTALL
+    from verl_cua.resources import install_hint as hint
+
+    return hint("verl")
 
 
 def missing_modules(modules: Iterable[str]) -> list[str]:

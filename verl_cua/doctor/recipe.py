@@ -3,72 +3,71 @@ or trained), composed and checked as `verl_cua.main` checks them before Ray star
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-import os
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verl_cua.doctor.finding import Finding
-from verl_cua.recipe_export.record import MAIN, RecipeRunError, record_calls, write_stubs
+from verl_cua.doctor.recipe_source import RecipeSource, resolve_recipe, trainer_calls
+from verl_cua.resources import install_hint
 
 if TYPE_CHECKING:
     from verl_cua.integrations.verl.config.schema import EnvConfig
 
 
-def recorded_commands(recipe: str | Path, *args: str, env: dict[str, str] | None = None) -> list[list[str]]:
-    """Run `recipe` with `python3`/`python`/`docker`/`torchrun` that only record their argv; every recorded command."""
-    with tempfile.TemporaryDirectory() as tmp:
-        stubs = write_stubs(Path(tmp))
-        run_env = {**os.environ, "PYTHON": str(stubs / "python3"), "VENV": tmp, "VERL_CUA_COMPOSE_ONLY": "1"}
-        try:
-            return record_calls(Path(recipe), stubs, Path.cwd(), *args, env={**run_env, **(env or {})})
-        except RecipeRunError as exc:
-            raise RuntimeError(f"{recipe} failed before training: {str(exc).strip().splitlines()[-1:]}") from None
-
-
-def main_overrides(commands: list[list[str]]) -> list[list[str]]:
-    """The Hydra overrides of each `python -m verl_cua.main` the recipe runs (most run one)."""
-    mains = [c[3:] for c in commands if c[0].startswith("python") and c[1:3] == MAIN]
-    if not mains:
-        raise RuntimeError("the recipe runs no `python -m verl_cua.main`")
-    return mains
-
-
-def compose(overrides: list[str]) -> Any:
-    """`cua_trainer` composed with `overrides` (hydra.* ones dropped), as `python -m verl_cua.main` composes it."""
+def compose(overrides: list[str], source: RecipeSource) -> Any:
+    """The recipe's config composed with `overrides` (hydra.* ones dropped), as its trainer call composes it:
+    `cua_trainer` from the package, or an exported recipe's own config on verl's ppo_trainer."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
+    from hydra import initialize_config_dir, initialize_config_module
 
     kept = [o for o in overrides if not o.lstrip("+~").startswith("hydra.")]
+    if source.config_dir is not None:
+        with initialize_config_dir(str(source.config_dir), version_base=None):
+            return hydra_compose(source.config_name, overrides=kept)
     with initialize_config_module("verl_cua.integrations.verl.config", version_base=None):
-        return hydra_compose("cua_trainer", overrides=kept)
+        return hydra_compose(source.config_name, overrides=kept)
 
 
-def recipe_findings(recipe: str, extra: list[str]) -> tuple[list[Finding], dict[str, Any] | None]:
-    """Compose and check the recipe's config; findings and the resolved config (None when it does not compose)."""
-    from omegaconf import OmegaConf
+def _unchecked(source: RecipeSource, runs: int) -> Finding | None:
+    """Without the trainer's stack the recipe's config cannot be composed: one line naming its install."""
+    needed = {"verl": "verl", "hydra": "hydra-core", "omegaconf": "omegaconf"}  # module -> distribution
+    missing = [dist for module, dist in needed.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return Finding("warn", "recipe", f"{source.label}: {runs} trainer run(s) recorded; composing their config and "
+                                     f"budgets needs {', '.join(missing)}: {install_hint('verl')}")  # fmt: skip
 
+
+def recipe_findings(recipe: str | RecipeSource, extra: list[str]) -> tuple[list[Finding], dict[str, Any] | None]:
+    """Compose and check the recipe's config; findings and the resolved config (None when it does not compose).
+    Without verl (the core install) the recipe is only run with stubs, and one line names the install."""
     from verl_cua.integrations.verl.config.budget import row_budget, step_memory
-    from verl_cua.integrations.verl.config.checks import validate_cua_config
     from verl_cua.integrations.verl.config.fields import CuaConfigError
-    from verl_cua.integrations.verl.config.prepare import prepare_config
     from verl_cua.integrations.verl.config.schema import CuaConfig
 
-    name = Path(recipe).name
+    source = recipe if isinstance(recipe, RecipeSource) else resolve_recipe(recipe)
+    name = source.label
     try:
+        runs = trainer_calls(source)
+        unchecked = _unchecked(source, len(runs))
+        if unchecked:
+            return [unchecked], None
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
         from verl_cua.integrations.verl.plugin import register_estimators
 
         register_estimators()  # sdpo, sdpo_grpo, gigpo; loss sdpo
+        from omegaconf import OmegaConf
 
-        runs = main_overrides(recorded_commands(recipe))
+        from verl_cua.integrations.verl.config.checks import validate_cua_config
+        from verl_cua.integrations.verl.config.prepare import prepare_config
+
         attention = logging.getLogger("verl_cua.integrations.verl.fixes.attention")
         level, attention.level = attention.level, logging.ERROR  # the flash-attn finding has its own line
         try:
             for overrides in reversed(runs):  # every run must compose; the first is described
-                cfg = compose([*overrides, *extra])
+                cfg = compose([*overrides, *extra], source)
                 validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
                 prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))
         finally:

@@ -9,14 +9,21 @@ from verl_cua.doctor.finding import Finding
 
 
 def run_doctor(recipe: str | None = None, overrides: list[str] | None = None, out: TextIO = sys.stdout) -> int:
-    """Print every finding; 1 when one of them blocks the run, else 0."""
+    """Print every finding; 1 when one of them blocks the run, 2 (one line on stderr) when RECIPE names no recipe,
+    else 0."""
     from verl_cua.doctor.recipe import recipe_findings
+    from verl_cua.doctor.recipe_source import RecipeNotFound, resolve_recipe
     from verl_cua.doctor.system import system_findings
 
     config = None
     findings: list[Finding] = []
     if recipe:
-        recipe_result, config = recipe_findings(recipe, overrides or [])
+        try:
+            source = resolve_recipe(recipe)
+        except RecipeNotFound as exc:
+            print(f"verl-cua doctor: {exc}", file=sys.stderr)
+            return 2
+        recipe_result, config = recipe_findings(source, overrides or [])
         findings += recipe_result
     findings = system_findings(config) + findings
     for finding in findings:

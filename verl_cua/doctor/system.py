@@ -20,6 +20,7 @@ from verl_cua.doctor.model import model_finding
 from verl_cua.envs import DesktopCost, env_spec
 from verl_cua.integrations.verl.config.budget import SERVED_ROLLOUTS
 from verl_cua.integrations.verl.config.schema import CuaConfig, EnvConfig
+from verl_cua.resources import docs_link, install_hint
 
 VERL = "0.9.1"
 PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
@@ -58,18 +59,19 @@ def _stack(config: dict[str, Any] | None, host: str = "verl") -> list[Finding]:
         out.append(Finding("ok" if verl else "FAIL", "verl", f"{verl} (verl-agent's)" if verl else "not installed: "
                                                              "verl-agent's checkout installs it"))  # fmt: skip
     else:
-        out.append(Finding("ok" if verl == VERL else "FAIL", "verl", f"{verl or 'not installed'} (needs =={VERL}: "
-                                                                     "pip install -e '.[verl]')"))  # fmt: skip
+        detail = f"{verl or 'not installed'} (needs =={VERL}: {install_hint('verl')})"
+        out.append(Finding("ok" if verl == VERL else "FAIL", "verl", detail))
     torch_v, transformers_v = _version("torch"), _version("transformers")
     cuda = torch_cuda()
-    out.append(Finding("ok" if torch_v else "FAIL", "torch", f"{torch_v or 'not installed'}, CUDA {cuda or 'none'}"))
+    torch_detail = f"{torch_v}, CUDA {cuda or 'none'}" if torch_v else f"not installed: {install_hint('verl')}"
+    out.append(Finding("ok" if torch_v else "FAIL", "torch", torch_detail))
     rollout = (((config or {}).get("actor_rollout_ref") or {}).get("rollout") or {}).get("name", "vllm")
     engine = rollout if rollout in SERVED_ROLLOUTS else None
     if engine:
         installed = _version(engine)
         if installed is None:
             out.append(Finding("FAIL" if config else "warn", engine,
-                               f"not installed: pip install -e '.[{engine}]'"))  # fmt: skip
+                               f"not installed: {install_hint(engine)}"))  # fmt: skip
         elif host == "verl-agent":
             out.append(Finding("ok", engine, f"{installed} (verl-agent's pins apply)"))
         else:
@@ -108,7 +110,8 @@ def _flash_attn(config: dict[str, Any] | None) -> Finding:
     if error is None:
         return Finding("ok", "flash-attn", f"flash_attention_2 (flash-attn {flash_attn_version()})")
     return Finding("warn", "flash-attn", f"sdpa ({error}): the actor runs sdpa with remove-padding off (slower, "
-                                         "more memory); docs/gpu.md says how to install flash-attn")  # fmt: skip
+                                         "more memory); how to install flash-attn: "
+                                         f"{docs_link('gpu.md')}")  # fmt: skip
 
 
 def desktop_demand(

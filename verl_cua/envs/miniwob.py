@@ -12,6 +12,7 @@ from PIL import Image
 
 from verl_cua.actions import GUIAction, ParsedAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
+from verl_cua.resources import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser_keeper.sh")
 KEEPER_MARK = "VERL_CUA_BROWSER_KEEPER"  # "<keeper pid>:<uuid>" in the environment of every process it starts
 REAL_CHROMEDRIVER = "VERL_CUA_CHROMEDRIVER"
-PIP_HINT = "pip install 'verl-cua[miniwob]'"
+PIP_HINT = install_hint("miniwob")
 APT_HINT = "apt-get install -y --no-install-recommends chromium chromium-driver fonts-liberation"
 MAX_SCROLL_REPEAT = 10
 NO_TIME_LIMIT_MS = 2**31 - 1  # the longest a browser timer waits (about 24.8 days)

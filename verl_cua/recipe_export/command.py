@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 from verl_cua.recipe_export.catalog import RecipeExportError, recipe_names, unexportable_reason
-
-INSTALL = "pip install 'verl-cua[verl]'"
 
 
 def _list_cmd(args: argparse.Namespace) -> int:
@@ -20,11 +17,7 @@ def _list_cmd(args: argparse.Namespace) -> int:
 
 
 def _export_cmd(args: argparse.Namespace) -> int:
-    missing = [m for m in ("hydra", "omegaconf") if importlib.util.find_spec(m) is None]
-    if missing:
-        print(f"verl-cua recipe: export needs {', '.join(missing)}; install with: {INSTALL}", file=sys.stderr)
-        return 2
-    from verl_cua.recipe_export.export import export_recipe
+    from verl_cua.recipe_export.export import export_recipe  # core install: no Hydra, OmegaConf or verl needed
 
     try:
         written = export_recipe(args.name, Path(args.dir), force=args.force)

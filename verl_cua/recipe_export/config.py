@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.recipe_export.catalog import RecipeExportError, recipes_dir
+from verl_cua.recipe_export.plain_config import Override, PlainConfigError, load_yaml, merge, parse_override, update
 from verl_cua.recipe_export.record import main_overrides, record_calls, write_stubs
 
 CONFIG_PACKAGE = "verl_cua.integrations.verl.config"
@@ -52,32 +53,28 @@ def path_keys(overrides: list[str], relative: set[str]) -> list[str]:
     return [k for k, v in pairs if k in relative or k.rsplit(".", 1)[-1] in PATH_KEYS or v == ""]
 
 
-def _load(relative: str) -> tuple[Any, str | None]:
-    """One of our config files as an OmegaConf node, and its `# @package` header (None when it has none)."""
-    from omegaconf import OmegaConf
-
+def _load(relative: str) -> tuple[dict[str, Any], str | None]:
+    """One of our config files as plain data, and its `# @package` header (None when it has none)."""
     resource = importlib.resources.files(CONFIG_PACKAGE).joinpath(relative)
     if not resource.is_file():
         raise RecipeExportError(f"no config {relative} in {CONFIG_PACKAGE}")
     text = resource.read_text()
     package = next((line.split("@package", 1)[1].strip() for line in text.splitlines()
                     if line.startswith("# @package")), None)  # fmt: skip
-    return OmegaConf.create(text), package
+    return load_yaml(text) or {}, package
 
 
-def _group(group: str, option: str) -> Any:
+def _group(group: str, option: str) -> dict[str, Any]:
     """Config group `group`'s option, placed at its package (the group's name unless `# @package` says otherwise)."""
-    from omegaconf import OmegaConf
-
     node, package = _load(f"{group}/{option}.yaml")
     if package == "_global_":
         return node
-    placed = OmegaConf.create({})
-    OmegaConf.update(placed, package or group, node, force_add=True)
+    placed: dict[str, Any] = {}
+    update(placed, package or group, node)
     return placed
 
 
-def _defaults(trainer: Any) -> list[tuple[str, str | None]]:
+def _defaults(trainer: dict[str, Any]) -> list[tuple[str, str | None]]:
     """`cua_trainer`'s defaults list as (group, option) pairs; `_self_` as ("_self_", None), `ppo_trainer` left out."""
     entries = []
     for entry in trainer.get("defaults", []):
@@ -90,44 +87,46 @@ def _defaults(trainer: Any) -> list[tuple[str, str | None]]:
     return entries
 
 
+def _parsed(overrides: list[str]) -> list[Override]:
+    try:
+        return [parse_override(override) for override in overrides]
+    except PlainConfigError as exc:
+        raise RecipeExportError(str(exc)) from None
+
+
 def trainer_config(overrides: list[str]) -> dict[str, Any]:
     """The exported `<name>_trainer.yaml` as a dict: `hydra` (verl's search path), `defaults: [ppo_trainer, _self_]`,
-    verl's sections as `cua_trainer` and the recipe set them, then the whole `cua` section."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-
+    verl's sections as `cua_trainer` and the recipe set them, then the whole `cua` section. Read without Hydra or
+    OmegaConf (`plain_config`), so that the export runs on the core install."""
     trainer, _ = _load(f"{TRAINER}.yaml")
     defaults = _defaults(trainer)
     groups = {group for group, option in defaults if group != "_self_"}
     selected = dict(defaults)
-    values, hydra = [], OmegaConf.create({"searchpath": [VERL_SEARCHPATH]})
-    for override in OverridesParser.create().parse_overrides(overrides):
-        key = override.key_or_group
-        if override.is_delete() or override.is_sweep_override() or override.package or "@" in key:
-            raise RecipeExportError(f"override {override.input_line!r} cannot be folded into a config file")
-        if key in groups or (override.is_add() and "." not in key and _is_group(key)):
+    values: list[tuple[str, Any]] = []
+    hydra: dict[str, Any] = {"searchpath": [VERL_SEARCHPATH]}
+    for override in _parsed(overrides):
+        key = override.key
+        if key in groups or (override.prefix == "+" and "." not in key and _is_group(key)):
             if key not in groups:
                 defaults.append((key, None))
-            selected[key] = override.value()
+            selected[key] = override.value
         elif "." not in key and _is_verl_group(key):
-            raise RecipeExportError(f"override {override.input_line!r} selects one of verl's config groups")
+            raise RecipeExportError(f"override {override.text!r} selects one of verl's config groups")
         elif key.startswith("hydra."):
-            OmegaConf.update(hydra, key.removeprefix("hydra."), override.value(), merge=True, force_add=True)
+            update(hydra, key.removeprefix("hydra."), override.value)
         else:
-            values.append((key, override.value()))
-    merged = OmegaConf.create({})
+            values.append((key, override.value))
+    merged: dict[str, Any] = {}
     for group, _ in defaults:
         if group == "_self_":
-            body = {k: v for k, v in trainer.items() if k not in ("defaults", "hydra")}
-            merged = OmegaConf.merge(merged, body)
+            merged = merge(merged, {k: v for k, v in trainer.items() if k not in ("defaults", "hydra")})
         elif selected.get(group) is not None:
-            merged = OmegaConf.merge(merged, _group(group, selected[group]))
+            merged = merge(merged, _group(group, selected[group]))
     for key, value in values:
-        OmegaConf.update(merged, key, value, merge=True, force_add=True)
-    sections = OmegaConf.to_container(merged)
-    cua = sections.pop("cua")
-    hydra_section = OmegaConf.to_container(OmegaConf.merge(trainer.get("hydra", {}), hydra))
-    return {"hydra": hydra_section, "defaults": ["ppo_trainer", "_self_"], **sections, "cua": cua}
+        update(merged, key, value)
+    cua = merged.pop("cua")
+    hydra = merge(trainer.get("hydra", {}), hydra)
+    return {"hydra": hydra, "defaults": ["ppo_trainer", "_self_"], **merged, "cua": cua}
 
 
 def _is_group(name: str) -> bool:

@@ -9,8 +9,10 @@ from typing import Any
 
 from verl_cua.recipe_export.catalog import RecipeExportError, recipe_script, recipes_dir, required_verl
 from verl_cua.recipe_export.config import default_overrides, path_keys, trainer_config
+from verl_cua.recipe_export.plain_config import dump_yaml
 from verl_cua.recipe_export.readme import readme_text, recipe_row, shared_meanings
 from verl_cua.recipe_export.script import preflight_script, run_script, settings
+from verl_cua.resources import pip_install
 
 PREFLIGHT = "osworld_preflight.sh"
 INTERPRETER_CHECK = "preflight.sh"  # osworld_preflight.sh sources it
@@ -34,18 +36,26 @@ if __name__ == "__main__":
 
 
 def _yaml(name: str, config: dict[str, Any]) -> str:
-    from omegaconf import OmegaConf
-
     header = (
-        f"# {name}: verl's ppo_trainer, verl-cua's `cua` keys (all of them) and recipes/run_{name}.sh's settings at\n"
-        f"# their defaults, exported by `verl-cua recipe export {name}`. Paths are relative to where the run starts.\n"
+        f"# {name}: verl's ppo_trainer, verl-cua's `cua` keys (all of them) and the settings of verl-cua's recipe\n"
+        f"# {name} at their defaults, exported by `verl-cua recipe export {name}`.\n"
+        "# Paths are relative to where the run starts.\n"
     )
-    return header + OmegaConf.to_yaml(OmegaConf.create(config))
+    return header + dump_yaml(config)
 
 
 def _install(env: str, rollout: str) -> str:
     extras = ["verl", *([rollout] if rollout in ("vllm", "sglang") else []), *([env] if env != "local" else [])]
-    return f"pip install 'verl-cua[{','.join(extras)}]'"
+    return pip_install(*extras)
+
+
+def required_verl_txt(name: str, verl: str) -> str:
+    """REQUIRED_VERL.txt: the verl release as a pip requirement (`pip install -r REQUIRED_VERL.txt`), comments `#`."""
+    return (
+        f"# {name} (verl-cua recipe export): the verl release verl-cua is built for and tested with.\n"
+        "# pip install -r REQUIRED_VERL.txt; verl-cua itself: see README.md, Installation.\n"
+        f"verl=={verl}\n"
+    )
 
 
 def _needs(env: str) -> list[str]:
@@ -53,7 +63,9 @@ def _needs(env: str) -> list[str]:
         return [
             "OSWorld's client `desktop-env` is installed apart, with `verl-cua install-osworld` (the tested version "
             "with --no-deps: its own pins clash with verl). The `docker` provider "
-            "needs a Docker daemon this user can reach and `/dev/kvm`; the Ubuntu VM image is downloaded once."
+            "needs a Docker daemon this user can reach and `/dev/kvm`; the Ubuntu VM image is downloaded once. The "
+            "`local` provider (`PROVIDER=local`, no VM) needs the desktop's system side: `verl-cua setup-desktop`, as "
+            "root."
         ]
     if env == "miniwob":
         return ["MiniWoB++ needs Chromium and chromedriver on the machine."]
@@ -94,10 +106,13 @@ def export_recipe(name: str, out: Path, force: bool = False) -> list[Path]:
         "settings": variables,
         "meanings": shared_meanings(recipes_dir() / "README.md"),
         "preflight": preflight,
+        "defaults": {s.name: s.default for s in variables},
+        "config": config,
+        "script": text,
     }
     files = {
         "README.md": readme_text(context),
-        "REQUIRED_VERL.txt": f"{context['verl']}\n",
+        "REQUIRED_VERL.txt": required_verl_txt(name, context["verl"]),
         "__init__.py": "",
         "config/__init__.py": "",  # Hydra finds config/ as a package when main_<name> is imported
         f"config/{name}_trainer.yaml": _yaml(name, config),
@@ -106,7 +121,7 @@ def export_recipe(name: str, out: Path, force: bool = False) -> list[Path]:
     }
     if preflight:
         for shell in (PREFLIGHT, INTERPRETER_CHECK):
-            files[shell] = preflight_script((recipes_dir() / shell).read_text(), folder)
+            files[shell] = preflight_script((recipes_dir() / shell).read_text(), folder, name)
     written = []
     for relative_path, content in files.items():
         path = out / relative_path

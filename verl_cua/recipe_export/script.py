@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from verl_cua.recipe_export.standalone import standalone
+from verl_cua.resources import pip_install
+
 CD_ROOT = 'cd "$(dirname "$0")/.."'
 PREFLIGHT = "recipes/osworld_preflight.sh"
 INTERPRETER_CHECK = "recipes/preflight.sh"  # sourced by osworld_preflight.sh
@@ -42,17 +45,17 @@ def run_script(text: str, name: str, folder: str, install: str) -> str:
     out = out.replace(PREFLIGHT, f"recipe/{folder}/osworld_preflight.sh")
     out = out.replace(f"recipes/run_{name}.sh", f"recipe/{folder}/run_{name}.sh")
     lines = [
-        line.replace(QUICKSTART, "verl-cua's recipes/quickstart.sh" if line.lstrip().startswith("#") else install)
+        line if line.lstrip().startswith("#") else line.replace(QUICKSTART, install)
         for line in _folded(out.splitlines(), f"-m recipe.{folder}.main_{name} \\")
     ]
     header = [
-        f"# Exported from verl-cua's recipes/run_{name}.sh by `verl-cua recipe export {name}` (README.md here).",
+        f"# Exported from verl-cua's recipe {name} by `verl-cua recipe export {name}` (README.md here).",
         f"# Needs: {install}. Run from anywhere: it changes to the folder that holds recipe/{folder}/.",
     ]
-    return "\n".join([lines[0], *header, *lines[1:]]) + "\n"
+    return standalone("\n".join([lines[0], *header, *lines[1:]]) + "\n", name, folder)
 
 
-def preflight_script(text: str, folder: str) -> str:
+def preflight_script(text: str, folder: str, name: str) -> str:
     """recipes/osworld_preflight.sh or preflight.sh in `recipe/<folder>/`: it sources its sibling there, and its
     install hints name the installed package's commands rather than our checkout's."""
     into = 'PYTHON=$(command -v "${PYTHON}" || echo "${PYTHON}") ' + OSWORLD_CLIENT  # into the recipe's interpreter
@@ -60,7 +63,8 @@ def preflight_script(text: str, folder: str) -> str:
     out = out.replace(OSWORLD_CLIENT, "verl-cua install-osworld")
     out = out.replace(f"source {INTERPRETER_CHECK}", f"source recipe/{folder}/preflight.sh")
     out = out.replace(ADD_PREFIX, ADD_PREFIX.replace(":-+", ":-++"))  # the exported config holds path_to_vm already
-    return out.replace("-m pip install -e '.[verl]'", "-m pip install 'verl-cua[verl]'")
+    out = out.replace("-m pip install -e '.[verl]'", f"-m {pip_install('verl')}")
+    return standalone(out, name, folder)
 
 
 def _folded(lines: list[str], head: str) -> list[str]:

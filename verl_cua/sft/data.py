@@ -254,7 +254,9 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
     try:
         import pandas as pd
     except ImportError:
-        raise ImportError("verl-cua sft-data writes parquet with pandas: pip install -e '.[verl]'") from None
+        from verl_cua.resources import install_hint
+
+        raise ImportError(f"verl-cua sft-data writes parquet with pandas: {install_hint('verl')}") from None
 
     validate(config)
     if processor is None:
@@ -376,8 +378,10 @@ def _processor(model: str):
     try:
         from transformers import AutoProcessor
     except ImportError:
+        from verl_cua.resources import install_hint
+
         raise ImportError("verl-cua sft-data needs transformers for the target model's processor: "
-                          "pip install -e '.[verl]'") from None  # fmt: skip
+                          f"{install_hint('verl')}") from None  # fmt: skip
     try:
         return AutoProcessor.from_pretrained(source.folder or model)
     except OSError as exc:

@@ -21,8 +21,10 @@ import threading
 import types
 from pathlib import Path
 
+from verl_cua.resources import OSWORLD_CLIENT_HINT
+
 PACKAGES = ("metrics", "getters")
-INSTALL_HINT = "verl-cua install-osworld"
+INSTALL_HINT = OSWORLD_CLIENT_HINT
 # import name -> pip name, for the one-line errors
 PIP_NAMES = {
     "fitz": "pymupdf",

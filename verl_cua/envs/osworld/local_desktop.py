@@ -36,11 +36,11 @@ import requests
 
 from verl_cua.envs.osworld import sandbox
 from verl_cua.envs.osworld.host_relay import UnixRelay
-from verl_cua.resources import envs_dir
+from verl_cua.resources import DESKTOP_HINT, envs_dir
 
 logger = logging.getLogger(__name__)
 
-SETUP_HINT = "verl-cua setup-desktop"
+SETUP_HINT = DESKTOP_HINT
 DESKTOP_VENV = os.environ.get("VERL_CUA_DESKTOP_VENV", "/opt/verl-cua/desktop-venv")
 # the apps' first-run files (VLC's vlcrc, GIMP's config), made by setup.sh and laid over the HOME template
 APP_HOME = Path(os.environ.get("VERL_CUA_DESKTOP_APP_HOME", "/opt/verl-cua/desktop-home"))

@@ -140,9 +140,11 @@ def check_registrations() -> None:
     """Fail with one line when the plug-in did not register (verl hides plug-in import errors)."""
     missing = missing_registrations()
     if missing:
+        from verl_cua.resources import install_hint
+
         raise RuntimeError(
             f"verl-cua's verl plug-in did not register {', '.join(missing)}; reinstall with "
-            "`pip install -e '.[verl]'` and check `python -c 'import verl_cua.integrations.verl.plugin'`"
+            f"`{install_hint('verl')}` and check `python -c 'import verl_cua.integrations.verl.plugin'`"
         )
 
 

@@ -12,15 +12,20 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import logging
+from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, open_dict
 from packaging.version import InvalidVersion, Version
+
+from verl_cua.resources import docs_link
+
+if TYPE_CHECKING:  # omegaconf only where a config is changed: the doctor reads flash-attn's state on the core install
+    from omegaconf import DictConfig
 
 logger = logging.getLogger(__name__)
 
 FLASH = "flash_attention_2"
 FALLBACK = "sdpa"
-INSTALL = "install a flash-attn wheel built for this torch and CUDA (PyPI has none; docs/gpu.md)"
+INSTALL = f"install a flash-attn wheel built for this torch and CUDA (PyPI has none; {docs_link('gpu.md')})"
 NEEDED = {  # what verl 0.9.1 imports from flash_attn on CUDA (models/transformers/qwen2_vl.py, attention_utils.py)
     "flash_attn": ("flash_attn_func", "flash_attn_varlen_func"),
     "flash_attn.bert_padding": ("index_first_axis", "pad_input", "unpad_input"),
@@ -102,6 +107,8 @@ def resolve_attention(config: DictConfig) -> str | None:
     """Switch the actor to sdpa (remove-padding off) when it would load flash_attention_2 without flash-attn.
 
     Returns the warning it logged, or None when nothing changed."""
+    from omegaconf import open_dict
+
     model = config.actor_rollout_ref.model
     wanted = (model.get("override_config") or {}).get("attn_implementation", FLASH)
     if wanted != FLASH:
