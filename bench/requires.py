@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 from verl_cua.main import missing_modules as missing  # the trainer's own check, for any modules
-from verl_cua.resources import checkout_root
+from verl_cua.resources import OSWORLD_CLIENT_HINT, install_hint
 
 # module -> the extra that installs it (pyproject.toml's order); the core install brings numpy, pillow, httpx, rich
 EXTRAS = {
@@ -31,17 +30,7 @@ EXTRAS = {
 }
 EXTRA_ORDER = ("verl", "osworld", "miniwob", "bench")
 # modules no extra installs: the command that does, run after the extras
-THEN = {"desktop_env": "verl-cua install-osworld"}
-
-
-def pip_install(extras: Iterable[str]) -> str:
-    """The pip command for `extras` of verl-cua: the editable checkout's when this runs from one, else the wheel's."""
-    names = ",".join(e for e in EXTRA_ORDER if e in set(extras))
-    root = checkout_root()
-    if root is None:
-        return f"pip install 'verl-cua[{names}]'"
-    where = "." if Path.cwd().resolve() == root else str(root)
-    return f"pip install -e '{where}[{names}]'"
+THEN = {"desktop_env": OSWORLD_CLIENT_HINT}
 
 
 def install_command(modules: Iterable[str]) -> str:
@@ -50,7 +39,8 @@ def install_command(modules: Iterable[str]) -> str:
     unknown = [m for m in modules if m not in EXTRAS]
     if unknown:
         raise KeyError(f"bench.requires: no extra known for {', '.join(unknown)}; add it to EXTRAS")
-    steps = [pip_install({EXTRAS[m] for m in modules})]
+    extras = {EXTRAS[m] for m in modules}
+    steps = [install_hint(*(e for e in EXTRA_ORDER if e in extras))]
     steps += dict.fromkeys(THEN[m] for m in modules if m in THEN)
     return " && ".join(steps)
 

@@ -13,6 +13,8 @@ import pytest
 import tomllib
 
 from bench import requires
+from verl_cua import resources
+from verl_cua.resources import install_hint
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = 30  # seconds: an interpreter, numpy and verl_cua's light layers on a loaded 2-core machine; the work is minutes
@@ -87,20 +89,23 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize(("module", "argv", "blocked", "extra"), REFUSALS, ids=lambda v: str(v) if v else "-")
-def test_a_bench_refuses_at_once_naming_the_module_and_the_install_command(tmp_path, module, argv, blocked, extra):
+def test_a_bench_refuses_at_once_naming_the_module_and_the_install_command(
+    tmp_path, monkeypatch, module, argv, blocked, extra
+):
     proc, seconds = run_blocked(tmp_path, (blocked,), module, *argv)
+    monkeypatch.chdir(tmp_path)  # where the bench ran: outside the checkout, its pinned form names the full path
     then = " && verl-cua install-osworld" if blocked == "desktop_env" else ""
-    want = f"{module}: needs {blocked} (not installed); install with: pip install -e '{ROOT}[{extra}]'{then}"
+    want = f"{module}: needs {blocked} (not installed); install with: {install_hint(extra)}{then}"
     assert (proc.returncode, proc.stderr.strip().splitlines()) == (2, [want]), proc.stderr[-3000:]
     assert proc.stdout == ""
     assert seconds < FAST
     assert not any((tmp_path / "work").iterdir())  # no output folder, no model, no log
 
 
-def test_the_install_command_is_the_checkouts_in_the_checkout(tmp_path):
+def test_the_install_command_is_the_wheels_form_from_anywhere(tmp_path):
     proc, _ = run_blocked(tmp_path, ("matplotlib",), "bench.learn", "--report", "--out", str(tmp_path / "o"), cwd=ROOT)
     assert proc.returncode == 2
-    hint = "needs matplotlib (not installed); install with: pip install -e '.[bench]'"
+    hint = "needs matplotlib (not installed); install with: pip install 'verl-cua[bench]'"
     assert proc.stderr.strip() == f"bench.learn: {hint}"
     assert not (tmp_path / "o").exists()
 
@@ -124,7 +129,7 @@ def test_bench_eval_skips_each_env_it_cannot_run_naming_the_install_command(tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [line["env"] for line in lines] == ["miniwob", "local_desktop"]
-    assert lines[0]["skipped"] == f"needs miniwob (not installed); install with: pip install -e '{ROOT}[miniwob]'"
+    assert lines[0]["skipped"] == "needs miniwob (not installed); install with: pip install 'verl-cua[miniwob]'"
     assert lines[1]["skipped"].startswith("needs desktop_env (not installed)")
     assert lines[1]["skipped"].endswith("[osworld]' && verl-cua install-osworld")
     assert seconds < FAST
@@ -133,7 +138,7 @@ def test_bench_eval_skips_each_env_it_cannot_run_naming_the_install_command(tmp_
 def test_bench_parse_measures_without_ui_tars_and_says_so(tmp_path):
     proc, _ = run_blocked(tmp_path, ("ui_tars",), "bench.parse", "--n", "20", "--repeat", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    hint = f"needs ui_tars (not installed); install with: pip install -e '{ROOT}[bench]'"
+    hint = "needs ui_tars (not installed); install with: pip install 'verl-cua[bench]'"
     assert proc.stderr.strip() == f"bench.parse: no comparison with ui-tars: {hint}"
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert figures["ui_tars"] is None and figures["formats"]["uitars"]["parses_per_s"] > 0  # the table is kept
@@ -141,17 +146,15 @@ def test_bench_parse_measures_without_ui_tars_and_says_so(tmp_path):
 
 
 def test_install_command_collects_the_extras_of_the_missing_modules(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    assert requires.install_command(["matplotlib", "torch", "psutil"]) == "pip install -e '.[verl,miniwob,bench]'"
+    assert requires.install_command(["matplotlib", "psutil"]) == "pip install 'verl-cua[miniwob,bench]'"
     both = requires.install_command(["desktop_env", "psutil", "desktop_env"])
-    assert both == "pip install -e '.[osworld,miniwob]' && verl-cua install-osworld"
+    assert both == "pip install 'verl-cua[osworld,miniwob]' && verl-cua install-osworld"
+    with_verl = requires.install_command(["matplotlib", "torch"])  # a checkout adds its pinned-torch form for verl
+    assert with_verl.startswith("pip install 'verl-cua[verl,bench]' (in this checkout: pip install -c ")
+    monkeypatch.setattr(resources, "checkout_root", lambda: None)  # what verl_cua.resources says for a wheel
+    assert requires.install_command(["matplotlib", "torch"]) == "pip install 'verl-cua[verl,bench]'"
     with pytest.raises(KeyError, match="no extra known for nope"):
         requires.install_command(["nope"])
-
-
-def test_outside_a_checkout_the_command_names_the_wheels_extra(monkeypatch):
-    monkeypatch.setattr(requires, "checkout_root", lambda: None)  # what verl_cua.resources says for a wheel
-    assert requires.pip_install(["bench"]) == "pip install 'verl-cua[bench]'"
 
 
 def test_every_extra_named_exists_and_dev_brings_the_bench_extra():
@@ -165,7 +168,7 @@ def test_the_quickstart_curve_without_matplotlib_says_so_and_keeps_the_summary(t
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"steps": 2, "per_step": {"success_rate": [0.1, 0.2]}, "eval": {}}))
     proc, seconds = run_blocked(tmp_path, ("matplotlib",), "bench.curve", str(summary))
-    hint = f"needs matplotlib (not installed); install with: pip install -e '{ROOT}[bench]'"
+    hint = "needs matplotlib (not installed); install with: pip install 'verl-cua[bench]'"
     assert (proc.returncode, proc.stderr.strip()) == (
         0,
         f"bench.curve: no curve drawn (the figures stay in {summary}): {hint}",
