@@ -356,8 +356,12 @@ def _gate_line(gate: dict) -> str:
 
 def report(out: Path, plot: bool = True) -> int:
     """The table and learn.png (unless not `plot`) from OUT/learn.json (what a run wrote, interrupted or not)."""
-    record = json.loads((out / "learn.json").read_text())
-    setting = record["setting"]
+    try:
+        record = json.loads((out / "learn.json").read_text())
+        setting = record["setting"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"bench.learn: --report reads {out / 'learn.json'}, which a run writes: {exc!r}", file=sys.stderr)
+        return 2
     figure = out / "learn.png"
     if plot:
         episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])

@@ -174,3 +174,15 @@ def test_the_quickstart_curve_without_matplotlib_says_so_and_keeps_the_summary(t
         f"bench.curve: no curve drawn (the figures stay in {summary}): {hint}",
     )
     assert summary.is_file() and not (tmp_path / "curve.png").exists() and seconds < FAST
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '{"runs": []}'])
+def test_bench_learn_report_without_a_run_is_one_line(tmp_path, content):
+    out = tmp_path / "out"
+    out.mkdir()
+    if content is not None:
+        (out / "learn.json").write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "bench.learn", "--report", "--no-plot", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
+    assert "learn.json" in proc.stderr and "Traceback" not in proc.stderr
