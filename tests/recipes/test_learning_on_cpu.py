@@ -77,8 +77,10 @@ def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
         assert gap["layouts"] == 64 and gap["own"] == pytest.approx(figures["success_rate"], abs=2 / 64)  # box vs page
         assert gap["gap_low"] <= gap["gap"] <= gap["gap_high"]
     blind = summary["blind"]  # the bar looking must clear: one click point fitted on the training layouts
-    assert blind["heldout_layouts"] == 64 and blind["train_layouts"] == 200
-    assert blind["uniform_rate"] < blind["heldout_rate"] <= 1.0 and "blind baseline" in stdout
+    assert blind["heldout_layouts"] == 64 and blind["train_layouts"] == len(CONFIG["TRAIN_SEEDS"].split(","))
+    assert blind["train_rate"] >= 0.5  # the best point hits at least one of the two training layouts' buttons
+    assert 0.0 <= blind["heldout_rate"] <= 1.0 and 0.0 < blind["uniform_rate"] < 1.0
+    assert "blind baseline" in stdout
     report = (out / "report.html").read_text()
     assert "initial" in report and "trained" in report and "click-test" in report
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the learning curve beside summary.json
