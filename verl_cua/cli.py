@@ -93,12 +93,12 @@ def _compare_cmd(args: argparse.Namespace) -> int:
 
 
 def _serve_cmd(args: argparse.Namespace) -> int:
-    import importlib.util
     from pathlib import Path
 
+    from verl_cua.main import missing_modules
     from verl_cua.resources import install_hint
 
-    missing = [m for m in ("torch", "torchvision", "verl") if importlib.util.find_spec(m) is None]
+    missing = missing_modules(("torch", "torchvision", "verl"))
     if missing:
         print(f"verl-cua serve: needs {', '.join(missing)}; install with: {install_hint('verl')}", file=sys.stderr)
         return 2

@@ -9,16 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from verl_cua.resources import install_hint
+
 REQUIRED = {"verl": "verl", "hydra": "hydra-core", "torch": "torch", "torchvision": "torchvision"}
 HELP_FLAGS = ("--help", "-h")
 CONFIG_DIR = Path(__file__).resolve().parent / "integrations" / "verl" / "config"  # Hydra's `cua_trainer`
-
-
-def install_hint() -> str:
-    """The pip command that installs the trainer's stack; in a source checkout, its pinned form too."""
-    from verl_cua.resources import install_hint as hint
-
-    return hint("verl")
 
 
 def missing_modules(modules: Iterable[str]) -> list[str]:
@@ -43,7 +38,7 @@ def require_ml_stack(what: str) -> None:
     """Exit 2 with one line naming the pip command when the ML stack `what` needs is not installed."""
     missing = missing_packages()
     if missing:
-        print(f"verl-cua: {what} needs {', '.join(missing)}; install with: {install_hint()}", file=sys.stderr)
+        print(f"verl-cua: {what} needs {', '.join(missing)}; install with: {install_hint('verl')}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -55,7 +50,7 @@ def print_help() -> None:
     print(listing())
     missing = missing_packages()
     if missing:
-        print(f"Hydra's help (every trainer key) needs {', '.join(missing)}; install with: {install_hint()}")
+        print(f"Hydra's help (every trainer key) needs {', '.join(missing)}; install with: {install_hint('verl')}")
         sys.exit(0)
     print("Hydra's help follows (verl's trainer keys under == Config ==).\n", flush=True)
 
