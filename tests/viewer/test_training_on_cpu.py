@@ -176,3 +176,15 @@ def test_training_report_in_chromium(driver, trace, tmp_path):
     _not_blank(tmp_path / "filmstrip.png")
     run("document.querySelector('.task-detail:target .compact-toggle').click()")
     assert run("return getComputedStyle(document.querySelector('.task-detail:target .grid')).display") == "grid"
+
+
+def test_a_step_is_invalid_alike_in_its_thumbnail_its_cell_and_the_failure_reason(tmp_path):
+    """A step line that records validity only in its parsed action reads as invalid in every view of it."""
+    from verl_cua.viewer.strip import filmstrip
+
+    steps = [{"step": 1, "action": {"valid": False, "raw": "click(?)"}}, {"step": 2, "valid": True}]
+    episode = EpisodeRecord("t/x", tmp_path, {"status": "failure", "reward": 0.0}, steps)
+    strip = filmstrip(0, "run", episode)
+    assert strip.count(" invalid") == 1  # step 1's thumbnail only (it read as valid before the shared rule)
+    last_only = EpisodeRecord("t/y", tmp_path, {"status": "failure", "reward": 0.0}, steps[:1])
+    assert failure_reason(last_only) == "invalid_action"

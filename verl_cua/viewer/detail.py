@@ -17,7 +17,7 @@ from PIL import Image
 from verl_cua.envs.trajectory import EpisodeRecord
 from verl_cua.viewer.overlay import describe_step, move_cursor, overlay, step_actions
 from verl_cua.viewer.prompt import prompt_details, shot_id
-from verl_cua.viewer.runs import Run, split_key, step_advantage
+from verl_cua.viewer.runs import Run, split_key, step_advantage, step_valid
 from verl_cua.viewer.strip import filmstrip, views
 
 EMBED_MAX_WIDTH = 1280
@@ -155,7 +155,7 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
     action = step.get("action") if isinstance(step.get("action"), dict) else {}
     alt = f"screenshot before step {index + 1}"
     shot = _shot(images, episode, step.get("screenshot"), step.get("screen"), alt, step_actions(step), cursor)
-    valid = bool(step["valid"] if step.get("valid") is not None else action.get("valid"))
+    valid = bool(step_valid(step))
     badge = '<span class="badge ok">valid</span>' if valid else '<span class="badge bad">invalid</span>'
     parts = [f'<div class="act"><code>{escape(describe_step(step))}</code>{badge}</div>']
     if step.get("error"):

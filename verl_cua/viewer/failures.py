@@ -7,6 +7,7 @@ import hashlib
 from collections import Counter
 
 from verl_cua.envs.trajectory import EpisodeRecord
+from verl_cua.viewer.runs import step_valid
 
 INFRA = "infra"
 REASONS = {  # reason key -> label, in the order the summary lists equal counts
@@ -42,9 +43,7 @@ def failure_reason(episode: EpisodeRecord) -> str | None:
         first = error.splitlines()[0] if error else "no reason recorded"
         return f"{INFRA}: {first[: REASON_CHARS - 1] + '…' if len(first) > REASON_CHARS else first}"
     last = episode.steps[-1] if episode.steps else {}
-    action = last.get("action") if isinstance(last.get("action"), dict) else {}
-    valid = last.get("valid") if last.get("valid") is not None else action.get("valid")
-    if last and (valid is False or last.get("env_error")):
+    if last and (step_valid(last) is False or last.get("env_error")):
         return "invalid_action"
     return END_REASONS.get(str(result.get("end_reason")), "wrong_answer")
 

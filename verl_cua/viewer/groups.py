@@ -19,7 +19,7 @@ from verl_cua.viewer.detail import (
     steps_text,
 )
 from verl_cua.viewer.failures import failure_reason, reason_label, reason_token
-from verl_cua.viewer.runs import Run, step_advantage
+from verl_cua.viewer.runs import Run, episode_instruction, step_advantage
 from verl_cua.viewer.training import GroupKey, group_episodes, reward, reward_stats, session
 
 
@@ -31,10 +31,6 @@ def all_groups(runs: list[Run]) -> dict[GroupKey, list[EpisodeRecord]]:
 def group_anchor(key: GroupKey) -> str:
     """The element id of a group's detail (`group-0-step_000003-click-test-ab12cd34`)."""
     return "group-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", key.id).strip("-") or "x")
-
-
-def _instruction(episodes: list[EpisodeRecord]) -> str:
-    return next((str(e.result["instruction"]) for e in episodes if e.result and e.result.get("instruction")), "")
 
 
 def _stats_text(episodes: list[EpisodeRecord]) -> str:
@@ -72,7 +68,7 @@ def _episode_head(episode: EpisodeRecord, column: int) -> str:
 
 def group_section(run: Run, key: GroupKey, episodes: list[EpisodeRecord], nav: dict[str, str], images: Images) -> str:
     """The detail of one group: its head (step, task, uid, instruction, mean and std reward) and its episodes."""
-    text = _instruction(episodes)
+    text = episode_instruction(episodes)
     where = f"{escape(run.name)} · {escape(key.step_label)} · {escape(key.task)}"
     head = (
         f'<div class="detail-head"><span class="domain">{where}</span><h2>group {escape(key.uid)}</h2>'
@@ -109,7 +105,7 @@ def group_table(runs: list[Run], groups: dict[GroupKey, list[EpisodeRecord]]) ->
     for key, episodes in groups.items():
         statuses = ",".join(e.status for e in episodes)
         reasons = " ".join(sorted({reason_token(key.run, r) for r in map(failure_reason, episodes) if r}))
-        text = _instruction(episodes)
+        text = episode_instruction(episodes)
         mean, std = reward_stats(episodes)
         anchor = group_anchor(key)
         run_cell = f'<td class="domain">{escape(runs[key.run].name)}</td>' if many else ""

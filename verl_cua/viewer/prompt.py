@@ -91,7 +91,7 @@ def prompt_details(episode: EpisodeRecord, index: int) -> str:
             text = str(part.get("text") or "")
             if role == "assistant" and origin <= index:
                 body.append(f'<span class="same">step {origin}\'s model output</span>')
-            elif text in seen and seen[text] <= index:
+            elif text in seen:
                 body.append(f'<span class="same">as in step {seen[text]}\'s prompt ({len(text):,} chars)</span>')
             elif text:
                 body.append(f"<pre>{escape(text)}</pre>")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,11 +80,20 @@ def task_keys(runs: list[Run]) -> list[str]:
 
 def instruction(runs: list[Run], key: str) -> str:
     """The task's instruction from the first run whose `result.json` has one ("" if none does)."""
-    for run in runs:
-        episode = run.episodes.get(key)
-        if episode is not None and episode.result and episode.result.get("instruction"):
-            return str(episode.result["instruction"])
-    return ""
+    return episode_instruction(run.episodes.get(key) for run in runs)
+
+
+def episode_instruction(episodes: Iterable[EpisodeRecord | None]) -> str:
+    """The instruction of the first of `episodes` whose `result.json` has one ("" if none does)."""
+    return next((str(e.result["instruction"]) for e in episodes if e and e.result and e.result.get("instruction")), "")
+
+
+def step_valid(step: dict[str, Any]) -> bool | None:
+    """Whether a step record's action was valid: its own `valid`, else its parsed action's (None if neither says)."""
+    if step.get("valid") is not None:
+        return step["valid"]
+    action = step.get("action")
+    return action.get("valid") if isinstance(action, dict) else None
 
 
 def step_advantage(episode: EpisodeRecord, index: int) -> float | None:

@@ -8,7 +8,7 @@ from html import escape
 
 from verl_cua.envs.trajectory import EpisodeRecord
 from verl_cua.viewer.overlay import describe_step
-from verl_cua.viewer.runs import step_advantage
+from verl_cua.viewer.runs import step_advantage, step_valid
 
 COMPACT_AFTER = 5  # a detail whose longest episode has more steps opens as filmstrips
 CAPTION_CHARS = 14
@@ -33,7 +33,7 @@ def filmstrip(column: int, label: str, episode: EpisodeRecord | None) -> str:
     thumbs = []
     for index, step in enumerate(episode.steps if episode else []):
         action = describe_step(step, CAPTION_CHARS)
-        valid = step.get("valid") is not False
+        valid = step_valid(step) is not False
         caption = f"{index + 1} <code>{escape(action)}</code>"
         title = f"step {index + 1}: {describe_step(step)}"
         corner = _advantage(step_advantage(episode, index))
