@@ -8,12 +8,13 @@ import tempfile
 from html import escape
 from pathlib import Path
 
+from verl_cua.envs.trajectory import EpisodeRecord
 from verl_cua.viewer.detail import STATUS_MARKS, Images, detail_section, number, steps_text
 from verl_cua.viewer.failures import failure_counts, failure_reason, reason_label, reason_token
 from verl_cua.viewer.groups import all_groups, group_sections, group_table
 from verl_cua.viewer.runs import Run, instruction, load_runs, split_key, task_keys
 from verl_cua.viewer.template import head, tail
-from verl_cua.viewer.training import is_training_trace, trace_meta
+from verl_cua.viewer.training import GroupKey, is_training_trace, trace_meta
 
 COUNT_LABELS = (
     ("success", "success"),
@@ -178,9 +179,8 @@ def _check_runs(runs: list[Run]) -> bool:
     return all(traces)
 
 
-def _write_tasks(f, runs: list[Run], images: Images) -> None:
-    """The eval runs' body: the task table, then each task's detail."""
-    keys = task_keys(runs)
+def _write_tasks(f, runs: list[Run], keys: list[str], images: Images) -> None:
+    """The eval runs' body: the task table, then each task's detail (`keys`: the runs' task keys, in order)."""
     ids = anchors(keys)
     texts = {key: instruction(runs, key) for key in keys}
     domains = sorted({split_key(key)[0] for key in keys})
@@ -199,9 +199,8 @@ def _write_tasks(f, runs: list[Run], images: Images) -> None:
         f.write(detail_section(runs, key, ids[key], nav, images, texts[key]))
 
 
-def _write_groups(f, runs: list[Run], images: Images) -> None:
-    """The training traces' body: the group table, then each group's detail."""
-    groups = all_groups(runs)
+def _write_groups(f, runs: list[Run], groups: dict[GroupKey, list[EpisodeRecord]], images: Images) -> None:
+    """The training traces' body: the group table, then each group's detail (`groups`: the traces' GRPO groups)."""
     steps = sorted({key.step_label for key in groups}, key=lambda label: (label.startswith("val"), len(label), label))
     f.write(f'<section class="panel tasks">{_filters(runs, steps, len(groups), training=True)}')
     f.write(group_table(runs, groups))
@@ -228,17 +227,18 @@ def build_report(run_dirs: list[str | Path], out: str | Path, *, embed: bool = F
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(head(title))
+            units = all_groups(runs) if training else task_keys(runs)  # the body's rows: groups, or tasks
             if training:
-                sub = f"training trace · {len(all_groups(runs))} groups · {sum(len(r.episodes) for r in runs)} episodes"
+                sub = f"training trace · {len(units)} groups · {sum(len(r.episodes) for r in runs)} episodes"
             else:
-                sub = f"{len(runs)} run{'s' if len(runs) > 1 else ''} · {len(task_keys(runs))} tasks"
+                sub = f"{len(runs)} run{'s' if len(runs) > 1 else ''} · {len(units)} tasks"
             f.write(f'<header class="top" id="top"><h1>{escape(title)}</h1><span class="sub">{sub}</span></header>\n')
             cards = [
                 _run_card(run, i, trace_meta(run), "episode") if training else _run_card(run, i)
                 for i, run in enumerate(runs)
             ]
             f.write(f'<section class="runs">{"".join(cards)}</section>\n')
-            (_write_groups if training else _write_tasks)(f, runs, images)
+            (_write_groups if training else _write_tasks)(f, runs, units, images)
             f.write(tail())
             f.flush()
             os.fsync(f.fileno())  # the rename below must never publish a report the disk does not hold yet
