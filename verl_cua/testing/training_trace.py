@@ -8,6 +8,7 @@ Step 2, `click-test-seed3`: two episodes that hit max steps (no signal). Advanta
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -53,11 +54,11 @@ def _play(trace_dir: Path, step: int, task: str, uid: str, session: int, layout:
     texts, errors = [], []
     for i, text in enumerate(replies):
         if layout == "episode":
-            prompt = trace_prompt(messages if i == 0 else messages[-1:], shots, 0, "episode")
+            prompt = partial(trace_prompt, messages if i == 0 else messages[-1:], shots, 0, "episode")
         else:
             recent = shots[-2:]
             asked = step_prompt(spec, INSTRUCTION, texts, [e is not None for e in errors], recent)
-            prompt = trace_prompt(asked, recent, len(shots) - len(recent), "step")
+            prompt = partial(trace_prompt, asked, recent, len(shots) - len(recent), "step")
         parsed = parse_action(text, format="pyautogui", screen=SCREEN, image=IMAGE)
         texts.append(text)
         errors.append(None if parsed.valid else parsed.error)

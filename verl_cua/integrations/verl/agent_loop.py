@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 from uuid import uuid4
 
@@ -160,7 +161,7 @@ class GUIAgentLoop(AgentLoopBase):
             text = self._reply_text(out.token_ids)
             prompt = None
             if ep.trace is not None:  # the first prompt whole, then each turn added after a reply
-                prompt = trace_prompt(messages if step == 0 else messages[-1:], images, 0, "episode")
+                prompt = partial(trace_prompt, messages if step == 0 else messages[-1:], images, 0, "episode")
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1], prompt)
             obs = result.observation
             shot = _shot(obs, image_size)
@@ -209,7 +210,8 @@ class GUIAgentLoop(AgentLoopBase):
                 break
             rows.append((prompt_ids, out, recent))
             text = self._reply_text(out.token_ids)
-            prompt = None if ep.trace is None else trace_prompt(messages, recent, len(shots) - len(recent), "step")
+            first = len(shots) - len(recent)  # the episode's number of the first screenshot this prompt holds
+            prompt = None if ep.trace is None else partial(trace_prompt, messages, recent, first, "step")
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1], prompt)
             obs = result.observation
             shots.append(_shot(obs, image_size))

@@ -87,3 +87,35 @@ def test_validation_rows_are_marked_and_traced_apart(tmp_path):
     train = open_trace(trace, row, {"task": "click-test", "seed": 1})
     assert val.dir == tmp_path / "val_step_000005" / "click-test-seed1" / "0a1b2c3d-0"
     assert train.dir == tmp_path / "step_000005" / "click-test-seed1" / "0a1b2c3d-0"
+
+
+def test_a_traced_steps_prompt_is_built_by_the_trace_and_not_once_it_stopped(tmp_path):
+    """The agent loop hands the trace a `trace_prompt` call: written into the step line while the trace writes,
+    never built after a full disk stopped it."""
+    from functools import partial
+
+    from PIL import Image
+
+    from verl_cua.actions import parse_action
+    from verl_cua.envs.trajectory import read_run
+    from verl_cua.integrations.verl.trace.episodes import EpisodeTrace, trace_prompt
+
+    shot = Image.new("RGB", (16, 16))
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Click."}, {"type": "image", "image": shot}]}]
+    calls = []
+
+    def prompt():
+        calls.append(1)
+        return partial(trace_prompt, messages, [shot], 0, "step")()
+
+    trace = EpisodeTrace(tmp_path / "run" / "t" / "u-0", "t")
+    parsed = parse_action("pyautogui.click(1, 2)", format="pyautogui", screen=(16, 16))
+    step = {"seen": shot, "screen": (16, 16), "text": "x", "parsed": parsed, "info": {}, "reward": 0.0, "model_s": 0.0,
+            "env_s": 0.0}  # fmt: skip
+    trace.step(**step, prompt=prompt)
+    _, episodes = read_run(tmp_path / "run")
+    (record,) = [episode.steps[0] for episode in episodes.values()]
+    assert record["prompt"]["messages"][0]["content"][0]["text"] == "Click." and len(calls) == 1
+    trace.broken = True  # as after a full disk
+    trace.step(**step, prompt=prompt)
+    assert len(calls) == 1

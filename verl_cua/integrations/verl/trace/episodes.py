@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,9 @@ class EpisodeTrace:
         self.broken = False
 
     def step(self, *, seen: Image.Image, screen, text: str, parsed, info: dict, reward: float, model_s: float,
-             env_s: float, prompt: dict | None = None) -> None:  # fmt: skip
+             env_s: float, prompt: Callable[[], dict] | None = None) -> None:  # fmt: skip
         """One model turn: the screenshot it acted on, its text, the parsed action, what the env said and the prompt
-        (`trace_prompt`)."""
+        (`prompt()`, a `trace_prompt` call: built here, where a failure only stops the trace)."""
         self._safely(self._step, seen, screen, text, parsed, info, reward, model_s, env_s, prompt)
 
     def _step(self, seen, screen, text, parsed, info, reward, model_s, env_s, prompt) -> None:
@@ -78,7 +78,7 @@ class EpisodeTrace:
                 infra_failure=bool(info.get("infra_failure")),
                 reward=float(reward),
                 timing={"model_s": model_s, "env_s": env_s},
-                prompt=prompt,
+                prompt=prompt() if prompt is not None else None,
             )
         )
 
