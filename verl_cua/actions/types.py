@@ -18,6 +18,7 @@ ACTION_KINDS: tuple[str, ...] = (
     "wait",
     "done",
     "fail",
+    "api",
 )
 POINTER_KINDS = frozenset({"click", "double_click", "triple_click", "right_click", "middle_click", "move"})
 TERMINAL_KINDS = frozenset({"done", "fail"})
@@ -36,7 +37,9 @@ class GUIAction:
     * `drag` goes from `x, y` (None: from the current position) to `x2, y2`;
     * `scroll` uses pyautogui's sign: `dy > 0` scrolls up, `dx > 0` scrolls right; `x, y` optional;
     * `type` and the terminal kinds `done`/`fail` carry `text` (an answer or reason for the latter);
-    * `key` holds one key or a chord as lower-case pyautogui key names, e.g. `["ctrl", "c"]`.
+    * `key` holds one key or a chord as lower-case pyautogui key names, e.g. `["ctrl", "c"]`;
+    * `api` (the `api_gui` format's app APIs) calls `api` (`CalcTools.set_cell_value`) with `args`, JSON values
+      checked against its spec (`verl_cua.actions.apis`); it has no coordinates and runs inside the desktop.
     """
 
     kind: str
@@ -48,10 +51,13 @@ class GUIAction:
     keys: list[str] | None = None
     dx: int | None = None
     dy: int | None = None
+    api: str | None = None
+    args: dict | None = None
 
     def to_dict(self) -> dict:
-        """All fields, unused ones as None (stable keys for JSON and trajectories)."""
-        return {
+        """All fields, unused ones as None (stable keys for JSON and trajectories); `api` and `args` only on an api
+        action, so GUI actions keep the keys they always had."""
+        out = {
             "kind": self.kind,
             "x": self.x,
             "y": self.y,
@@ -62,6 +68,9 @@ class GUIAction:
             "dx": self.dx,
             "dy": self.dy,
         }
+        if self.kind == "api":
+            out.update(api=self.api, args=dict(self.args or {}))
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> GUIAction:
@@ -80,6 +89,8 @@ class GUIAction:
             keys=list(keys) if keys is not None else None,
             dx=data.get("dx"),
             dy=data.get("dy"),
+            api=data.get("api"),
+            args=dict(data["args"]) if data.get("args") is not None else None,
         )
 
 
