@@ -20,34 +20,39 @@ from verl_cua.actions.prompts import PromptSpec, observation_text
 HISTORY_CHARS = 400  # an earlier reply is cut to this many characters in a step prompt
 
 
-def first_turn(spec: PromptSpec, instruction: str, image: Any) -> list[dict[str, Any]]:
-    """The episode layout's opening: the system prompt, then the first screenshot with the task."""
+def first_turn(spec: PromptSpec, instruction: str, image: Any, context: str | None = None) -> list[dict[str, Any]]:
+    """The episode layout's opening: the system prompt, then the first screenshot with the task (and `context`,
+    what the format adds each turn: `verl_cua.actions.prompts.turn_context`)."""
+    text = spec.user_text(instruction, context)
     return [
         {"role": "system", "content": spec.system},
-        {
-            "role": "user",
-            "content": [{"type": "image", "image": image}, {"type": "text", "text": spec.user_text(instruction)}],
-        },
+        {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": text}]},
     ]
 
 
-def observation_turn(step: int, error: str | None, image: Any) -> dict[str, Any]:
-    """The episode layout's user turn after `step` (1-based): the new screenshot, and why the last reply was invalid."""
-    return {
-        "role": "user",
-        "content": [{"type": "image", "image": image}, {"type": "text", "text": observation_text(step, error)}],
-    }
+def observation_turn(step: int, error: str | None, image: Any, context: str | None = None) -> dict[str, Any]:
+    """The episode layout's user turn after `step` (1-based): the new screenshot, why the last reply was invalid, and
+    the format's per-turn `context`."""
+    text = observation_text(step, error, context)
+    return {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": text}]}
 
 
 def step_prompt(
-    spec: PromptSpec, instruction: str, replies: list[str], invalid: list[bool], recent: list[Any]
+    spec: PromptSpec,
+    instruction: str,
+    replies: list[str],
+    invalid: list[bool],
+    recent: list[Any],
+    context: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The step layout's prompt: the task, earlier `replies` as text (marked when invalid), the `recent` screenshots."""
+    """The step layout's prompt: the task, earlier `replies` as text (marked when invalid), the `recent` screenshots,
+    and the format's per-turn `context` for this step."""
     history = "".join(
         f"\nStep {i + 1}: {reply.strip()[:HISTORY_CHARS]}" + (" (invalid)" if bad else "")
         for i, (reply, bad) in enumerate(zip(replies, invalid, strict=False))
     )
     text = spec.user_text(instruction) + (f"\nPrevious actions:{history}" if history else "")
+    text += f"\n{context}" if context else ""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
     content += [{"type": "image", "image": image} for image in recent]
     return [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]

@@ -23,17 +23,50 @@ class PromptSpec:
     tools: list[dict] | None
     coordinate_space: tuple[float, float]
 
-    def user_text(self, instruction: str) -> str:
-        """The first user turn's text (the screenshot goes beside it as an image part)."""
+    def user_text(self, instruction: str, context: str | None = None) -> str:
+        """The first user turn's text (the screenshot goes beside it as an image part); `context`: `turn_context`."""
         if self.format == "uitars":
             return f"## User Instruction\n{instruction}"
-        return f"Task: {instruction}"
+        return f"Task: {instruction}" + (f"\n{context}" if context else "")
 
 
-def observation_text(step: int, error: str | None = None) -> str:
-    """A later user turn's text, beside the screenshot taken after `step`; `error`: why the last output was invalid."""
+def observation_text(step: int, error: str | None = None, context: str | None = None) -> str:
+    """A later user turn's text, beside the screenshot taken after `step`; `error`: why the last output was invalid;
+    `context`: what the format adds each turn (`turn_context`)."""
     note = f" Your last output was not a valid action ({error})." if error else ""
-    return f"Screenshot after step {step}.{note}"
+    return f"Screenshot after step {step}.{note}" + (f"\n{context}" if context else "")
+
+
+def turn_context(format: str, extra: dict | None) -> str | None:
+    """What a format shows beside each screenshot: for `api_gui`, the focused app, the APIs it offers now and the
+    last API call's result (from an observation's `extra`: `focused_app`, `api_result`); None for other formats."""
+    if format != "api_gui":
+        return None
+    from verl_cua.actions.apis import apis_for
+
+    extra = extra or {}
+    app = extra.get("focused_app")
+    apis = [a for a in apis_for(app) if a.tool != "Agent"]
+    lines = [f"Focused app: {app or 'none'}."]
+    if apis:
+        lines += ["APIs you can call now:", *(f"  {a.signature()}" for a in apis)]
+    result = extra.get("api_result")
+    if result is not None:
+        lines.append(f"Result of your last API call: {result}")
+    return "\n".join(lines)
+
+
+def longest_turn_context(format: str) -> str:
+    """The longest `turn_context` of `format` (the app with the most APIs, a result at its cap): for token budgets."""
+    if format != "api_gui":
+        return ""
+    from verl_cua.actions.apis import MAX_RESULT_CHARS, TOOLSET_REGISTRY, load_builtin_toolsets
+
+    load_builtin_toolsets()
+    result = "x" * MAX_RESULT_CHARS
+    apps = [t.app for t in TOOLSET_REGISTRY.values()]
+    texts = [turn_context(format, {"focused_app": app, "api_result": result}) or "" for app in apps]
+    return max(texts, key=len)
 
 
 def build_prompt(format: str, *, screen: tuple[int, int], image: tuple[int, int] | None = None) -> PromptSpec:
@@ -50,6 +83,7 @@ def build_prompt(format: str, *, screen: tuple[int, int], image: tuple[int, int]
         "uitars": _uitars,
         "pyautogui": _pyautogui,
         "claude": _claude,
+        "api_gui": _api_gui,
     }
     system, tools = builders[format](size)
     return PromptSpec(format=format, system=system, tools=tools, coordinate_space=(space.width, space.height))
@@ -187,3 +221,29 @@ def _claude(size: tuple[int, int]) -> tuple[str, list[dict]]:
         "display_number": 1,
     }
     return system, [tool]
+
+
+def _api_gui(size: tuple[int, int]) -> tuple[str, None]:
+    from verl_cua.actions.apis import apis_for
+    from verl_cua.actions.formats.api_gui import SCROLL_CLICKS
+
+    width, height = size
+    desktop = "\n".join(f"  {a.signature()}" for a in apis_for(None))
+    system = (
+        "You are an agent that carries out tasks on a Linux desktop. Each turn you get a screenshot of the "
+        f"{width}x{height} screen, the app that has the focus and the APIs it offers.\n"
+        "Reply with your plan and reasoning in <think>...</think>, then ONE line of Python in a ```python block "
+        "that calls exactly one method, with keyword arguments and literal values (no variables carry over):\n"
+        "GUI primitives (coordinates are screen pixels [x, y] read from the screenshot):\n"
+        "  Agent.click(coordinates=[x, y], num_clicks=1, button_type='left')\n"
+        "  Agent.type(coordinates=None, text='', overwrite=False, enter=False)  # overwrite: select all first\n"
+        "  Agent.drag_and_drop(drag_from_coordinates=[x, y], drop_on_coordinates=[x, y])\n"
+        f"  Agent.scroll(coordinates=[x, y], direction='up')  # or 'down'; {SCROLL_CLICKS} wheel clicks\n"
+        "  Agent.hotkey(keys=['ctrl', 's'])\n"
+        "  Agent.wait()\n"
+        "  Agent.exit(success=True)  # the task is done; success=False: it cannot be done\n"
+        f"Desktop APIs:\n{desktop}\n"
+        "App APIs are listed each turn for the focused app, e.g. CalcTools.set_cell_value(cell='B7', "
+        "value='=SUM(B2:B6)'); their results come back in the next turn. Prefer an app API over many GUI steps."
+    )
+    return system, None

@@ -174,6 +174,12 @@ def _literal(node: ast.AST, line: int, depth: int = 0):
     raise ActionError(f"line {line}: argument {_describe(node)} is not allowed (only literal arguments)")
 
 
+def literal_value(node: ast.AST, line: int):
+    """A literal argument's value (numbers bounded, sequences of at most MAX_SEQUENCE, nested two deep); ActionError
+    for names, calls, f-strings and every other construct."""
+    return _literal(node, line)
+
+
 def _bounded(value: float, line: int) -> float:
     if isinstance(value, int) and abs(value) > MAX_NUMBER:  # before isfinite(): huge ints overflow a float
         raise ActionError(f"line {line}: number {str(value)[:20]}... out of bounds")

@@ -60,6 +60,7 @@ STEP_KEYS = (
     "usage",
     "response",
     "prompt",
+    "api_result",
 )
 
 

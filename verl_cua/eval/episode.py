@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_cua.actions import parse_action
-from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.actions.prompts import build_prompt, observation_text, turn_context
 from verl_cua.envs.pool import EnvLease
 from verl_cua.envs.task_sets import TaskRef
 from verl_cua.envs.trajectory import EpisodeWriter, prompt_record, step_record
@@ -67,7 +67,8 @@ def run_episode(
     screen = obs.screen
     image = model_image_size(settings.format, screen, settings.max_pixels)
     spec = build_prompt(settings.format, screen=screen, image=image)
-    shot, turn = _screen(writer, 0, obs.screenshot, image, spec.user_text(obs.instruction))
+    first_text = spec.user_text(obs.instruction, turn_context(settings.format, obs.extra))
+    shot, turn = _screen(writer, 0, obs.screenshot, image, first_text)
     result["final_screenshot"] = shot
     turns = [turn]
     end_reason = "max_steps"
@@ -109,16 +110,19 @@ def run_episode(
                 usage=reply.usage,
                 response=reply.response,
                 prompt=prompt_record(asked, str, layout="episode", history_images=settings.history_images),
+                api_result=stepped.info.get("api_result"),
             )
         )
         if infra:
             return finish("infra_failure", "infra", stepped.info.get("error"))
         error = None if parsed.valid else parsed.error
+        context = turn_context(settings.format, stepped.observation.extra)
         if stepped.observation is not obs:  # an invalid action leaves the screen as it was: no new file
             obs = stepped.observation
-            shot, turn = _screen(writer, step, obs.screenshot, image, observation_text(step, error))
+            shot, turn = _screen(writer, step, obs.screenshot, image, observation_text(step, error, context))
         else:
-            turn = Turn(image=turns[-1].image, text=observation_text(step, error), image_png=turns[-1].image_png)
+            text = observation_text(step, error, context)
+            turn = Turn(image=turns[-1].image, text=text, image_png=turns[-1].image_png)
         turn.error = error
         result["final_screenshot"] = shot
         if parsed.terminal or stepped.done:

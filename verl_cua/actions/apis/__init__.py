@@ -1,6 +1,6 @@
 """App APIs of the `api_gui` action format: specs, checked calls and the tool registry (no code runs here)."""
 
-from verl_cua.actions.apis.base import REQUIRED, ApiSpec, Param, check_value
+from verl_cua.actions.apis.base import MAX_RESULT_CHARS, REQUIRED, ApiSpec, Param, check_value
 from verl_cua.actions.apis.toolset import (
     DESKTOP,
     TOOLSET_REGISTRY,
@@ -14,6 +14,7 @@ from verl_cua.actions.apis.toolset import (
 
 __all__ = [
     "DESKTOP",
+    "MAX_RESULT_CHARS",
     "REQUIRED",
     "TOOLSET_REGISTRY",
     "ApiSpec",

@@ -18,6 +18,7 @@ REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 MAX_TEXT = 4000  # characters of one str argument
 MAX_CELLS = 2000  # values of one table/list argument
 MAX_INT = 1_000_000
+MAX_RESULT_CHARS = 2000  # an API's result text, as the next turn shows it
 _CELL = re.compile(r"\$?[A-Za-z]{1,3}\$?[0-9]{1,7}")
 _RANGE = re.compile(rf"{_CELL.pattern}(?::{_CELL.pattern})?")
 PARAM_TYPES = ("str", "int", "float", "bool", "cell", "range", "path", "str_list", "table", "value")

@@ -13,7 +13,7 @@ from verl_cua.actions.formats.base import (  # noqa: F401  (the package's API)
 
 
 def _load_builtin_formats() -> None:
-    from verl_cua.actions.formats import claude, pyautogui, qwen3vl, qwen25vl, uitars  # noqa: F401
+    from verl_cua.actions.formats import api_gui, claude, pyautogui, qwen3vl, qwen25vl, uitars  # noqa: F401
 
 
 _load_builtin_formats()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from verl_cua.actions.formats.api_gui import API_GUI_CALL
 from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord, normalize_key
@@ -64,7 +65,9 @@ class PyAutoGUIFormat:
     def detect(self, text: str) -> bool:
         """A code fence, pyautogui calls, or a bare WAIT/DONE/FAIL."""
         stripped = text.strip().strip("`").strip()
-        return "pyautogui." in text or stripped in SPECIAL_WORDS or "```python" in text
+        if "pyautogui." in text or stripped in SPECIAL_WORDS:
+            return True
+        return "```python" in text and not API_GUI_CALL.search(text)  # Agent.click(...) in a block: api_gui's
 
     def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
         """Screen pixels (OSWorld's pyautogui space); `image` is not used."""

@@ -18,7 +18,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl_cua.actions import parse_action
 from verl_cua.actions.conversation import first_turn, image_grid_factor, observation_turn, step_prompt
 from verl_cua.actions.geometry import smart_resize_size
-from verl_cua.actions.prompts import build_prompt
+from verl_cua.actions.prompts import build_prompt, turn_context
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.config.schema import CuaConfig
@@ -139,7 +139,7 @@ class GUIAgentLoop(AgentLoopBase):
             return self._infra_output(ep, lease, obs)
         screen, image_size, spec = opened
         shot = _shot(obs, image_size)
-        messages = first_turn(spec, ep.instruction, shot)
+        messages = first_turn(spec, ep.instruction, shot, turn_context(self.format, obs.extra))
         images = [shot]
         prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
         runtime, mask, logprobs = list(prompt_ids), [], None
@@ -169,7 +169,8 @@ class GUIAgentLoop(AgentLoopBase):
             if result.info.get("infra_failure") or result.done or parsed.terminal or step + 1 >= self.env_cfg.max_steps:
                 break
             previous = [*messages, {"role": "assistant", "content": text}]
-            turn = observation_turn(step + 1, None if parsed.valid else parsed.error, shot)
+            error = None if parsed.valid else parsed.error
+            turn = observation_turn(step + 1, error, shot, turn_context(self.format, obs.extra))
             merged2, mask2, logprobs2 = await self.ct_merge_context_msg(
                 previous, [*previous, turn], runtime, mask, logprobs
             )
@@ -202,7 +203,9 @@ class GUIAgentLoop(AgentLoopBase):
         rows: list[tuple[list[int], Any, list[Image.Image]]] = []
         for _step in range(self.env_cfg.max_steps):
             recent = shots[-self.env_cfg.history_images :]
-            messages = step_prompt(spec, ep.instruction, ep.actions, [e is not None for e in ep.errors], recent)
+            invalid = [e is not None for e in ep.errors]
+            context = turn_context(self.format, obs.extra)
+            messages = step_prompt(spec, ep.instruction, ep.actions, invalid, recent, context)
             prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
             ep.anchors.append(self._anchor(obs, shots[-1]))
             out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)

@@ -20,7 +20,7 @@ import numpy as np
 
 from verl_cua.actions import ParsedAction
 from verl_cua.actions.geometry import smart_resize_size
-from verl_cua.actions.prompts import PromptSpec, build_prompt, observation_text
+from verl_cua.actions.prompts import PromptSpec, build_prompt, observation_text, turn_context
 from verl_cua.actions.types import one_line
 from verl_cua.envs import EnvLease, EnvPool, EnvUsageError, Observation
 from verl_cua.envs.task_sets import TaskRef
@@ -81,6 +81,7 @@ class _EnvState:
     score: float | None = None
     infra_failure: bool = False
     error: str | None = None
+    context: str | None = None  # the format's per-turn text (api_gui: focused app, its APIs, last API result)
 
 
 class GUIEnvironmentManager:
@@ -247,6 +248,7 @@ class GUIEnvironmentManager:
             shot = shot.resize(st.image_size)
         st.image = np.asarray(shot, dtype=np.uint8)
         st.anchor = screen_anchor(st.image, st.steps)
+        st.context = turn_context(self.settings.format, obs.extra)
 
     def _fail(self, st: _EnvState, error: str | None) -> None:
         st.infra_failure, st.done, st.won, st.error = True, True, False, error or "infra failure"
@@ -286,6 +288,8 @@ class GUIEnvironmentManager:
             parts += [f"Step {first + k}: {text}" for k, text in enumerate(recent)]
         if st.steps:
             parts += ["", observation_text(st.steps, without_vision_markup(st.last_error or "") or None)]
+        if st.context:
+            parts += ["", without_vision_markup(st.context)]
         parts.append("<image>")
         return "\n".join(parts)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.actions.geometry import smart_resize_size
-from verl_cua.actions.prompts import build_prompt, observation_text
+from verl_cua.actions.prompts import build_prompt, longest_turn_context, observation_text
 from verl_cua.algos.estimators import SDPO_ESTIMATORS
 from verl_cua.envs import env_screen
 from verl_cua.integrations.verl.config.fields import CuaConfigError
@@ -111,7 +111,9 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
     system = _tokens(spec.system) + TURN_SCAFFOLD_TOKENS
     history_text = (env.max_steps - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
     step_prompt = system + INSTRUCTION_TOKENS + history_text + env.history_images * image
-    turn = action.max_tokens_per_step + image + _tokens(observation_text(99, "x" * 80))
+    context = _tokens(longest_turn_context(action.format))  # api_gui: the focused app's APIs and the last result
+    step_prompt += context
+    turn = action.max_tokens_per_step + image + _tokens(observation_text(99, "x" * 80)) + context
     episode_response = env.max_steps * turn
     teacher_extra = 0
     if config.get("algorithm", {}).get("adv_estimator") in SDPO_ESTIMATORS:
