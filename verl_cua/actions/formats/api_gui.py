@@ -9,9 +9,10 @@ The line is parsed with `ast` and never executed: it must be one call `Tool.meth
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 
-from verl_cua.actions.apis import lookup_api
+from verl_cua.actions.apis import apis_for, lookup_api
 from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
@@ -34,7 +35,7 @@ _CLICKS = {("left", 1): "click", ("left", 2): "double_click", ("left", 3): "trip
 _CLICKS[("middle", 1)] = "middle_click"
 _CLICK_CALLS = {kind: key for key, kind in _CLICKS.items()}
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.S)
+_FENCE_INLINE = re.compile(r"[A-Z][A-Za-z]*\.[a-z_]+\s*\(.*\)\s*")
 API_GUI_CALL = re.compile(r"\b(?:Agent|[A-Z][A-Za-z]*Tools)\.[a-z_]+\s*\(")  # Agent.click( / CalcTools.x(
 
 
@@ -62,29 +63,37 @@ class APIGUIFormat:
     def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
         """`<think>thought</think>` and a ```python block with the one call these actions are; ActionError if none."""
         line = actions_to_call(actions)
-        head = f"<think>{thought.strip()}</think>\n" if thought and thought.strip() else ""
+        thought = (thought or "").replace("<think>", "").replace("</think>", "").replace("```", "").strip()
+        head = f"<think>{thought}</think>\n" if thought else ""
         return f"{head}```python\n{line}\n```"
 
 
 def split_output(text: str) -> tuple[str, str | None]:
-    """(the code line, the thought): the code is the one ```python block, or the text itself when it has none."""
-    thoughts = [m.group(1).strip() for m in _THINK.finditer(text)]
-    if "<think>" in _THINK.sub("", text):
-        raise ActionError("unterminated <think> block (output truncated?)")
-    rest = _THINK.sub("", text)
-    blocks = list(_FENCE.finditer(rest))
-    if len(blocks) > 1:
-        raise ActionError(f"{len(blocks)} code blocks; api_gui takes one line of code per turn")
-    if blocks:
-        lang, code = blocks[0].group(1), blocks[0].group(2)
-        if lang.lower() not in ("", "python", "py", "python3"):
-            raise ActionError(f"code block in {lang!r:.20} is not allowed (only python)")
-        prose = (rest[: blocks[0].start()] + "\n" + rest[blocks[0].end() :]).strip()
-        thoughts += [prose] if prose else []
-    elif "```" in rest:
-        raise ActionError("unterminated ``` code block (output truncated?)")
+    """(the code line, the thought). The code runs from the first ``` to the last one, so a string argument may hold
+    backticks; with no fence the text outside `<think>` is the code. The prose and `<think>` text are the thought."""
+    first = text.find("```")
+    if first < 0:
+        prose, code = "", text
     else:
-        code = rest
+        last = text.rfind("```")
+        if last == first:
+            raise ActionError("unterminated ``` code block (output truncated?)")
+        info, _, code = text[first + 3 : last].partition("\n")
+        lang = info.strip()
+        if lang.lower() not in ("", "python", "py", "python3"):
+            if _FENCE_INLINE.fullmatch(lang):  # ```Agent.wait()``` on one line
+                code = lang
+            else:
+                raise ActionError(f"code block in {lang.split()[0]!r:.20} is not allowed (only python)")
+        prose = [text[:first], text[last + 3 :]]
+    if first < 0:
+        thoughts = [m.group(1).strip() for m in _THINK.finditer(code)]
+        code = _THINK.sub("", code)
+        if "<think>" in code:
+            raise ActionError("unterminated <think> block (output truncated?)")
+    else:
+        thoughts = [m.group(1).strip() for part in prose for m in _THINK.finditer(part)]
+        thoughts += [_THINK.sub("", part).strip() for part in prose]
     return code.strip(), "\n".join(t for t in thoughts if t) or None
 
 
@@ -117,8 +126,17 @@ def call_to_actions(code: str, ctx: ParseContext) -> list[GUIAction]:
     tool, method = func.value.id, func.attr
     if tool == AGENT and method in PRIMITIVES:
         return primitive_actions(method, _bind(method, args, kwargs), ctx)
+    if tool == AGENT and method not in lookup_agent_methods():
+        close = difflib.get_close_matches(method, lookup_agent_methods(), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(lookup_agent_methods())}"
+        raise ActionError(f"Agent has no method {method!r:.40}; {hint}")
     spec = lookup_api(tool, method)
     return [GUIAction("api", api=spec.qualname, args=spec.bind(args, kwargs))]
+
+
+def lookup_agent_methods() -> list[str]:
+    """Agent's GUI primitives and desktop APIs, by name."""
+    return [*PRIMITIVES, *(a.name for a in apis_for(None) if a.tool == AGENT)]
 
 
 def _bind(method: str, args: list, kwargs: dict) -> dict:
