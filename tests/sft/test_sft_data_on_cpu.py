@@ -214,3 +214,30 @@ def test_eval_episodes_group_by_domain_where_the_envs_tasks_run_under_seeds(scra
     assert task_names({**result, "env": "kiosk"}, "k") == ("form/seed-3", "form")
     assert task_names({**result, "env": "bare"}, "k") == ("form/seed-3", "form/seed-3")
     assert task_names({**result, "env": "not-registered-here"}, "k") == ("form/seed-3", "form/seed-3")
+
+
+def test_api_gui_rows_show_each_turns_focused_app_and_last_api_result_and_other_formats_drop_api_calls(model, tmp_path):
+    """An api_gui episode (an app API call, then a click) becomes api_gui rows whose turns list the focused app's APIs
+    and the previous call's result; a GUI-only target drops it, naming the API it cannot say."""
+    run = tmp_path / "run"
+    writer = EpisodeWriter(run / "a")
+    texts = ["```python\nAgent.open_app(app_name='vlc')\n```", "```python\nAgent.click(coordinates=[10, 60])\n```"]
+    for i, (text, app, result) in enumerate(zip(texts, [None, "vlc"], ["opened vlc", None], strict=True)):
+        parsed = parse_action(text, format="api_gui", screen=SCREEN)
+        name = writer.screenshot(i, Image.new("RGB", SCREEN, (0, 10 * i, 0)))
+        writer.step(step_record(step=i + 1, screenshot=name, screen=SCREEN, model_text=text, action=parsed.to_dict(),
+                                valid=True, reward=0.0, api_result=result, focused_app=app))  # fmt: skip
+    writer.finish({"task": "vlc/x", "env": "osworld", "domain": "vlc", "task_id": "x", "instruction": "Open VLC.",
+                   "status": "success", "score": 1.0, "steps": 2, "model": "scripted"})  # fmt: skip
+    write_json(run / "run.json", {"model": "scripted", "format": "api_gui"})
+    path, processor = model
+    out = tmp_path / "sft.parquet"
+    card = build(SFTDataConfig(runs=[str(run)], format="api_gui", model=path, out=str(out)), processor)
+    assert card["episodes"] == 1
+    messages = pd.read_parquet(out).iloc[0]["messages"].tolist()
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    assert "Focused app: none." in users[0] and "Result of your last API call" not in users[0]
+    assert "Focused app: vlc." in users[1] and users[1].rstrip().endswith("Result of your last API call: opened vlc")
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == texts
+    with pytest.raises(ValueError, match=r"Agent\.open_app\(\.\.\.\): app APIs exist only in the api_gui format"):
+        build(SFTDataConfig(runs=[str(run)], format="qwen3vl", model=path, out=str(out)), processor)

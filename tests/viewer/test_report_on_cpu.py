@@ -66,6 +66,10 @@ def test_action_summaries_are_short_and_exact():
     assert describe(act("scroll", x=5, y=6, dy=-3, dx=2)) == "scroll(down 3, right 2 @ 5, 6)"
     assert describe(act("fail", text="cannot find it")) == 'fail("cannot find it")'
     assert describe(act("type", text="x" * 100), limit=10) == 'type("xxxxxxxxx…")'
+    api = act("api", api="CalcTools.set_cell_value", args={"cell": "B7", "value": "=SUM(B2:B6)"})
+    assert describe(api) == 'CalcTools.set_cell_value(cell="B7", value="=SUM(B2:B6)")'
+    long = act("api", api="Agent.open_app", args={"app_name": "v" * 50})
+    assert describe(long, limit=5) == 'Agent.open_app(app_name="vvvv…")'
 
 
 def test_task_rows_carry_each_runs_status_mark(driver, report):

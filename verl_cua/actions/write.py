@@ -85,6 +85,8 @@ def _check_actions(fmt: str, actions: object, screen: tuple[int, int]) -> None:
             raise ActionError(f"{fmt}: item {i + 1} is not a GUIAction of a known kind: {a!r:.60}")
         if a.kind in TERMINAL_KINDS and i != len(actions) - 1:
             raise ActionError(f"{fmt}: {describe(a)} must be the last action")
+        if a.kind == "api" and fmt != "api_gui":
+            raise ActionError(f"{fmt} cannot express {a.api}(...): app APIs exist only in the api_gui format")
         problem = _problem(a, screen)
         if problem:
             raise ActionError(f"{fmt} cannot express {describe(a)}: {problem}")

@@ -328,6 +328,8 @@ class MiniWoBEnv:
             return [self._key(a.keys)]
         if a.kind in ("wait", "done", "fail"):
             return [create("NONE")] if a.kind == "wait" else []
+        if a.kind == "api":
+            raise ValueError(f"MiniWoB has no app APIs ({a.api} is a desktop app's); Agent's GUI primitives work here")
         raise ValueError(f"MiniWoB cannot do {a.kind} (no right or middle button in the task page)")
 
     def _key(self, keys: list[str]) -> dict:

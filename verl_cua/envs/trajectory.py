@@ -61,6 +61,7 @@ STEP_KEYS = (
     "response",
     "prompt",
     "api_result",
+    "focused_app",
 )
 
 

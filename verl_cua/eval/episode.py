@@ -111,6 +111,7 @@ def run_episode(
                 response=reply.response,
                 prompt=prompt_record(asked, str, layout="episode", history_images=settings.history_images),
                 api_result=stepped.info.get("api_result"),
+                focused_app=obs.extra.get("focused_app"),
             )
         )
         if infra:

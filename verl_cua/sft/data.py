@@ -23,6 +23,7 @@ from PIL import Image
 
 from verl_cua.actions import build_prompt, get_format
 from verl_cua.actions.conversation import first_turn, model_image_size, observation_turn, step_prompt
+from verl_cua.actions.prompts import turn_context
 from verl_cua.actions.types import ActionError, GUIAction
 from verl_cua.actions.write import render_action
 from verl_cua.envs import env_spec
@@ -60,6 +61,7 @@ class Step:
 
     image: Image.Image
     text: str
+    context: str | None = None  # the format's per-turn text beside the screenshot (api_gui: focused app, its APIs)
 
 
 @dataclass
@@ -137,6 +139,7 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
         return "no screen size"
     image_size = model_image_size(processor, screen, config.max_pixels)
     steps, negatives = [], []
+    api_result = None  # the last kept step's API result, which the next turn shows
     for line in record.steps:
         action = line.get("action") or {}
         if not line.get("valid") or not action.get("actions"):
@@ -153,7 +156,9 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
         shot = _screenshot(record.dir / str(line.get("screenshot")), image_size)
         if shot is None:
             return "a screenshot is missing"
-        steps.append(Step(shot, text))
+        context = turn_context(config.format, {"focused_app": line.get("focused_app"), "api_result": api_result})
+        steps.append(Step(shot, text, context))
+        api_result = line.get("api_result")
     if not steps:
         return "no valid steps"
     instance, group = task_names(result, record.key)
@@ -226,11 +231,11 @@ def episode_rows(candidate: Candidate, format: str, image_size: tuple[int, int])
     """The chat messages of the rows one episode gives (one for `episode`, one per step for `step`)."""
     spec = build_prompt(format, screen=candidate.screen, image=image_size)
     steps = candidate.steps
-    messages = first_turn(spec, candidate.instruction, steps[0].image)
+    messages = first_turn(spec, candidate.instruction, steps[0].image, steps[0].context)
     for i, step in enumerate(steps):
         messages.append({"role": "assistant", "content": step.text})
         if i + 1 < len(steps):
-            messages.append(observation_turn(i + 1, None, steps[i + 1].image))
+            messages.append(observation_turn(i + 1, None, steps[i + 1].image, steps[i + 1].context))
     return [messages]
 
 
@@ -244,7 +249,7 @@ def step_rows(
     for i, step in enumerate(candidate.steps):
         replies = [s.text for s in candidate.steps[:i]]
         recent = shots[max(0, i + 1 - history_images) : i + 1]
-        prompt = step_prompt(spec, candidate.instruction, replies, [False] * i, recent)
+        prompt = step_prompt(spec, candidate.instruction, replies, [False] * i, recent, step.context)
         rows.append([*prompt, {"role": "assistant", "content": step.text}])
     return rows
 

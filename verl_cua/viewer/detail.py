@@ -160,6 +160,8 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
     parts = [f'<div class="act"><code>{escape(describe_step(step))}</code>{badge}</div>']
     if step.get("error"):
         parts.append(f'<div class="note {"warn" if valid else "bad"}">{escape(str(step["error"]))}</div>')
+    if step.get("api_result") is not None:
+        parts.append(f'<div class="note">API result: {escape(str(step["api_result"]))}</div>')
     if step.get("env_error"):
         parts.append(f'<div class="note bad">env error: {escape(str(step["env_error"]))}</div>')
     if step.get("infra_failure"):

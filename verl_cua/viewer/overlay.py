@@ -62,6 +62,10 @@ def describe(action: dict[str, Any], limit: int | None = None) -> str:
         return f"type({_quoted(action.get('text'), limit)})"
     if kind == "key":
         return f"key({'+'.join(str(k) for k in action.get('keys') or [])})"
+    if kind == "api":  # api_gui's app API call: `CalcTools.set_cell_value(cell="B7", value="=SUM(B2:B6)")`
+        args = action.get("args") if isinstance(action.get("args"), dict) else {}
+        shown = ", ".join(f"{k}={_quoted(v, limit) if isinstance(v, str) else v}" for k, v in args.items())
+        return f"{action.get('api')}({shown})"
     if kind in ("done", "fail", "wait"):
         text = action.get("text")
         return f"{kind}({_quoted(text, limit) if text else ''})"
