@@ -89,7 +89,8 @@ def run_episode(
         for key in ("prompt_tokens", "completion_tokens"):
             totals[key] += (reply.usage or {}).get(key, 0)
         result["steps"] = step
-        result["invalid_actions"] += 0 if parsed.valid else 1
+        refused = parsed.valid and not stepped.info.get("action_valid", True)  # parsed, but this env cannot do it
+        result["invalid_actions"] += 0 if parsed.valid and not refused else 1
         infra = bool(stepped.info.get("infra_failure"))
         shown = [{"type": "image", "image": shot}, {"type": "text", "text": turns[-1].text}]
         asked = [{"role": "system", "content": spec.system}] if step == 1 else []  # then the turn after each reply
@@ -116,7 +117,7 @@ def run_episode(
         )
         if infra:
             return finish("infra_failure", "infra", stepped.info.get("error"))
-        error = None if parsed.valid else parsed.error
+        error = parsed.error if not parsed.valid else stepped.info.get("error") if refused else None
         context = turn_context(settings.format, stepped.observation.extra)
         if stepped.observation is not obs:  # an invalid action leaves the screen as it was: no new file
             obs = stepped.observation

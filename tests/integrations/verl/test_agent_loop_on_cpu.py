@@ -10,6 +10,7 @@ from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_cua.actions import parse_action, render_action
 from verl_cua.envs import make_env
 from verl_cua.integrations.verl import env_service
 from verl_cua.integrations.verl.agent_loop import GUIAgentLoop
@@ -89,6 +90,24 @@ def test_oracle_episode_succeeds_and_the_mask_covers_model_tokens_only(tiny_mode
     assert _image_pad_runs(out.prompt_ids + out.response_ids, pad) == 3
     assert out.response_logprobs is not None and len(out.response_logprobs) == len(out.response_ids)
     assert extra["cua_final_screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_api_gui_episode_acts_through_agent_primitives_and_an_app_api_the_env_lacks_is_invalid(tiny_model, chromium):
+    """ComputerRL's API-GUI format in the training loop: the oracle's clicks and typing as Agent calls succeed; an app
+    API MiniWoB does not have is an invalid action with its one-line reason; every turn shows the focused app."""
+    oracle = [parse_action(t, format="pyautogui", screen=(160, 210)) for t in oracle_texts("enter-text", 3)]
+    texts = ["```python\nAgent.open_app(app_name='vlc')\n```"]
+    texts += [render_action(p.actions, format="api_gui", screen=(160, 210)) for p in oracle]
+    assert all(t.startswith("```python\nAgent.") for t in texts[1:])
+    out, server, tok = run_loop(
+        tiny_model, texts, "cua.env.max_steps=5", "cua.action.format=api_gui", task="enter-text", seed=3
+    )
+    extra = out.extra_fields
+    assert extra["cua_success"] and extra["cua_steps"] == 4 and extra["cua_invalid_actions"] == 1
+    assert "MiniWoB has no app APIs" in extra["cua_feedback"]
+    context = tok.decode(out.prompt_ids + out.response_ids)
+    assert "Agent.click(coordinates=[x, y], num_clicks=1" in context  # the api_gui system prompt
+    assert context.count("Focused app: none.") == 4  # the first turn and each of the 3 after a reply
 
 
 def test_invalid_outputs_are_penalised_and_not_sent(tiny_model, chromium):

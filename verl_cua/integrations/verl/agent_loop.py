@@ -169,8 +169,7 @@ class GUIAgentLoop(AgentLoopBase):
             if result.info.get("infra_failure") or result.done or parsed.terminal or step + 1 >= self.env_cfg.max_steps:
                 break
             previous = [*messages, {"role": "assistant", "content": text}]
-            error = None if parsed.valid else parsed.error
-            turn = observation_turn(step + 1, error, shot, turn_context(self.format, obs.extra))
+            turn = observation_turn(step + 1, ep.errors[-1], shot, turn_context(self.format, obs.extra))
             merged2, mask2, logprobs2 = await self.ct_merge_context_msg(
                 previous, [*previous, turn], runtime, mask, logprobs
             )
@@ -292,6 +291,9 @@ class GUIAgentLoop(AgentLoopBase):
         result = await self._env(ep, service, lease.step, parsed)
         if result.info.get("infra_failure"):
             ep.infra_failure, ep.infra_error = True, result.info.get("error")
+        elif parsed.valid and not result.info.get("action_valid", True):  # parsed, but this env cannot do it
+            ep.errors[-1] = str(result.info.get("error") or "the env refused the action")
+            ep.invalid += 1
         ep.desktop_broken = ep.desktop_broken or bool(result.info.get("desktop_broken"))
         if ep.trace is not None:
             ep.trace.step(seen=seen, screen=screen, text=text, parsed=parsed, info=result.info, reward=result.reward,

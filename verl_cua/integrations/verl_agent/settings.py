@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 ENV_NAMES = ("osworld", "miniwob")
-TRAIN_FORMATS = ("qwen25vl", "qwen3vl", "uitars", "pyautogui")  # what an open model is trained on here
+TRAIN_FORMATS = ("qwen25vl", "qwen3vl", "uitars", "pyautogui", "api_gui")  # what an open model is trained on here
 BACKENDS = ("thread", "ray")
 # What a sampled task becomes when the dataset gives none (seeds for MiniWoB, as verl-agent's own envs draw).
 TRAIN_SEEDS = (0, 2**16 - 1)

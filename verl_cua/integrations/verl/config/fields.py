@@ -16,7 +16,7 @@ from verl_cua.algos.gigpo import NORMS
 ENV_NAMES = ("miniwob", "osworld")  # built in; `verl_cua.envs.register_env` adds more
 ROW_LAYOUTS = ("episode", "step")
 IMAGE_STORAGES = ("png", "pixel_values")
-TRAINABLE_FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui")
+TRAINABLE_FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui", "api_gui")
 SDPO_TEACHERS = ("current", "ema", "frozen")
 SDPO_LOSSES = ("logit", "token")
 SDPO_NORMALIZE = ("reprompted", "all")
