@@ -92,6 +92,7 @@ def test_oracle_episode_succeeds_and_the_mask_covers_model_tokens_only(tiny_mode
     assert extra["cua_final_screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("tiny_model", ["qwen3vl"], indirect=True)  # the format is the family's choice, not its code
 def test_an_api_gui_episode_acts_through_agent_primitives_and_an_app_api_the_env_lacks_is_invalid(tiny_model, chromium):
     """ComputerRL's API-GUI format in the training loop: the oracle's clicks and typing as Agent calls succeed; an app
     API MiniWoB does not have is an invalid action with its one-line reason; every turn shows the focused app."""
