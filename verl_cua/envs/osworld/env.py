@@ -321,10 +321,14 @@ class OSWorldEnv:
 
     def _run_api(self, action: GUIAction) -> str:
         """Run one checked API call inside the desktop; its result text (a failed API's says why)."""
+        from verl_cua.actions.types import ActionError
         from verl_cua.envs.osworld.apis.runner import DEFAULT_TIMEOUT, run_api
 
         timeout = max(1.0, min(DEFAULT_TIMEOUT, self.action_timeout - 10.0))  # answers before the step's timeout
-        outcome = run_api(self._desktop, action, timeout=timeout)
+        try:
+            outcome = run_api(self._desktop, action, timeout=timeout)
+        except ActionError as exc:  # checked in _render already; never a broken desktop
+            return f"error: {exc}"
         return outcome.result if outcome.ok else f"error: {outcome.result}"
 
     def _reports_api(self, payloads: list) -> bool:
