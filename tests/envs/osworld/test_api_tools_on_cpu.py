@@ -30,7 +30,7 @@ HOSTILE = [
     "__import__('os').system('touch /tmp/pwned-{tag}')",
     "'); import os; os.system('touch /tmp/pwned-{tag}')#",
     '"""\nimport os\nos.system("touch /tmp/pwned-{tag}")\n"""',
-    "\\'); os.system(\"touch /tmp/pwned-{tag}\") #\n' \" end",
+    '\\\'); os.system("touch /tmp/pwned-{tag}") #\n\' " end',
 ]
 
 
@@ -196,7 +196,8 @@ def test_fake_controller_an_unknown_api_or_a_bad_argument_is_refused_before_anyt
 def test_fake_controller_results_are_capped_and_failures_are_one_line():
     long = FakeController(_marked(True, "x" * 5000))
     outcome = run_api(long, GUIAction("api", api="WriterTools.get_document_text", args={}))
-    assert outcome.ok and len(outcome.result) == runner.MAX_RESULT and outcome.result.endswith("[5000 characters in all]")
+    assert outcome.ok and len(outcome.result) == runner.MAX_RESULT
+    assert outcome.result.endswith("[5000 characters in all]")
     failing = FakeController(_marked(False, "no Calc document is open\nsecond line"))
     outcome = run_api(failing, GUIAction("api", api="CalcTools.save", args={}))
     assert outcome == ApiOutcome(False, "no Calc document is open second line")
