@@ -309,3 +309,32 @@ def test_attack_arguments_land_literally_and_reach_nothing(env, tmp_path):
     code = f"import glob; print(glob.glob('/tmp/pwned-{tag}*'))"
     check = env.desktop_env.controller.execute_python_command(code)  # the reset's new desktop
     assert check["output"].strip() == "[]", check
+
+
+@pytest.mark.desktop
+def test_agent_tools_open_and_switch_apps_and_the_focused_app_follows(env):
+    """Agent.open_app starts an app whose window takes the focus, switch_window brings another back; a step mixing a
+    GUI action and an API call runs both in order; a failing API is a valid action whose result says why."""
+    env.reset("calc-sum-column")
+    opened = _api(env, "Agent.open_app", app_name="libreoffice writer")
+    assert opened.info["api_result"].startswith("opened libreoffice writer"), opened.info
+    assert opened.observation.extra["focused_app"] == "libreoffice_writer"
+    back = _api(env, "Agent.switch_window", title="expenses.xlsx")
+    assert back.observation.extra["focused_app"] == "libreoffice_calc", back.info
+    missing = _api(env, "Agent.switch_window", title="no such window")
+    assert missing.info["action_valid"] and missing.info["api_result"].startswith("error: no window title contains")
+    mixed = ParsedAction(
+        valid=True,
+        actions=[
+            GUIAction("key", keys=["ctrl", "home"]),
+            GUIAction("type", text="typed\n"),  # Enter commits the cell
+            GUIAction("api", api="CalcTools.get_range_values", args={"range": "A1"}),
+        ],
+        format="api_gui",
+    )
+    result = env.step(mixed)
+    assert result.info["api_result"] == "typed" and result.observation.extra["api_result"] == "typed", result.info
+    gui_only = env.step(ParsedAction(valid=True, actions=[GUIAction("key", keys=["escape"])], format="api_gui"))
+    assert gui_only.info["api_result"] is None and gui_only.observation.extra["api_result"] is None
+    blank = _api(env, "WriterTools.get_paragraphs", start=1, count=1)  # the Writer opened above, in the background
+    assert blank.info["api_result"] == "1 paragraphs\n1 [Standard, left] ", blank.info
