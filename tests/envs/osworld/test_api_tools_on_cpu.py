@@ -338,3 +338,93 @@ def test_agent_tools_open_and_switch_apps_and_the_focused_app_follows(env):
     assert gui_only.info["api_result"] is None and gui_only.observation.extra["api_result"] is None
     blank = _api(env, "WriterTools.get_paragraphs", start=1, count=1)  # the Writer opened above, in the background
     assert blank.info["api_result"] == "1 paragraphs\n1 [Standard, left] ", blank.info
+
+
+def _ok(env, qualname: str, **kwargs) -> str:
+    result = _api(env, qualname, **kwargs)
+    assert result.info["action_valid"], (qualname, result.info)
+    text = result.info["api_result"]
+    assert text is not None and not text.startswith("error:"), (qualname, kwargs, text)
+    return text
+
+
+@pytest.mark.desktop
+def test_every_calc_api_runs_and_reads_back(env):
+    env.reset("calc-sort-rows")  # staff.xlsx: Name, Department, Salary; 5 rows
+    assert "used range A1:C6" in _ok(env, "CalcTools.get_workbook_info")
+    assert _ok(env, "CalcTools.set_range_values", cell="E1", values=[["1.5", "=E1*2", "text"], [3, "=SUM(E1,E2)", ""]])
+    assert _ok(env, "CalcTools.get_range_values", range="E1:G2") == "1.5\t3\ttext\n3\t4.5\t"
+    assert _ok(env, "CalcTools.set_cell_value", cell="H1", value='=IF(E1>1,"big","small")') == "H1 = big"
+    _ok(env, "CalcTools.set_font", range="A1:C1", italic=True, font_name="Liberation Serif", font_size=14)
+    _ok(env, "CalcTools.highlight_range", range="A1:C1", color="#FFCC00")
+    _ok(env, "CalcTools.set_number_format", range="C2:C6", format="#,##0.00")
+    assert _ok(env, "CalcTools.get_range_values", range="C2") == "52000"  # values, not their display
+    _ok(env, "CalcTools.sort_range", range="A1:C6", key_column="Name")
+    assert _ok(env, "CalcTools.get_range_values", range="A2:A3") == "Chloe\nEthan"
+    _ok(env, "CalcTools.clear_range", range="E1:H2")
+    assert _ok(env, "CalcTools.get_range_values", range="E1:F1") == "\t"
+    _ok(env, "CalcTools.add_sheet", name="Notes")
+    _ok(env, "CalcTools.set_cell_value", cell="A1", value="note", sheet="Notes")
+    _ok(env, "CalcTools.rename_sheet", old_name="Notes", new_name="Memo")
+    assert "sheet 1 'Memo': used range A1" in _ok(env, "CalcTools.get_workbook_info")
+    _ok(env, "CalcTools.freeze_panes", cell="A2")
+    _ok(env, "CalcTools.select_range", range="B2:C3", sheet="Sheet1")
+    assert _ok(env, "CalcTools.save_as", path="~/Documents/staff-copy.ods") == "saved as ~/Documents/staff-copy.ods"
+    assert _ok(env, "CalcTools.save") == "saved ~/Documents/staff-copy.ods"
+    errors = {
+        "CalcTools.rename_sheet": {"old_name": "Nope", "new_name": "x"},
+        "CalcTools.sort_range": {"range": "A1:C6", "key_column": "Bonus"},
+        "CalcTools.highlight_range": {"range": "A1", "color": "chartreuse-ish"},
+        "CalcTools.save_as": {"path": "~/Documents/x.docx"},
+    }
+    for qualname, kwargs in errors.items():
+        result = _api(env, qualname, **kwargs)
+        assert result.info["action_valid"] and result.info["api_result"].startswith("error: "), result.info
+        assert "\n" not in result.info["api_result"]
+
+
+@pytest.mark.desktop
+def test_every_writer_api_runs_and_reads_back(env):
+    env.reset("writer-page-break")  # minutes.docx: 4 paragraphs
+    assert _ok(env, "WriterTools.get_paragraphs", start=3, count=1) == "4 paragraphs\n3 [Standard, left] Action Items"
+    _ok(env, "WriterTools.set_paragraph_text", paragraph=2, text="Attendees: Dana.")
+    _ok(env, "WriterTools.set_paragraph_style", paragraph=1, style="Heading 1")
+    _ok(env, "WriterTools.set_paragraph_alignment", paragraph=0, alignment="justify")
+    _ok(env, "WriterTools.append_paragraph", text="Next meeting: Monday.\nBring numbers.")
+    _ok(env, "WriterTools.insert_text", text="DRAFT ", position="start")
+    assert _ok(env, "WriterTools.format_text", find="Monday", bold=True, underline=True, color="red").startswith("1 ")
+    _ok(env, "WriterTools.set_font", font_size=13.0, paragraph=2)
+    listing = _ok(env, "WriterTools.get_paragraphs")
+    assert listing.splitlines()[:3] == [
+        "6 paragraphs",
+        "1 [Heading 1, justify] DRAFT Meeting Notes",
+        "2 [Standard, justify] Attendees: Dana.",
+    ], listing
+    assert _ok(env, "WriterTools.get_document_text").endswith("Next meeting: Monday.\nBring numbers.")
+    assert _ok(env, "WriterTools.find_and_replace", find="NOTHING-HERE", replace="x") == (
+        "replaced 0 occurrences of 'NOTHING-HERE'"
+    )
+    assert _ok(env, "WriterTools.save_as", path="~/Documents/minutes.odt") == "saved as ~/Documents/minutes.odt"
+    assert _ok(env, "WriterTools.save_as", path="~/Documents/minutes.pdf") == "exported ~/Documents/minutes.pdf"
+    assert _api(env, "WriterTools.set_paragraph_alignment", paragraph=9, alignment="left").info["api_result"] == (
+        "error: no paragraph 9; the document has 6 (numbered from 1)"
+    )
+
+
+@pytest.mark.desktop
+def test_every_impress_api_runs_and_reads_back(env):
+    env.reset("impress-export-pdf")  # offsite.odp: 3 slides
+    assert _ok(env, "ImpressTools.get_slides_info").startswith("3 slides\nslide 1 ")
+    _ok(env, "ImpressTools.add_slide", after=1, title="Agenda", body="Travel\nTalks")
+    _ok(env, "ImpressTools.duplicate_slide", slide=2)
+    _ok(env, "ImpressTools.set_slide_title", slide=3, title="Agenda (copy)")
+    _ok(env, "ImpressTools.set_slide_body", slide=3, text="Only one point")
+    _ok(env, "ImpressTools.set_slide_notes", slide=2, notes="Speak slowly.")
+    _ok(env, "ImpressTools.go_to_slide", slide=2)
+    _ok(env, "ImpressTools.delete_slide", slide=5)
+    info = _ok(env, "ImpressTools.get_slides_info")
+    assert info.startswith("4 slides\n") and "  TitleText: Agenda\n  Outliner: Travel\nTalks" in info, info
+    assert "TitleText: Agenda (copy)\n  Outliner: Only one point" in info, info
+    assert _ok(env, "ImpressTools.save_as", path="~/Documents/offsite.pptx") == "saved as ~/Documents/offsite.pptx"
+    assert _ok(env, "ImpressTools.save") == "saved ~/Documents/offsite.pptx"
+    assert _api(env, "ImpressTools.export_pdf", path="~/x.odp").info["api_result"] == "error: path must end in .pdf"

@@ -15,7 +15,7 @@ class CalcTools:
             returns="one line per sheet"),
         api("get_range_values", "the values of a range, one tab-separated line per row",
             Param("range", "range", "cells like A1:D10"), SHEET, returns="the values"),
-        api("set_cell_value", "write one cell: a number, text, or a formula starting with '='",
+        api("set_cell_value", "write one cell: a number (numeric text too), text, or a formula starting with '='",
             Param("cell", "cell", "like B7"), Param("value", "value", "number, text or '=FORMULA'"), SHEET),
         api("set_range_values", "write a table of values (rows of cells) with its top-left corner at a cell",
             Param("cell", "cell", "the top-left cell"), Param("values", "table", "rows of values"), SHEET),

@@ -102,8 +102,8 @@ class CalcTools:
 
     @staticmethod
     def set_range_values(office, cell, values, sheet=""):
-        corner = _range(_sheet(_calc(office), sheet), cell).getRangeAddress()
         target = _sheet(_calc(office), sheet)
+        corner = _range(target, cell).getRangeAddress()
         for r, row in enumerate(values):
             for c, value in enumerate(row):
                 _write(target.getCellByPosition(corner.StartColumn + c, corner.StartRow + r), value)
@@ -112,11 +112,10 @@ class CalcTools:
 
     @staticmethod
     def clear_range(office, range, sheet=""):
+        cells = _range(_sheet(_calc(office), sheet), range)  # connects: imports uno, which makes `com` importable
         from com.sun.star.sheet.CellFlags import ANNOTATION, DATETIME, FORMULA, HARDATTR, STRING, STYLES, VALUE
 
-        _range(_sheet(_calc(office), sheet), range).clearContents(
-            VALUE | DATETIME | STRING | ANNOTATION | FORMULA | HARDATTR | STYLES
-        )
+        cells.clearContents(VALUE | DATETIME | STRING | ANNOTATION | FORMULA | HARDATTR | STYLES)
         return f"cleared {range}"
 
     @staticmethod
@@ -173,13 +172,13 @@ class CalcTools:
         cells = _range(_sheet(_calc(office), sheet), range)
         address = cells.getRangeAddress()
         width = address.EndColumn - address.StartColumn + 1
-        if re.fullmatch(r"[A-Za-z]{1,3}", key_column):
+        header = [str(v).strip() for v in cells.getDataArray()[0]] if has_header else []
+        if key_column.strip() in header:  # a header text first: a header "ID" is not column ID
+            field = header.index(key_column.strip())
+        elif re.fullmatch(r"[A-Za-z]{1,3}", key_column):
             field = _column_index(key_column) - address.StartColumn
         else:
-            header = [str(v).strip() for v in cells.getDataArray()[0]]
-            if key_column.strip() not in header:
-                raise ApiError(f"no column {key_column!r} in the first row of {range}: {', '.join(header)}")
-            field = header.index(key_column.strip())
+            raise ApiError(f"no column {key_column!r} in the first row of {range}: {', '.join(header)}")
         if not 0 <= field < width:
             raise ApiError(f"column {key_column} is outside {range}")
         sort_field = uno.createUnoStruct("com.sun.star.table.TableSortField")
