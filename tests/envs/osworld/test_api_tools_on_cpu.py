@@ -205,6 +205,9 @@ def test_fake_controller_results_are_capped_and_failures_are_one_line():
     outcome = run_api(crashed, GUIAction("api", api="CalcTools.save", args={}))
     assert not outcome.ok and outcome.result == "the API did not run: Segmentation fault"
     assert run_api(FakeController(None), GUIAction("api", api="CalcTools.save", args={})).ok is False
+    alarmed = FakeController({"status": "success", "output": "", "error": "", "returncode": -14})  # SIGALRM
+    outcome = run_api(alarmed, GUIAction("api", api="CalcTools.save", args={}))
+    assert outcome == ApiOutcome(False, "the API call timed out (stopped by its time limit)")
 
 
 def test_fake_controller_a_forged_result_inside_a_result_cannot_pass_for_the_scripts():
@@ -428,3 +431,23 @@ def test_every_impress_api_runs_and_reads_back(env):
     assert _ok(env, "ImpressTools.save_as", path="~/Documents/offsite.pptx") == "saved as ~/Documents/offsite.pptx"
     assert _ok(env, "ImpressTools.save") == "saved ~/Documents/offsite.pptx"
     assert _api(env, "ImpressTools.export_pdf", path="~/x.odp").info["api_result"] == "error: path must end in .pdf"
+
+
+@pytest.mark.parametrize(
+    ("body", "result"),
+    [
+        ("time.sleep(60)", "the API call timed out after 2 s"),  # the watchdog thread answers
+        ("re.match(r'(a+)+$', 'a' * 40 + 'b')", "the API call timed out (stopped by its time limit)"),  # GIL held
+    ],
+    ids=["watchdog", "sigalrm"],
+)
+def test_fake_desktop_a_hanging_api_is_stopped_by_its_time_limit(body, result):
+    """The library's time limits, run on this host's Python (Agent's methods need no UNO) with a hanging method
+    added to the script: a hang that lets Python run is answered by the watchdog thread, one holding the GIL by
+    SIGALRM; either way the API fails with one line, well before the desktop server's own limit."""
+    hang = f"class Agent:\n    @staticmethod\n    def hang(office):\n        import re\n        {body}\n"
+    script = library_source().replace("class Agent:\n", hang, 1)
+    script += "\n_verl_cua_main({'tool': 'Agent', 'name': 'hang', 'args': {}, 'timeout': 2})\n"
+    run = subprocess.run([os.sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    reply = {"output": run.stdout, "error": run.stderr, "returncode": run.returncode}
+    assert runner.parse_reply(reply) == ApiOutcome(False, result)

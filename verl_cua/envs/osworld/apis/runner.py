@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,8 @@ def parse_reply(reply: Any) -> ApiOutcome:
             except (ValueError, KeyError, TypeError):
                 break
             return ApiOutcome(ok, cap(result) if ok else one_line(result, MAX_RESULT))
+    if reply.get("returncode") == -signal.SIGALRM:
+        return ApiOutcome(False, "the API call timed out (stopped by its time limit)")
     error = (reply.get("error") or reply.get("message") or "no output").strip().splitlines()
     logger.warning("an API script printed no result: %s", " | ".join(error[-3:]))
     return ApiOutcome(False, one_line(f"the API did not run: {error[-1] if error else 'no output'}", 300))

@@ -9,6 +9,7 @@ nothing from each other; `uno` is imported lazily (this file must also parse and
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -211,9 +212,11 @@ def _verl_cua_main(call):
         sys.stdout.flush()
         os._exit(0)  # pyuno may crash in interpreter teardown: skip it
 
-    watchdog = threading.Timer(float(call.get("timeout", 20)), finish, (False, "the API call timed out"))
+    timeout = float(call.get("timeout", 20))
+    watchdog = threading.Timer(timeout, finish, (False, f"the API call timed out after {timeout:g} s"))
     watchdog.daemon = True
     watchdog.start()
+    signal.alarm(int(timeout) + 3)  # the kernel's backstop: SIGALRM ends a call blocked with the GIL held
     try:
         tool = TOOLS.get(call["tool"])  # noqa: F821 (defined by the last joined file)
         method = vars(tool).get(call["name"]) if tool is not None else None
