@@ -364,6 +364,12 @@ def test_every_calc_api_runs_and_reads_back(env):
     assert _ok(env, "CalcTools.get_range_values", range="C2") == "52000"  # values, not their display
     _ok(env, "CalcTools.sort_range", range="A1:C6", key_column="Name")
     assert _ok(env, "CalcTools.get_range_values", range="A2:A3") == "Chloe\nEthan"
+    _ok(env, "CalcTools.set_column_values", column="d", values=["Bonus", "1000", "x"], start_row=1)
+    _ok(env, "CalcTools.insert_rows", before_row=2, count=2)
+    assert _ok(env, "CalcTools.get_range_values", range="D1:D5") == "Bonus\n\n\n1000\nx"
+    _ok(env, "CalcTools.delete_rows", start_row=2, count=2)
+    assert _ok(env, "CalcTools.get_range_values", range="A2:D2") == "Chloe\tSales\t55000\t1000"
+    _ok(env, "CalcTools.clear_range", range="D1:D3")
     _ok(env, "CalcTools.clear_range", range="E1:H2")
     assert _ok(env, "CalcTools.get_range_values", range="E1:F1") == "\t"
     _ok(env, "CalcTools.add_sheet", name="Notes")

@@ -111,6 +111,32 @@ class CalcTools:
         return f"wrote {len(values)} rows x {width} columns from {cell}"
 
     @staticmethod
+    def set_column_values(office, column, values, start_row=1, sheet=""):
+        if not re.fullmatch(r"[A-Za-z]{1,3}", column):
+            raise ApiError(f"column {column!r} is not a column letter like C")
+        if start_row < 1:
+            raise ApiError("start_row is a row number: 1 or more")
+        target = _sheet(_calc(office), sheet)
+        for i, value in enumerate(values):
+            _write(target.getCellByPosition(_column_index(column), start_row - 1 + i), value)
+        last = start_row + len(values) - 1
+        return f"wrote {len(values)} values to {column.upper()}{start_row}:{column.upper()}{last}"
+
+    @staticmethod
+    def insert_rows(office, before_row, count=1, sheet=""):
+        if before_row < 1 or not 1 <= count <= 10000:
+            raise ApiError("before_row is a row number (1 or more); count is 1 to 10000")
+        _sheet(_calc(office), sheet).getRows().insertByIndex(before_row - 1, count)
+        return f"inserted {count} row(s) above row {before_row}"
+
+    @staticmethod
+    def delete_rows(office, start_row, count=1, sheet=""):
+        if start_row < 1 or not 1 <= count <= 10000:
+            raise ApiError("start_row is a row number (1 or more); count is 1 to 10000")
+        _sheet(_calc(office), sheet).getRows().removeByIndex(start_row - 1, count)
+        return f"deleted rows {start_row} to {start_row + count - 1}"
+
+    @staticmethod
     def clear_range(office, range, sheet=""):
         cells = _range(_sheet(_calc(office), sheet), range)  # connects: imports uno, which makes `com` importable
         from com.sun.star.sheet.CellFlags import ANNOTATION, DATETIME, FORMULA, HARDATTR, STRING, STYLES, VALUE
