@@ -350,6 +350,26 @@ def _add_list(sub) -> None:
     p.set_defaults(func=_list_cmd)
 
 
+def _apis_cmd(args: argparse.Namespace) -> int:
+    from verl_cua.listing import api_listing
+
+    print(api_listing(args.app), end="")
+    return 0
+
+
+def _add_apis(sub) -> None:
+    from verl_cua.listing import api_apps
+
+    p = sub.add_parser(
+        "apis",
+        help="list the app APIs of the api_gui format (CalcTools.set_cell_value, ...) with signatures and docs",
+        description="Each tool's APIs, grouped by tool, as the api_gui prompt lists them. With --app: what the agent "
+        "is offered while that app has the focus (the desktop tool Agent's APIs, then the app's).",
+    )
+    p.add_argument("--app", default=None, choices=api_apps(), help="one app's offer (default: every tool)")
+    p.set_defaults(func=_apis_cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     from verl_cua.actions import available_formats
@@ -375,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_view_compare(sub)
     _add_config(sub)
     _add_list(sub)
+    _add_apis(sub)
     _add_serve(sub)
     _add_doctor(sub)
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])

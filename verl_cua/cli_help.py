@@ -29,6 +29,7 @@ EXAMPLES = {
     "verl-cua config env                # one section (or cua.env)\n"
     "verl-cua config max_steps          # one key (or env.max_steps, cua.env.max_steps)",
     "list": "verl-cua list\nverl-cua list formats",
+    "apis": "verl-cua apis\nverl-cua apis --app libreoffice_calc",
     "serve": "verl-cua serve checkpoints/global_step_40/huggingface --port 8000\n"
     "verl-cua serve outputs/model --port 0 --served-model-name tiny --threads 2",
     "doctor": "verl-cua doctor\nverl-cua doctor recipes/run_qwen3vl_sdpo_osworld.sh trainer.n_gpus_per_node=4",

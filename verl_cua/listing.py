@@ -73,6 +73,34 @@ def listing(group: str = "all") -> str:
     return "\n".join(lines) + "\n"
 
 
+def api_listing(app: str | None = None) -> str:
+    """`verl-cua apis`: the app APIs of the `api_gui` format grouped by tool, each with its signature and doc; with
+    `app`, what the agent is offered while that app has the focus (the desktop's tools, then the app's)."""
+    from verl_cua.actions.apis import TOOLSET_REGISTRY, apis_for, load_builtin_toolsets
+
+    load_builtin_toolsets()
+    toolsets = list(TOOLSET_REGISTRY.values())
+    if app is not None:
+        apps = sorted({t.app for t in toolsets})
+        if app not in apps:
+            raise ValueError(f"no APIs for app {app!r}; valid apps: {', '.join(apps)}")
+        offered = {spec.tool for spec in apis_for(app)}
+        toolsets = [t for t in toolsets if t.tool in offered]
+    lines = []
+    for toolset in toolsets:
+        lines.append(f"{toolset.tool} (app {toolset.app}): {toolset.doc}")
+        lines += [f"  {spec.signature()}" for spec in toolset.apis.values()]
+    return "\n".join(lines) + "\n"
+
+
+def api_apps() -> list[str]:
+    """The app keys that have APIs (`desktop`: offered whatever has the focus)."""
+    from verl_cua.actions.apis import TOOLSET_REGISTRY, load_builtin_toolsets
+
+    load_builtin_toolsets()
+    return sorted({t.app for t in TOOLSET_REGISTRY.values()})
+
+
 def _aligned(rows: list[Row]) -> list[str]:
     """Indented lines, each column but the last padded to its widest cell."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] if rows else []

@@ -12,7 +12,7 @@ DESKTOP_VENV=${VERL_CUA_DESKTOP_VENV:-/opt/verl-cua/desktop-venv}
 APP_HOME=${VERL_CUA_DESKTOP_APP_HOME:-/opt/verl-cua/desktop-home}
 APT_PACKAGES=(
     xvfb xauth openbox dbus dbus-x11 at-spi2-core x11-utils x11-xserver-utils xdotool wmctrl xterm
-    python3-venv python3-xlib python3-tk python3-pyatspi gnome-screenshot util-linux bubblewrap
+    python3-venv python3-xlib python3-tk python3-pyatspi python3-uno gnome-screenshot util-linux bubblewrap
     libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3 chromium fonts-liberation
     vlc gimp totem socat sysstat pulseaudio gnome-terminal gsettings-desktop-schemas gnome-shell-common
     dconf-cli dconf-service

@@ -70,6 +70,7 @@ def test_the_blocker_really_blocks(tmp_path):
 REFUSALS = [
     ("bench.learn", (), "matplotlib", "bench"),  # the curve at the end of the hours of training
     ("bench.learn", ("--quick",), "miniwob", "miniwob"),
+    ("bench.api_gui", (), "desktop_env", "osworld"),
     ("bench.ckpt_state", (), "torch", "verl"),
     ("bench.envs", ("--envs", "miniwob"), "miniwob", "miniwob"),
     ("bench.envs", (), "desktop_env", "osworld"),

@@ -1,5 +1,6 @@
 """App APIs of the `api_gui` action format: specs, checked calls and the tool registry (no code runs here)."""
 
+from verl_cua.actions.apis import tools  # noqa: F401  (the built-in tools register themselves)
 from verl_cua.actions.apis.base import MAX_RESULT_CHARS, REQUIRED, ApiSpec, Param, check_value
 from verl_cua.actions.apis.toolset import (
     DESKTOP,

@@ -89,6 +89,9 @@ class ApiSpec:
                     raise ActionError(f"{self.qualname} needs {p.name!r} ({p.doc})")
                 out[p.name] = p.default
                 continue
+            if bound[p.name] is None and p.default is None:  # an optional "leave as is" given explicitly
+                out[p.name] = None
+                continue
             out[p.name] = check_value(self.qualname, p, bound[p.name])
         return out
 

@@ -73,5 +73,7 @@ def apis_for(app: str | None) -> list[ApiSpec]:
 
 
 def load_builtin_toolsets() -> None:
-    """Import the built-in tool modules (each registers itself)."""
-    import verl_cua.actions.apis.tools  # noqa: F401
+    """The built-in tool modules are registered: `verl_cua.actions.apis` (this module's package, imported before it)
+    imports them, so this module never imports the tools that import it."""
+    if not any(t.app != DESKTOP for t in TOOLSET_REGISTRY.values()):
+        raise RuntimeError("the built-in API tools are not registered: import verl_cua.actions.apis first")

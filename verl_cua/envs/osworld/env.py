@@ -4,7 +4,11 @@
 provider made fit for many desktops at once (`docker_fleet`: lock waits, spaced starts, labelled containers); every
 other name (vmware, virtualbox, aws, azure, gcp, aliyun, volcengine) is OSWorld's own provider, passed through.
 Actions are parsed by verl_cua.actions and rendered to the `pyautogui` or `computer_13` action space; model
-text is never executed. Step reward is 0; the score comes from `evaluate()` (OSWorld's metric, in [0, 1]).
+text is never executed. An app API call (the `api_gui` format's `CalcTools.set_cell_value(...)`, a GUIAction of kind
+`api`) is checked against its spec and run inside the desktop by `apis.runner`; its result text is `info["api_result"]`
+and `obs.extra["api_result"]`, and a failing API is the agent's problem (a valid action whose result says why). With
+`action_format="api_gui"` every observation's `extra["focused_app"]` names the app of the active window. Step reward
+is 0; the score comes from `evaluate()` (OSWorld's metric, in [0, 1]).
 
 Whose failure a broken desktop is: before the agent's first action it is an infra failure (`InfraFailure`,
 `info["infra_failure"]`; the trainer masks it). Once an action was sent, a dead or unhealthy desktop is the agent's
@@ -20,12 +24,14 @@ import io
 import logging
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from verl_cua.actions import ParsedAction
+from verl_cua.actions.types import GUIAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
 from verl_cua.envs.osworld import PROVIDERS, evaluators
 from verl_cua.envs.osworld.tasks import load_task, stage_cache
@@ -35,6 +41,7 @@ logger = logging.getLogger(__name__)
 ACTION_SPACES = ("pyautogui", "computer_13")
 TERMINAL = ("WAIT", "DONE", "FAIL")
 DEFAULT_PAUSE = {"local": 0.5}  # seconds after an action before the screenshot; OSWorld's VMs use 2.0
+API_FORMAT = "api_gui"  # the action format whose observations name the focused app
 
 
 class SlowDesktop(InfraFailure):
@@ -154,11 +161,12 @@ class OSWorldEnv:
             return start
         parsed, payloads = start
         done = False
+        api_result = None
         try:
             self._check_alive("step")
             self._acted = True
-            obs, done = self._send(payloads)
-            self._last = self._observation(obs)
+            obs, done, api_result = self._send(payloads)
+            self._last = self._observation(obs, api_result)
         except Exception as exc:
             self._done = True
             err = str(exc) if isinstance(exc, InfraFailure) else f"OSWorld step failed: {type(exc).__name__}: {exc}"
@@ -168,7 +176,8 @@ class OSWorldEnv:
                 return StepResult(self._last, 0.0, True, info)
             return StepResult(self._last, 0.0, True, step_info(action_valid=True, infra_failure=True, error=err))
         self._done = bool(done) or parsed.terminal is not None
-        return StepResult(self._last, 0.0, self._done, step_info(action_valid=True))
+        extra = {"api_result": api_result} if self._reports_api(payloads) else {}
+        return StepResult(self._last, 0.0, self._done, step_info(action_valid=True, **extra))
 
     def evaluate(self) -> float:
         """OSWorld's metric in [0, 1]; 0 when the agent broke its desktop; InfraFailure when the desktop broke without
@@ -253,6 +262,27 @@ class OSWorldEnv:
 
     # -- internals ------------------------------------------------------------------------------------------------
     def _render(self, parsed: ParsedAction) -> list:
+        """Payloads in order: the action space's rendering of each run of GUI actions, and each api action as a
+        GUIAction with its arguments checked against its spec (ActionError, a ValueError: an invalid action)."""
+        if not any(a.kind == "api" for a in parsed.actions) or parsed.code is not None:
+            return self._render_gui(parsed)
+        out, run = [], []
+        for action in [*parsed.actions, None]:
+            if action is not None and action.kind != "api":
+                run.append(action)
+                continue
+            if run:
+                out.extend(self._render_gui(ParsedAction(valid=True, actions=run, format=parsed.format)))
+                run = []
+            if action is not None:
+                from verl_cua.actions.apis import lookup_api
+
+                tool, _, name = (action.api or "").partition(".")
+                args = lookup_api(tool, name).bind([], dict(action.args or {}))
+                out.append(GUIAction("api", api=action.api, args=args))
+        return out
+
+    def _render_gui(self, parsed: ParsedAction) -> list:
         if self.action_space == "pyautogui":
             return [parsed.to_pyautogui()]
         out = []
@@ -261,14 +291,22 @@ class OSWorldEnv:
             out.append(kind if kind in TERMINAL else action)  # DesktopEnv ends episodes on the bare words only
         return out
 
-    def _send(self, payloads: list) -> tuple[dict, bool]:
-        """Send the rendered action to the desktop; the last observation and DesktopEnv's done flag."""
+    def _send(self, payloads: list) -> tuple[dict, bool, str | None]:
+        """Send the rendered action to the desktop; the last observation, DesktopEnv's done flag and the result
+        text of the last API called (None: none)."""
 
-        def send() -> tuple[dict, bool]:
+        def send() -> tuple[dict, bool, str | None]:
+            done, api_result = False, None
             for i, payload in enumerate(payloads):
                 last = i == len(payloads) - 1
+                if isinstance(payload, GUIAction):
+                    api_result = self._run_api(payload)
+                    if last:
+                        time.sleep(self.pause)  # the app repaints
+                        obs = self._desktop._get_obs()
+                    continue
                 obs, _reward, done, _info = self._desktop.step(payload, pause=self.pause if last else 0.0)
-            return obs, done
+            return obs, done, api_result
 
         if self.local is None:
             return send()
@@ -280,6 +318,21 @@ class OSWorldEnv:
             if self.local.healthy():  # slow, not frozen: not the agent's doing
                 raise SlowDesktop(f"the desktop took over {self.action_timeout:g} s to act") from None
             raise InfraFailure(f"the desktop stopped answering (no answer after {self.action_timeout:g} s)") from None
+
+    def _run_api(self, action: GUIAction) -> str:
+        """Run one checked API call inside the desktop; its result text (a failed API's says why)."""
+        from verl_cua.actions.types import ActionError
+        from verl_cua.envs.osworld.apis.runner import DEFAULT_TIMEOUT, run_api
+
+        timeout = max(1.0, min(DEFAULT_TIMEOUT, self.action_timeout - 10.0))  # answers before the step's timeout
+        try:
+            outcome = run_api(self._desktop, action, timeout=timeout)
+        except ActionError as exc:  # checked in _render already; never a broken desktop
+            return f"error: {exc}"
+        return outcome.result if outcome.ok else f"error: {outcome.result}"
+
+    def _reports_api(self, payloads: list) -> bool:
+        return self.action_format == API_FORMAT or any(isinstance(p, GUIAction) for p in payloads)
 
     def _agents_fault(self) -> bool:
         """Whether a broken desktop is the agent's doing: an action reached it and no host-side fault explains it."""
@@ -325,7 +378,7 @@ class OSWorldEnv:
                 if hasattr(controller, "retry_interval"):
                     controller.retry_interval = 0.2
 
-    def _observation(self, obs: dict) -> Observation:
+    def _observation(self, obs: dict, api_result: str | None = None) -> Observation:
         data = obs.get("screenshot")
         if not data:
             raise InfraFailure("the desktop returned no screenshot")
@@ -335,6 +388,12 @@ class OSWorldEnv:
         for key in ("accessibility_tree", "terminal"):
             if obs.get(key) is not None:
                 extra[key] = obs[key]
+        if self.action_format == API_FORMAT or api_result is not None:
+            extra["api_result"] = api_result
+        if self.action_format == API_FORMAT:
+            from verl_cua.envs.osworld.apis.runner import focused_app
+
+            extra["focused_app"] = focused_app(self._desktop)
         if image.mode != "RGB":
             image = image.convert("RGB")
         return Observation(image, obs.get("instruction") or "", extra)
