@@ -19,15 +19,11 @@ OFFICE_PREFIXES = ("calc-", "writer-", "impress-")
 
 
 def _run(env, task: str, steps: list, api: bool) -> dict:
-    from verl_cua.actions.types import ParsedAction
-    from verl_cua.testing.osworld_api_solutions import api_action
-
     env.reset(task)
     t = time.perf_counter()
     results = []
     for step in steps:
-        action = ParsedAction(valid=True, actions=[api_action(step)], format="api_gui") if api else step
-        result = env.step(action, format=None if api else "pyautogui")
+        result = env.step(step, format="api_gui" if api else "pyautogui")  # model text through its format's parser
         results.append(result.info.get("api_result") if api else None)
         if not result.info["action_valid"] or result.info["infra_failure"]:
             break

@@ -9,6 +9,7 @@ from PIL import Image
 from verl_cua.cli import main
 from verl_cua.eval.images import model_image_size
 from verl_cua.testing.chat_server import ScriptedChatServer, request_images
+from verl_cua.testing.osworld_api_solutions import API_SOLUTIONS
 
 
 def _call(arguments: dict, thought: str = "") -> str:
@@ -136,3 +137,30 @@ def test_resuming_with_another_model_is_refused(run, capsys):
     )  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "model='scripted-qwen3vl'" in err and "another --out" in err and "\n" not in err
+
+
+def test_an_api_gui_agent_solves_an_office_task_through_the_eval_harness(tmp_path, local_desktop, chat_server):
+    """`verl-cua eval --format api_gui`: a scripted model sums a column with one app-API call and saves with another;
+    OSWorld's evaluator scores it; each turn's prompt names the focused app, lists Calc's APIs and shows the last API
+    result; the trajectory records both and the API call as an `api` action."""
+    first, *rest = API_SOLUTIONS["calc-sum-column"]  # set B7's formula, save
+    replies = ["<think>B7 holds the total.</think>\n" + first, *rest, "```python\nAgent.exit(success=True)\n```"]
+    server = chat_server({"B7": replies})
+    out = tmp_path / "api-run"
+    rc = main(["eval", "--env", "osworld", "--provider", "local", "--tasks", "calc-sum-column", "--model", "scripted",
+               "--base-url", server.url, "--format", "api_gui", "--max-steps", "5", "--workers", "1", "--no-progress",
+               "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["successes"], summary["scored"], summary["mean_steps"]) == (1, 1, 3)
+    (trajectory,) = out.glob("*/calc-sum-column/trajectory.jsonl")
+    steps = [json.loads(line) for line in trajectory.read_text().splitlines()]
+    assert steps[0]["action"]["actions"][0]["api"] == "CalcTools.set_cell_value"
+    assert steps[0]["api_result"] == "B7 = 99.5" and steps[1]["api_result"].startswith("saved ~/Documents/expenses")
+    assert [s["focused_app"] for s in steps] == ["libreoffice_calc"] * 3
+    texts = [p["text"] for r in server.requests for m in r["body"]["messages"] if m["role"] == "user"
+             for p in m["content"] if p["type"] == "text"]  # fmt: skip
+    assert "Focused app: libreoffice_calc." in texts[0] and "CalcTools.set_cell_value(cell: cell" in texts[0]
+    assert any(t.endswith("Result of your last API call: B7 = 99.5") for t in texts)  # the turn after the first call
+    assert texts[-1].endswith("Result of your last API call: saved ~/Documents/expenses.xlsx")
+    assert "Agent.click(coordinates=[x, y]" in server.requests[0]["body"]["messages"][0]["content"]

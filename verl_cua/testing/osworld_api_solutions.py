@@ -2,15 +2,11 @@
 ```python block holding ONE line that calls an app API with keyword arguments (ComputerRL's API-GUI action space).
 
 `API_CALLS` is the same as data, `(tool.method, kwargs)` per step; `API_SOLUTIONS` renders it as model text;
-`api_action(text)` reads one such step back into a GUIAction (a literal-only reader for tests and the bench: the
-`api_gui` parser is the real one)."""
+`parse_action(text, format="api_gui", screen=...)` reads a step back into its `api` action."""
 
 from __future__ import annotations
 
-import ast
 from typing import Any
-
-from verl_cua.actions.types import ActionError, GUIAction
 
 API_CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     # -- LibreOffice Calc ------------------------------------------------------------------------------------------
@@ -59,28 +55,3 @@ def api_step(qualname: str, kwargs: dict[str, Any]) -> str:
 
 
 API_SOLUTIONS: dict[str, list[str]] = {task: [api_step(q, kw) for q, kw in calls] for task, calls in API_CALLS.items()}
-
-
-def api_action(text: str) -> GUIAction:
-    """One step of API_SOLUTIONS back to `GUIAction("api", api=..., args=...)`: the fenced line parsed with `ast`,
-    keyword literals only (ActionError otherwise). Arguments are checked against the spec where the env runs it."""
-    body = text.strip().removeprefix("```python").removesuffix("```").strip()
-    try:
-        tree = ast.parse(body, mode="eval")
-    except SyntaxError as exc:
-        raise ActionError(f"not one Python call: {exc.msg}") from None
-    call = tree.body
-    if not (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and isinstance(call.func.value, ast.Name)
-        and not call.args
-    ):
-        raise ActionError("expected Tool.method(keyword=literal, ...)")
-    try:
-        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg is not None}
-    except ValueError:
-        raise ActionError("arguments must be literals") from None
-    if len(kwargs) != len(call.keywords):
-        raise ActionError("no **kwargs")
-    return GUIAction("api", api=f"{call.func.value.id}.{call.func.attr}", args=kwargs)

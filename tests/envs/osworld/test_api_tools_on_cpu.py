@@ -18,14 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from verl_cua.actions import parse_action
 from verl_cua.actions.apis import TOOLSET_REGISTRY, load_builtin_toolsets, lookup_api
 from verl_cua.actions.types import ActionError, GUIAction, ParsedAction
 from verl_cua.envs.osworld.apis import runner
 from verl_cua.envs.osworld.apis.runner import ApiOutcome, build_script, classify_window, library_source, run_api
 from verl_cua.envs.osworld.tasks import load_task, task_names
-from verl_cua.testing.osworld_api_solutions import API_CALLS, API_SOLUTIONS, api_action
+from verl_cua.testing.osworld_api_solutions import API_CALLS, API_SOLUTIONS, api_step
 
 OFFICE_TASKS = [t for t in task_names() if t.startswith(("calc-", "writer-", "impress-"))]
+EVAL_TESTED = "calc-sum-column"  # solved by its API solution through `verl-cua eval` (tests/eval), not again here
 HOSTILE = [
     "__import__('os').system('touch /tmp/pwned-{tag}')",
     "'); import os; os.system('touch /tmp/pwned-{tag}')#",
@@ -129,13 +131,10 @@ def test_every_office_task_has_an_api_solution_of_one_line_calls_that_bind():
         assert len(steps) == len(API_CALLS[task])
         for step, (qualname, kwargs) in zip(steps, API_CALLS[task], strict=True):
             assert step.startswith("```python\n") and step.endswith("\n```") and step.count("\n") == 2, step
-            action = api_action(step)
-            assert (action.api, action.args) == (qualname, kwargs)
-            lookup_api(*qualname.split(".")).bind([], kwargs)
-    with pytest.raises(ActionError):
-        api_action("```python\nCalcTools.save(**{'a': 1})\n```")
-    with pytest.raises(ActionError):
-        api_action("```python\nCalcTools.set_cell_value(cell='A1', value=__import__('os'))\n```")
+            (action,) = parse_action(step, format="api_gui", screen=(1920, 1080)).actions
+            assert (action.api, action.args) == (qualname, lookup_api(*qualname.split(".")).bind([], kwargs))
+    for hostile in ("CalcTools.save(**{'a': 1})", "CalcTools.set_cell_value(cell='A1', value=__import__('os'))"):
+        assert not parse_action(f"```python\n{hostile}\n```", format="api_gui", screen=(1920, 1080)).valid
 
 
 # -- the runner on a fake controller ----------------------------------------------------------------------------------
@@ -247,18 +246,19 @@ def env(local_desktop):
 
 
 def _api(env, qualname: str, **kwargs):
-    return env.step(ParsedAction(valid=True, actions=[GUIAction("api", api=qualname, args=kwargs)], format="api_gui"))
+    """One api_gui turn as a model writes it (a ```python line), through the format's parser into the env."""
+    return env.step(api_step(qualname, kwargs), format="api_gui")
 
 
 @pytest.mark.desktop
-@pytest.mark.parametrize("task", OFFICE_TASKS)
+@pytest.mark.parametrize("task", [t for t in OFFICE_TASKS if t != EVAL_TESTED])
 def test_office_task_scores_0_after_reset_and_1_after_its_api_solution(env, task):
     config, _ = load_task(task)
     obs = env.reset(task)
     assert obs.extra["focused_app"] == config["related_apps"][0] and obs.extra["api_result"] is None
     assert env.evaluate() == 0.0, f"{task} scores before any action ({env.last_eval_error})"
     for step in API_SOLUTIONS[task]:
-        result = env.step(ParsedAction(valid=True, actions=[api_action(step)], format="api_gui"))
+        result = env.step(step, format="api_gui")  # the model's text, through the api_gui parser
         info = result.info
         assert info["action_valid"] and not info["infra_failure"] and not info.get("desktop_broken"), info
         assert info["api_result"] and not info["api_result"].startswith("error:"), f"{task}: {step}: {info}"
