@@ -1,5 +1,7 @@
 """`verl-cua apis [--app APP]`: the api_gui format's app APIs grouped by tool, each with its signature and doc."""
 
+from pathlib import Path
+
 import pytest
 
 from verl_cua.actions.apis import TOOLSET_REGISTRY, load_builtin_toolsets
@@ -36,3 +38,11 @@ def test_the_command_prints_it(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["apis", "--app", "chrome"])
     assert stop.value.code == 2
+
+
+def test_the_api_gui_page_lists_exactly_what_verl_cua_apis_prints(capsys):
+    """docs/api_gui.md's listing block is the command's output: a new or changed API shows up in the docs."""
+    assert main(["apis"]) == 0
+    printed = capsys.readouterr().out.rstrip("\n")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api_gui.md").read_text()
+    assert f"```text\n{printed}\n```" in page, "docs/api_gui.md: paste the output of `verl-cua apis` into its listing"
