@@ -78,3 +78,21 @@ def test_weight_rows_follow_the_mask_and_skip_excluded_rows():
     assert metrics["coso/weight_mean_rows"] == pytest.approx(0.5)
     assert metrics["coso/causal_fraction_rows"] == pytest.approx(2 / 3)
     assert metrics["coso/weight_s"] == pytest.approx(0.75)
+
+
+def test_weights_of_a_real_tokenizers_tokens():
+    # the tiny Qwen2.5-VL's tokenizer, as the agent loop decodes: special tokens skipped (their text is "": B = 0)
+    from transformers import AutoTokenizer
+
+    from verl_cua.algos.coso import action_parser, causal_weights, token_pieces
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    tok = AutoTokenizer.from_pretrained(str(build_tiny_model("qwen25vl")))
+    ids = tok.encode("```python\npyautogui.click(50, 60)\n```\n", add_special_tokens=False)
+    ids += [tok.convert_tokens_to_ids("<|im_end|>")]
+    pieces = token_pieces(ids, lambda x: tok.decode(x, skip_special_tokens=True))
+    assert "".join(pieces) == tok.decode(ids, skip_special_tokens=True)
+    weights = causal_weights(pieces, action_parser("pyautogui", screen=(160, 210), image=(160, 210)))
+    assert len(weights) == len(ids) and weights[-1] == 0.0
+    digits = [w for w, p in zip(weights, pieces, strict=True) if p.strip().isdigit()]
+    assert digits and all(w == 1.0 for w in digits)
