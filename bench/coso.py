@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4, help="training steps per variant (the first is a warm-up)")
     ap.add_argument("--family", default="qwen25vl", choices=("qwen25vl", "qwen3vl"))
     ap.add_argument("--tasks", default="click-test,click-button")
+    ap.add_argument("--model", default=None, help="a model folder (default: the warm-started tiny `--family` model)")
     args = ap.parse_args(argv)
     require("bench.coso", ("torch", "verl", "miniwob"))
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from verl_cua.testing.tiny_models import build_tiny_model
     from verl_cua.testing.warm_start import warm_start
 
-    model = str(warm_start(build_tiny_model(args.family)))
+    model = args.model or str(warm_start(build_tiny_model(args.family)))
     vocab = json.loads((Path(model) / "config.json").read_text())
     vocab = vocab.get("vocab_size") or vocab.get("text_config", {}).get("vocab_size") or 0
     with tempfile.TemporaryDirectory(prefix="bench-coso-") as tmp:

@@ -52,7 +52,7 @@ def test_coso_off_is_verl_ppo_loss_and_on_subtracts_the_weighted_entropy():
     h = no_padding_2_padding(out["entropy"], data).detach()
     w = data[COSO_WEIGHT]
     bonus = float((w * h * mask).sum() / mask.sum())
-    assert float(on.detach()) == pytest.approx(float(plain) - 2.0 * bonus, rel=1e-5)
+    assert float(on.detach()) == pytest.approx(float(plain.detach()) - 2.0 * bonus, rel=1e-5)
     assert metrics["coso/causal_fraction"].values[0] == pytest.approx(4 / 6)
     on.backward()
     grad = no_padding_2_padding(out["entropy"].grad, data)
