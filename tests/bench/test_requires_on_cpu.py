@@ -71,6 +71,7 @@ REFUSALS = [
     ("bench.learn", (), "matplotlib", "bench"),  # the curve at the end of the hours of training
     ("bench.learn", ("--quick",), "miniwob", "miniwob"),
     ("bench.ckpt_state", (), "torch", "verl"),
+    ("bench.coso", (), "miniwob", "miniwob"),
     ("bench.envs", ("--envs", "miniwob"), "miniwob", "miniwob"),
     ("bench.envs", (), "desktop_env", "osworld"),
     ("bench.gigpo_anchors", (), "desktop_env", "osworld"),
