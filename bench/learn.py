@@ -64,6 +64,8 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
     # screenshot, which the ICL model learned say nothing), so its signal is noise around 0
     "sdpo_no_demo": ("algorithm.adv_estimator=sdpo", "cua.sdpo.demo=false"),
     "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo",),  # the paper's lambda-mix, lambda 0.9
+    # CoSo (docs/algorithms.md): GRPO plus the entropy bonus on the tokens that cause the parsed action
+    "coso": ("algorithm.adv_estimator=grpo", "cua.coso.enable=true"),
     "sdpo+entropulse": (
         "algorithm.adv_estimator=sdpo",
         "cua.entropulse.schedule=fixed",

@@ -72,6 +72,7 @@ REFUSALS = [
     ("bench.learn", ("--quick",), "miniwob", "miniwob"),
     ("bench.api_gui", (), "desktop_env", "osworld"),
     ("bench.ckpt_state", (), "torch", "verl"),
+    ("bench.coso", (), "miniwob", "miniwob"),
     ("bench.envs", ("--envs", "miniwob"), "miniwob", "miniwob"),
     ("bench.envs", (), "desktop_env", "osworld"),
     ("bench.gigpo_anchors", (), "desktop_env", "osworld"),

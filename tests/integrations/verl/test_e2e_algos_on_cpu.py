@@ -1,9 +1,10 @@
 """The algorithms on real verl 0.9.1 training steps on the CPU (`python -m verl_cua.main preset=cpu`, hf rollout,
 real Chromium MiniWoB++, FSDP2 on CPU), two steps each of `sdpo` (the defaults: logit-level loss, EMA teacher; with
-an Entropulse `fixed` schedule) and `gigpo`, and one `sdpo` step on Qwen3-VL; `sdpo_grpo` with replay, the EMA
-teacher and Entropulse runs in test_chaos_on_cpu (through browser kills, a killed trainer and a resume). The
-Qwen2.5-VL runs start from the ladder's SFT checkpoint (the `sft_model` fixture: the oracle's runs -> sft-data ->
-verl SFT), whose clicks are mostly valid and a fair share hit: the success buffer fills, and failures remain."""
+an Entropulse `fixed` schedule) and `gigpo` (with CoSo's bonus, `cua.coso.enable`), and one `sdpo` step on
+Qwen3-VL; `sdpo_grpo` with replay, the EMA teacher and Entropulse runs in test_chaos_on_cpu (through browser kills,
+a killed trainer and a resume). The Qwen2.5-VL runs start from the ladder's SFT checkpoint (the `sft_model` fixture:
+the oracle's runs -> sft-data -> verl SFT), whose clicks are mostly valid and a fair share hit: the success buffer
+fills, and failures remain."""
 
 import pytest
 
@@ -107,10 +108,15 @@ def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows(tmp_path, chr
     assert first["sdpo/ema_actor_distance"] == 0.0 and second["sdpo/ema_actor_distance"] > 1e-6
 
 
-def test_gigpo_step_groups(setup, tmp_path):
+def test_gigpo_step_groups_with_the_coso_bonus(setup, tmp_path):
+    # CoSo rides on this run (no extra CI run): its bonus changes the loss, not GiGPO's groups or advantages
     model, train = setup
-    run = _train(tmp_path, model, train, *COMMON, "algorithm.adv_estimator=gigpo")
+    run = _train(tmp_path, model, train, *COMMON, "algorithm.adv_estimator=gigpo", "cua.coso.enable=true")
     for m in run["steps"]:
         # missed clicks leave the screen unchanged, so identical screens recur across the group's episodes
         assert m["gigpo/step_groups"] >= 1 and m["gigpo/step_group_size_mean"] >= 2
         assert m["critic/advantages/max"] > 0
+        # the SFT model writes `pyautogui.click(x, y)`: its coordinates' tokens cause the action, so B > 0 there
+        assert 0 < m["coso/causal_fraction"] <= 1 and 0 < m["coso/weight_mean"] <= 1
+        assert m["coso/causal_fraction_rows"] > 0 and m["coso/weight_s"] > 0
+        assert m["coso/weighted_entropy"] > 0 and m["coso/bonus"] > 0

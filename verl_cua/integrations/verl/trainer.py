@@ -33,6 +33,7 @@ from verl_cua.integrations.verl.buffer.replay import inject_replays
 from verl_cua.integrations.verl.buffer.success_rows import buffer_successes, demos
 from verl_cua.integrations.verl.config.checks import validate_estimator_config
 from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.coso import coso_weight_rows
 from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.gigpo.advantage import gigpo_token_advantages
 from verl_cua.integrations.verl.metrics import gui_metrics
@@ -113,6 +114,9 @@ class CuaTrainer(PPOTrainerSync):
 
         container = OmegaConf.to_container(config, resolve=True)
         validate_estimator_config(container, registered=tuple(ADV_ESTIMATOR_REGISTRY))
+        if CuaConfig.from_mapping(container["cua"]).coso.enable:  # CoSo's bonus reads the update's per-token entropy
+            with open_dict(config):
+                config.actor_rollout_ref.actor.calculate_entropy = True
         super().__init__(config)
         self.cua_totals = {"infra_failures": 0, "episodes": 0}
         self.step_fields = StepFieldsView()  # the batch's extra fields, fetched once a step for every hook
@@ -154,7 +158,7 @@ class CuaTrainer(PPOTrainerSync):
     # -- losses ------------------------------------------------------------------------------------------------------
     def on_init_end(self):
         super().on_init_end()
-        if self.plan.sdpo_loss:
+        if self.plan.sdpo_loss or self.cua.coso.enable:
             self._set_actor_loss("rl")
         if self.ema_teacher:  # the EMA teacher starts as the initial policy, unless the checkpoint held one
             self.actor_rollout_wg.cua_ema_start()
@@ -164,6 +168,8 @@ class CuaTrainer(PPOTrainerSync):
             batch = self._update_actor_with_logits(batch, metrics)
         else:
             batch = super()._update_actor(batch, metrics)
+        for key in [k for k in metrics if k.startswith("actor/coso/")]:  # the loss's CoSo metrics, under coso/
+            metrics[key.removeprefix("actor/")] = metrics.pop(key)
         if self.ema_teacher and self.ema_rate > 0:
             self.actor_rollout_wg.cua_ema_update(self.ema_rate)
         return batch
@@ -194,7 +200,8 @@ class CuaTrainer(PPOTrainerSync):
             sdpo = self.plan.sdpo_settings(self.cua.sdpo)
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=sdpo)
         else:
-            fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo")
+            coso = self.cua.coso.to_dict() if self.cua.coso.enable else None
+            fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo", coso=coso)
         self.actor_rollout_wg.set_loss_fn(fn)
 
     # -- CPU -------------------------------------------------------------------------------------------------------
@@ -253,6 +260,10 @@ class CuaTrainer(PPOTrainerSync):
             penalty = self.cua.action.invalid_penalty
             adv = gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
             data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
+        if self.cua.coso.enable:
+            rows, coso_metrics = coso_weight_rows(extra, step.response_mask, excluded)
+            put_row_fields(step.batch.keys, step.batch.partition_id, rows)
+            metrics.update(coso_metrics)
         keep = torch.tensor([0.0 if out else 1.0 for out in excluded]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
         data.batch["returns"] = data.batch["returns"] * keep

@@ -150,6 +150,8 @@ def test_swapping_the_estimator_changes_only_that_key(estimator):
         (["cua.sdpo.is_clip=3.0"], "cua.sdpo.is_clip is set but algorithm.adv_estimator=grpo; cua.sdpo.* needs"),
         (["cua.gigpo.gamma=0.9", "algorithm.adv_estimator=sdpo"], "cua.gigpo.gamma is set but"),
         (["algorithm.adv_estimator=sdpoo"], "algorithm.adv_estimator='sdpoo' is not valid; valid: "),
+        (["cua.coso.enable=true", "algorithm.adv_estimator=sdpo"], "cua.coso.enable=true needs PPO's loss, and"),
+        (["cua.coso.coef=0.5"], "cua.coso.coef is set but cua.coso.enable=false; set cua.coso.enable=true"),
     ],
 )
 def test_algorithm_settings_that_cannot_work_together_give_one_line(overrides, expected):
@@ -176,6 +178,9 @@ def test_algorithm_settings_that_cannot_work_together_give_one_line(overrides, e
         ({"sdpo": {"is_clip": 0.5}}, "cua.sdpo.is_clip must be a number >= 1, got 0.5"),
         ({"buffer": {"per_task": 0}}, "cua.buffer.per_task must be a positive integer, got 0"),
         ({"sdpo": {"teachr": "ema"}}, "unknown key cua.sdpo.teachr; valid: loss, topk, alpha"),
+        ({"coso": {"lambda": 1.0}}, "unknown key cua.coso.lambda; valid: enable, coef, window"),
+        ({"coso": {"window": 0}}, "cua.coso.window must be a positive integer, got 0"),
+        ({"coso": {"coef": -1}}, "cua.coso.coef must be a number >= 0, got -1"),
     ],
 )
 def test_bad_algorithm_section_values_give_one_line(patch, expected):

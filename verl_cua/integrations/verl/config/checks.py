@@ -38,6 +38,15 @@ def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, 
                 f"cua.{section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
                 f"cua.{section}.* needs adv_estimator={' or '.join(wanted)}"
             )
+    coso = cua["coso"]
+    if coso.enable and estimator in SDPO_ESTIMATORS:
+        raise CuaConfigError(
+            f"cua.coso.enable=true needs PPO's loss, and algorithm.adv_estimator={estimator} trains with SDPO's own; "
+            "valid with cua.coso: grpo, gigpo or another verl estimator"
+        )
+    changed = [k for k, v in coso.items() if k != "enable" and defaults["coso"][k] != v]
+    if changed and not coso.enable:
+        raise CuaConfigError(f"cua.coso.{changed[0]} is set but cua.coso.enable=false; set cua.coso.enable=true")
 
 
 def estimator_warnings(config: Mapping[str, Any]) -> list[str]:

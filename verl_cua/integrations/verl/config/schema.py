@@ -195,6 +195,20 @@ class GigpoConfig(Section):
 
 
 @dataclass(frozen=True)
+class CosoConfig(Section):
+    """CoSo's entropy bonus on the tokens that cause the parsed action; composes with grpo, gigpo and verl's
+    estimators, not with sdpo/sdpo_grpo (docs/algorithms.md)."""
+
+    enable: bool = setting(
+        False,
+        "add -coef * token-mean(B * H) to the PPO loss: H each model token's entropy, B in [0, 1] whether masking "
+        "the window of tokens from it changes the parsed action (normalised per step)",
+    )
+    coef: float = setting(1.0, "the bonus's weight lambda (the paper's 1.0, on the same token-mean scale)", low=0.0)
+    window: int = setting(4, "tokens masked together per counterfactual (the paper's w)", low=1)
+
+
+@dataclass(frozen=True)
 class BufferConfig(Section):
     """The success buffer that SDPO demos, replay and Entropulse SFT draw on."""
 
@@ -275,6 +289,7 @@ class CuaConfig(Section):
     trace: TraceConfig = setting(TraceConfig, TraceConfig.__doc__)
     sdpo: SdpoConfig = setting(SdpoConfig, SdpoConfig.__doc__)
     gigpo: GigpoConfig = setting(GigpoConfig, GigpoConfig.__doc__)
+    coso: CosoConfig = setting(CosoConfig, CosoConfig.__doc__)
     buffer: BufferConfig = setting(BufferConfig, BufferConfig.__doc__)
     replay: ReplayConfig = setting(ReplayConfig, ReplayConfig.__doc__)
     entropulse: EntropulseConfig = setting(EntropulseConfig, EntropulseConfig.__doc__)
