@@ -65,7 +65,8 @@ ESTIMATORS: dict[str, tuple[str, ...]] = {
     "sdpo_no_demo": ("algorithm.adv_estimator=sdpo", "cua.sdpo.demo=false"),
     "sdpo_grpo": ("algorithm.adv_estimator=sdpo_grpo",),  # the paper's lambda-mix, lambda 0.9
     # CoSo (docs/algorithms.md): GRPO plus the entropy bonus on the tokens that cause the parsed action
-    "coso": ("algorithm.adv_estimator=grpo", "cua.coso.enable=true"),
+    "coso": ("algorithm.adv_estimator=grpo", "cua.coso.enable=true"),  # lambda 0.01, the default
+    "coso_paper": ("algorithm.adv_estimator=grpo", "cua.coso.enable=true", "cua.coso.coef=1.0"),  # the paper's lambda
     "sdpo+entropulse": (
         "algorithm.adv_estimator=sdpo",
         "cua.entropulse.schedule=fixed",

@@ -204,7 +204,11 @@ class CosoConfig(Section):
         "add -coef * token-mean(B * H) to the PPO loss: H each model token's entropy, B in [0, 1] whether masking "
         "the window of tokens from it changes the parsed action (normalised per step)",
     )
-    coef: float = setting(1.0, "the bonus's weight lambda (the paper's 1.0, on the same token-mean scale)", low=0.0)
+    coef: float = setting(
+        0.01,
+        "the bonus's weight lambda (PPO's usual entropy coefficient; the paper's 1.0 came with grad clip 0.01)",
+        low=0.0,
+    )
     window: int = setting(4, "tokens masked together per counterfactual (the paper's w)", low=1)
 
 
