@@ -21,53 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.requires import require
+from bench.short_runs import median_after_warmup, train_variant
 
 VARIANTS = {"grpo": ("algorithm.adv_estimator=grpo",), "coso": ("algorithm.adv_estimator=grpo", "cua.coso.enable=true")}
-
-
-def _train(workdir: Path, model: str, data: Path, name: str, steps: int) -> list[dict]:
-    log = workdir / f"{name}.jsonl"
-    cmd = [
-        sys.executable,
-        "-m",
-        "verl_cua.main",
-        "preset=cpu",
-        f"data.train_files={data}",
-        f"data.val_files={data}",
-        "data.train_batch_size=2",
-        f"actor_rollout_ref.model.path={model}",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        *VARIANTS[name],
-        "cua.env.max_steps=2",
-        "cua.action.max_tokens_per_step=64",
-        f"trainer.total_training_steps={steps}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        f"trainer.default_local_dir={workdir / name}",
-        f"hydra.run.dir={workdir / 'hydra' / name}",
-    ]
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(log)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=3000)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench.coso: the {name} run failed:\n{proc.stderr[-3000:]}")
-    from verl_cua.metrics_log import training_steps
-
-    return training_steps(log, "timing_s/step")
-
-
-def _median(rows: list[dict], key: str) -> float:
-    values = [r[key] for r in rows[1:] if key in r] or [r[key] for r in rows if key in r]
-    return statistics.median(values) if values else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,17 +53,18 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         data = workdir / "train.parquet"
         dataset.main(["--env", "miniwob", "--tasks", args.tasks, "--seeds", "0", "--out", str(data)])
-        runs = {name: _train(workdir, model, data, name, args.steps) for name in VARIANTS}
+        runs = {n: train_variant("bench.coso", workdir, model, data, n, VARIANTS[n], args.steps) for n in VARIANTS}
     grpo, rows = runs["grpo"], runs["coso"]
-    grpo_step, grpo_update = _median(grpo, "timing_s/step"), _median(grpo, "timing_s/update_actor")
-    grpo_tok = _median(grpo, "timing_per_token_ms/update_actor")
+    grpo_step = median_after_warmup(grpo, "timing_s/step")
+    grpo_update = median_after_warmup(grpo, "timing_s/update_actor")
+    grpo_tok = median_after_warmup(grpo, "timing_per_token_ms/update_actor")
 
     def extra(r):
         update = max(0.0, r.get("timing_per_token_ms/update_actor", grpo_tok) - grpo_tok) / 1000
         return r.get("coso/weight_s", 0.0) + update * r.get("perf/total_num_tokens", 0)
 
     same_batch = [r["timing_s/step"] / (r["timing_s/step"] - extra(r)) for r in rows]
-    step, update, tok = (_median(rows, k) for k in ("timing_s/step", "timing_s/update_actor",
+    step, update, tok = (median_after_warmup(rows, k) for k in ("timing_s/step", "timing_s/update_actor",
                                                      "timing_per_token_ms/update_actor"))  # fmt: skip
     report = {
         "family": args.family,
@@ -119,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
             "update_ratio_to_grpo": round(update / grpo_update, 3) if grpo_update else None,
             "update_ms_per_token": round(tok, 3),
             "update_per_token_ratio": round(tok / grpo_tok, 3) if grpo_tok else None,
-            "weight_s": round(_median(rows, "coso/weight_s"), 4),
-            "weight_ms_per_token": round(_median(rows, "coso/weight_ms_per_token"), 4),
-            "weight_share_of_step": round(_median(rows, "coso/weight_s") / step, 4) if step else None,
-            "causal_fraction": round(_median(rows, "coso/causal_fraction"), 3),
-            "weight_mean": round(_median(rows, "coso/weight_mean"), 3),
+            "weight_s": round(median_after_warmup(rows, "coso/weight_s"), 4),
+            "weight_ms_per_token": round(median_after_warmup(rows, "coso/weight_ms_per_token"), 4),
+            "weight_share_of_step": round(median_after_warmup(rows, "coso/weight_s") / step, 4) if step else None,
+            "causal_fraction": round(median_after_warmup(rows, "coso/causal_fraction"), 3),
+            "weight_mean": round(median_after_warmup(rows, "coso/weight_mean"), 3),
         },
         "vocab": vocab,
         "entropy_mb_per_token": round(4 * vocab / 2**20, 3),

@@ -20,56 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.requires import require
+from bench.short_runs import median_after_warmup, train_variant
 
 TARGET = 1.3
 VARIANTS = {"grpo": ("algorithm.adv_estimator=grpo",), "sdpo_logit": ("algorithm.adv_estimator=sdpo",),
             "sdpo_token": ("algorithm.adv_estimator=sdpo", "cua.sdpo.loss=token")}  # fmt: skip
-
-
-def _train(workdir: Path, model: str, data: Path, estimator: str, steps: int) -> list[dict]:
-    log = workdir / f"{estimator}.jsonl"
-    overrides = list(VARIANTS[estimator])
-    cmd = [
-        sys.executable,
-        "-m",
-        "verl_cua.main",
-        "preset=cpu",
-        f"data.train_files={data}",
-        f"data.val_files={data}",
-        "data.train_batch_size=2",
-        f"actor_rollout_ref.model.path={model}",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        *overrides,
-        "cua.env.max_steps=2",
-        "cua.action.max_tokens_per_step=64",
-        f"trainer.total_training_steps={steps}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        f"trainer.default_local_dir={workdir / estimator}",
-        f"hydra.run.dir={workdir / 'hydra' / estimator}",
-    ]
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(log)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=3000)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench.sdpo: the {estimator} run failed:\n{proc.stderr[-3000:]}")
-    from verl_cua.metrics_log import training_steps
-
-    return training_steps(log, "timing_s/step")
-
-
-def _median(rows: list[dict], key: str) -> float:
-    values = [r[key] for r in rows[1:] if key in r] or [r[key] for r in rows if key in r]
-    return statistics.median(values) if values else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,13 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         data = workdir / "train.parquet"
         dataset.main(["--env", "miniwob", "--tasks", args.tasks, "--seeds", "0", "--out", str(data)])
-        runs = {name: _train(workdir, model, data, name, args.steps) for name in VARIANTS}
-    grpo = _median(runs["grpo"], "timing_s/step")
-    grpo_update = _median(runs["grpo"], "timing_per_token_ms/update_actor")
+        runs = {n: train_variant("bench.sdpo", workdir, model, data, n, VARIANTS[n], args.steps) for n in VARIANTS}
+    grpo = median_after_warmup(runs["grpo"], "timing_s/step")
+    grpo_update = median_after_warmup(runs["grpo"], "timing_per_token_ms/update_actor")
     report = {"family": args.family, "steps_measured": max(1, args.steps - 1), "grpo_step_s": round(grpo, 3)}
     for name in ("sdpo_logit", "sdpo_token"):
         rows = runs[name]
-        step = _median(rows, "timing_s/step")
+        step = median_after_warmup(rows, "timing_s/step")
 
         def extra(r):
             update = (r.get("timing_per_token_ms/update_actor", grpo_update) - grpo_update) / 1000
@@ -107,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             "step_s": round(step, 3),
             "ratio_to_grpo": round(step / grpo, 3) if grpo else None,
             "ratio_same_batch": round(statistics.median(same_batch[1:] or same_batch), 3),
-            "teacher_pass_s": round(_median(rows, "timing_s/sdpo_teacher"), 3),
-            "update_ms_per_token": round(_median(rows, "timing_per_token_ms/update_actor"), 3),
-            "reprompt_fraction": round(_median(rows, "sdpo/reprompt_fraction"), 3),
-            "topk_fields_mb": round(_median(rows, "sdpo/topk_fields_mb"), 3),
+            "teacher_pass_s": round(median_after_warmup(rows, "timing_s/sdpo_teacher"), 3),
+            "update_ms_per_token": round(median_after_warmup(rows, "timing_per_token_ms/update_actor"), 3),
+            "reprompt_fraction": round(median_after_warmup(rows, "sdpo/reprompt_fraction"), 3),
+            "topk_fields_mb": round(median_after_warmup(rows, "sdpo/topk_fields_mb"), 3),
         }
     report["grpo_update_ms_per_token"] = round(grpo_update, 3)
     report["target_ratio"] = TARGET

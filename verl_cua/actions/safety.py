@@ -84,14 +84,19 @@ class SafeCall:
     line: int
 
 
-def check_code(code: str) -> list[SafeCall]:
-    """Parse `code` with ast and return its allow-listed calls; raise ActionError naming any other construct."""
+def parse_code(code: str) -> ast.Module:
+    """Model-written code as an ast module (parsed, never run); a NUL byte or bad syntax is a one-line ActionError."""
     if "\x00" in code:
         raise ActionError("code contains a NUL byte")
     try:
-        tree = ast.parse(code, mode="exec")
+        return ast.parse(code, mode="exec")
     except SyntaxError as exc:
         raise ActionError(f"code is not valid Python: {exc.msg} (line {exc.lineno})") from None
+
+
+def check_code(code: str) -> list[SafeCall]:
+    """Parse `code` with ast and return its allow-listed calls; raise ActionError naming any other construct."""
+    tree = parse_code(code)
     if len(tree.body) > MAX_STATEMENTS:
         raise ActionError(f"code has {len(tree.body)} statements; at most {MAX_STATEMENTS}")
     aliases: dict[str, str] = {}

@@ -16,7 +16,7 @@ from verl_cua.actions.apis import apis_for, lookup_api
 from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
-from verl_cua.actions.safety import literal_value
+from verl_cua.actions.safety import literal_value, parse_code
 from verl_cua.actions.types import ActionError, GUIAction
 
 SCROLL_CLICKS = 5  # Agent.scroll names a direction, not an amount: wheel clicks per call
@@ -101,12 +101,7 @@ def call_to_actions(code: str, ctx: ParseContext) -> list[GUIAction]:
     """One `Tool.method(literal args)` statement -> its actions; anything else is an ActionError naming it."""
     if not code:
         raise ActionError("no code: api_gui wants one ```python line calling Agent or an app API")
-    if "\x00" in code:
-        raise ActionError("code contains a NUL byte")
-    try:
-        tree = ast.parse(code, mode="exec")
-    except SyntaxError as exc:
-        raise ActionError(f"code is not valid Python: {exc.msg} (line {exc.lineno})") from None
+    tree = parse_code(code)
     calls = [s for s in tree.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     if len(calls) != 1:
         raise ActionError(f"{len(calls)} statements; api_gui takes exactly one call per turn")
