@@ -73,5 +73,5 @@ def test_a_query_like_no_key_names_the_sections(capsys):
     assert main(["config", "xyzzy"]) == 2
     err = capsys.readouterr().err.strip()
     valid = ", ".join(f.name for f in dataclasses.fields(CuaConfig))  # every section of the schema, in order
-    assert valid.startswith("env, action, trace, sdpo, gigpo, buffer, replay, entropulse")
+    assert valid.startswith("env, action, trace, sdpo, gigpo, coso, buffer, replay, entropulse")
     assert err == f"verl-cua config: no key or section 'xyzzy'; sections: {valid} (verl-cua config lists every key)"
