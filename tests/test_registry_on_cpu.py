@@ -95,7 +95,8 @@ def test_the_three_registries_answer_in_their_own_words():
 
     assert get_format("uitars") is FORMAT_REGISTRY["uitars"] and get_format("uitars").name == "uitars"
     assert available_formats()[-1] == "auto" and available_formats()[:-1] == sorted(FORMAT_REGISTRY)
-    with pytest.raises(ValueError, match=r"^unknown action format 'x'; valid formats: api_gui, claude, .*uitars, auto$"):
+    valid = r"api_gui, claude, .*uitars, auto"
+    with pytest.raises(ValueError, match=rf"^unknown action format 'x'; valid formats: {valid}$"):
         get_format("x")
     with pytest.raises(ValueError, match=r"^unknown provider API 'x'; valid provider APIs: anthropic, openai$"):
         get_api("x")

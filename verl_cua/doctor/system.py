@@ -135,7 +135,7 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
     if provider == "docker":
         out += _docker(env)
     if provider == "local":
-        out += _local_desktop()
+        out += _local_desktop(api_gui=CuaConfig.from_mapping(config["cua"]).action.format == "api_gui")
     gb, cores = cost.ram_gb, cost.cores
     ram = _ram_gb()
     from verl_cua.integrations.verl.config.budget import row_budget, step_memory
@@ -162,14 +162,22 @@ def _gb(size: float) -> str:
     return f"{size:.0f}" if size >= 10 else f"{size:.1f}"
 
 
-def _local_desktop() -> list[Finding]:
-    """The local desktop's system side and the apps of OSWorld's image."""
-    from verl_cua.envs.osworld.local_desktop import SETUP_HINT, DesktopStartError, check_system, missing_apps
+def _local_desktop(api_gui: bool = False) -> list[Finding]:
+    """The local desktop's system side and the apps of OSWorld's image (`api_gui`: and the UNO bridge its APIs use)."""
+    from verl_cua.envs.osworld.local_desktop import (
+        SETUP_HINT,
+        DesktopStartError,
+        check_system,
+        missing_apps,
+        missing_uno_bridge,
+    )
 
     try:
         check_system()
     except DesktopStartError as exc:
         return [Finding("FAIL", "local desktop", str(exc))]
+    if api_gui and (why := missing_uno_bridge()):
+        return [Finding("FAIL", "app APIs", why)]
     missing = missing_apps()
     if missing:
         return [Finding("warn", "desktop apps", f"{' '.join(missing)} missing: OSWorld's tasks for them fail their "

@@ -197,6 +197,20 @@ def check_system() -> None:
         raise DesktopStartError(f"the local desktop needs its Python at {DESKTOP_VENV}: run {SETUP_HINT}")
 
 
+def missing_uno_bridge() -> str | None:
+    """Why the api_gui format's app APIs cannot reach LibreOffice in the desktop (its Python lacks `uno`), or None."""
+    try:
+        proc = subprocess.run([f"{DESKTOP_VENV}/bin/python", "-c", "import uno"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the desktop's Python at {DESKTOP_VENV} does not run ({type(exc).__name__}): run {SETUP_HINT}"
+    if proc.returncode != 0:
+        return (
+            "api_gui's app APIs need LibreOffice's Python bridge in the desktop: apt-get install -y python3-uno "
+            f"(or run {SETUP_HINT} as root)"
+        )
+    return None
+
+
 def _exempt_from_proxy() -> None:
     """Put the desktops' loopback range in NO_PROXY and no_proxy (both, merged: requests prefers lowercase)."""
     entries: list[str] = []
