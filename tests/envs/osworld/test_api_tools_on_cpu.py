@@ -242,7 +242,7 @@ def env(local_desktop):
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    env = make_env("osworld", provider="local", action_format="api_gui")
+    env = make_env("osworld", provider="local", action_format="api_gui", pause=0.1)  # no screenshot is checked
     yield env
     env.close()
 
@@ -254,16 +254,16 @@ def _api(env, qualname: str, **kwargs):
 
 @pytest.mark.desktop
 @pytest.mark.parametrize("task", [t for t in OFFICE_TASKS if t != EVAL_TESTED and t not in FOLDED])
-def test_office_task_scores_1_after_its_api_solution(env, task):
-    """(test_tasks_on_cpu.py holds that every task scores 0 right after its reset.)"""
+def test_office_task_scores_0_after_reset_and_1_after_its_api_solution(env, task):
     solve(env, task, env.reset(task))
 
 
 def solve(env, task: str, obs) -> None:
     """Run `task`'s API solution as model text on a desktop just reset to it (`obs`: the reset's observation);
-    OSWorld's evaluator must give 1."""
+    OSWorld's evaluator must give 0 before and 1 after."""
     config, _ = load_task(task)
     assert obs.extra["focused_app"] == config["related_apps"][0] and obs.extra["api_result"] is None
+    assert env.evaluate() == 0.0, f"{task} scores before any action ({env.last_eval_error})"
     for step in API_SOLUTIONS[task]:
         result = env.step(step, format="api_gui")  # the model's text, through the api_gui parser
         info = result.info

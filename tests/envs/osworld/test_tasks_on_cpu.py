@@ -12,6 +12,14 @@ from verl_cua.envs.osworld.tasks import load_task, task_names
 from verl_cua.testing.osworld_solutions import SOLUTIONS
 
 TASKS = task_names()
+# Office tasks whose keyboard solution CI leaves to `python -m bench.api_gui` (which runs every office task's keyboard
+# and API solutions, scored by its evaluator): each one's setup and evaluator are held here by its API solution
+# (test_api_tools_on_cpu.py), and the GUI ways they use (typing into a cell, the keep-format dialog, a Find & Replace
+# dialog, the command search, Save As) stay covered by the office tasks below. CI's 45 minutes.
+GUI_IN_BENCH = {
+    "calc-bold-header", "calc-rename-sheet", "calc-sort-rows", "writer-center-title", "writer-font-name",
+    "writer-page-break", "writer-type-paragraph", "impress-presenter-console",
+}  # fmt: skip
 APP_BINARIES = {"terminal": "xterm", "libreoffice_calc": "libreoffice", "libreoffice_writer": "libreoffice",
                 "libreoffice_impress": "libreoffice", "chrome": "chromium", "vlc": "vlc", "gimp": "gimp"}  # fmt: skip
 
@@ -41,7 +49,7 @@ def test_every_task_has_a_scripted_solution():
 
 
 @pytest.mark.desktop
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", [t for t in TASKS if t not in GUI_IN_BENCH])
 def test_task_scores_0_after_reset_and_1_after_its_solution(env, task, tmp_path):
     config, _ = load_task(task)
     missing = [b for app in config.get("related_apps", []) if (b := APP_BINARIES.get(app)) and not shutil.which(b)]
