@@ -322,9 +322,10 @@ def test_attack_arguments_land_literally_and_reach_nothing(env, tmp_path):
 
 
 @pytest.mark.desktop
-def test_agent_tools_open_and_switch_apps_and_the_focused_app_follows(env):
+def test_agent_tools_open_and_switch_apps_and_the_focused_app_follows(env, monkeypatch):
     """Agent.open_app starts an app whose window takes the focus, switch_window brings another back; a step mixing a
     GUI action and an API call runs both in order; a failing API is a valid action whose result says why."""
+    monkeypatch.setattr(env, "pause", 0.5)  # the desktop's own pause: windows change focus and keys follow it
     env.reset("calc-sum-column")
     opened = _api(env, "Agent.open_app", app_name="libreoffice writer")
     assert opened.info["api_result"].startswith("opened libreoffice writer"), opened.info

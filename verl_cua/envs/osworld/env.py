@@ -42,6 +42,7 @@ ACTION_SPACES = ("pyautogui", "computer_13")
 TERMINAL = ("WAIT", "DONE", "FAIL")
 DEFAULT_PAUSE = {"local": 0.5}  # seconds after an action before the screenshot; OSWorld's VMs use 2.0
 API_FORMAT = "api_gui"  # the action format whose observations name the focused app
+API_SETTLE = 0.5  # seconds the app gets to take keys sent in a step before an API call of the same step
 
 
 class SlowDesktop(InfraFailure):
@@ -300,6 +301,8 @@ class OSWorldEnv:
             for i, payload in enumerate(payloads):
                 last = i == len(payloads) - 1
                 if isinstance(payload, GUIAction):
+                    if i > 0 and not isinstance(payloads[i - 1], GUIAction):  # keys sent just now: let the app
+                        time.sleep(max(self.pause, API_SETTLE))  # take them before an API reads or edits its state
                     api_result = self._run_api(payload)
                     if last:
                         time.sleep(self.pause)  # the app repaints
