@@ -108,7 +108,7 @@ def local_desktop():
 def scratch_env():
     """`register(name, spec=None, entry_point=None)`: register an env for one test (by default a factory that builds
     nothing), removed after it."""
-    from verl_cua.envs import ENV_REGISTRY, ENV_SPECS, register_env
+    from verl_cua.envs import ENV_REGISTRY, register_env
 
     names = []
 
@@ -120,7 +120,6 @@ def scratch_env():
     yield register
     for name in names:
         ENV_REGISTRY.pop(name, None)
-        ENV_SPECS.pop(name, None)
 
 
 @pytest.fixture(scope="session")

@@ -105,7 +105,7 @@ def test_the_three_registries_answer_in_their_own_words():
     with pytest.raises(ValueError, match="action format 'uitars' is already registered: .*uitars:UITarsFormat vs"):
 
         @register_format("uitars")
-        class NotUITars:
+        class NotUITars(type(FORMAT_REGISTRY["pyautogui"])):
             pass
 
     assert type(FORMAT_REGISTRY["uitars"]).__name__ == "UITarsFormat"

@@ -145,7 +145,7 @@ def _add_serve(sub) -> None:
 
 def _add_eval(sub) -> None:
     from verl_cua.actions import FORMAT_REGISTRY
-    from verl_cua.envs.task_sets import TASK_ENVS
+    from verl_cua.envs import ENV_REGISTRY
     from verl_cua.eval.apis import API_REGISTRY
 
     p = sub.add_parser(
@@ -155,7 +155,7 @@ def _add_eval(sub) -> None:
         "the end. A rerun skips finished tasks; infra failures (desktop or endpoint down) are retried and counted "
         "apart from model failures.",
     )
-    p.add_argument("--env", required=True, choices=TASK_ENVS)
+    p.add_argument("--env", required=True, choices=ENV_REGISTRY.valid())
     p.add_argument("--provider", default=None, help="OSWorld desktop provider: local (default), docker, aws, ...")
     p.add_argument(
         "--tasks",

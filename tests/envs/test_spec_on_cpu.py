@@ -1,6 +1,8 @@
 """`EnvSpec` and `env_spec`: what the built-in envs say of themselves, the defaults an env registered without a spec
 (or not registered here) gets, and provider and desktop-cost reads."""
 
+from dataclasses import replace
+
 import pytest
 
 from verl_cua.envs import DesktopCost, EnvSpec, env_screen, env_spec
@@ -21,7 +23,8 @@ def test_an_env_without_a_spec_or_unknown_here_gets_the_defaults(scratch_env):
     scratch_env("bare")
     for name in ("bare", "registered-elsewhere"):
         spec = env_spec(name)
-        assert spec == EnvSpec() and spec.provider_in({"provider": "x"}) is None
+        assert replace(spec, name="", entry_point=None) == EnvSpec() and spec.name == name
+        assert spec.provider_in({"provider": "x"}) is None
         assert spec.desktop_cost(None) == HOST_DESKTOP and not spec.keeps_idle and not spec.seeded_tasks
     assert env_screen("bare", {"screen": [640, 480]}) == (640, 480)
     with pytest.raises(ValueError, match=r"^env 'bare' does not say its screenshots' size"):
@@ -33,4 +36,4 @@ def test_a_later_registration_without_a_spec_keeps_the_first_one(scratch_env):
     factory = lambda **kwargs: None  # noqa: E731
     scratch_env("kiosk", spec, entry_point=factory)
     scratch_env("kiosk", entry_point=factory)
-    assert env_spec("kiosk") is spec
+    assert env_spec("kiosk") == replace(spec, name="kiosk", entry_point=factory)

@@ -15,10 +15,13 @@ MAX_COORDINATE = 1e6  # beyond any format's range by orders of magnitude: garbag
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _POINT_TEXT = re.compile(r"\s*[(\[]?\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?){1,3}\s*[)\]]?\s*")
 
+ResizeLimits = dict[str, int]  # a Qwen-VL processor's smart_resize limits: factor, min_pixels, max_pixels
 # Qwen2.5-VL's processor defaults (preprocessor_config.json): patch 14 x merge 2, 4..16384 merged patches.
-QWEN25VL_RESIZE = {"factor": 28, "min_pixels": 3136, "max_pixels": 12845056}
+QWEN25VL_RESIZE: ResizeLimits = {"factor": 28, "min_pixels": 3136, "max_pixels": 12845056}
 # UI-TARS-1.5's limits (its OSWorld agent): 100..16384 merged patches of 28 px.
-UITARS_RESIZE = {"factor": 28, "min_pixels": 100 * 28 * 28, "max_pixels": 16384 * 28 * 28}
+UITARS_RESIZE: ResizeLimits = {"factor": 28, "min_pixels": 100 * 28 * 28, "max_pixels": 16384 * 28 * 28}
+# Qwen3-VL's processor: 16 px patches merged 2x2 (factor 32), up to 16384 merged patches by default.
+QWEN3VL_RESIZE: ResizeLimits = {"factor": 32, "min_pixels": 64 * 32 * 32, "max_pixels": 16384 * 32 * 32}
 
 
 def check_size(size: object, what: str) -> tuple[int, int]:
@@ -70,6 +73,15 @@ def smart_resize_size(screen: tuple[int, int], factor: int, min_pixels: int, max
     width, height = screen
     new_h, new_w = _upstream_smart_resize()(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
     return int(new_w), int(new_h)
+
+
+def capped_resize(screen: tuple[int, int], limits: ResizeLimits, max_pixels: int | None = None) -> tuple[int, int]:
+    """`smart_resize_size` under a processor's `limits`, its pixel cap lowered to `max_pixels` when given (never
+    below its minimum)."""
+    limits = dict(limits)
+    if max_pixels is not None:
+        limits["max_pixels"] = max(limits["min_pixels"], min(limits["max_pixels"], int(max_pixels)))
+    return smart_resize_size(tuple(screen), **limits)
 
 
 @dataclass(frozen=True, slots=True)

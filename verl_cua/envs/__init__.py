@@ -2,7 +2,6 @@
 
 from verl_cua.envs.base import (
     ENV_REGISTRY,
-    ENV_SPECS,
     EnvUsageError,
     GUIEnv,
     InfraFailure,
@@ -20,20 +19,40 @@ from verl_cua.envs.pool import EnvLease, EnvPool
 from verl_cua.envs.screens import miniwob_screen, osworld_screen
 from verl_cua.envs.spec import DesktopCost, EnvSpec
 
-MINIWOB_SPEC = EnvSpec(screen=miniwob_screen, desktop=DesktopCost(0.4, 0.5), keeps_idle=True, seeded_tasks=True)
-OSWORLD_SPEC = EnvSpec(
+# The built-in envs, one record each (`verl_cua.envs.spec.EnvSpec`); a plug-in registers its own the same way.
+MINIWOB_SPEC = EnvSpec(  # a Chromium page; idle ones kept per task
+    screen=miniwob_screen,
+    desktop=DesktopCost(0.4, 0.5),
+    keeps_idle=True,
+    seeded_tasks=True,
+    tasks="verl_cua.envs.miniwob:miniwob_tasks",
+    default_tasks="click-test,click-button,click-link",
+    held_out="click-test",
+    held_out_seeds="100000-100063",
+    needs="MiniWoB++ needs Chromium and chromedriver on the machine.",
+)
+OSWORLD_SPEC = EnvSpec(  # docker: a VM; local: Xvfb and apps
     screen=osworld_screen,
     provider="local",
     providers=PROVIDERS,
     provider_desktops={"docker": DesktopCost(4.0, 4)},
     reset_timeout=600.0,  # a reset may revert a VM
+    tasks="verl_cua.envs.osworld.task_refs:osworld_tasks",
+    start_timeout="verl_cua.envs.osworld.env:start_timeout",
+    held_out="OSWorld/evaluation_examples/test_small.json",
+    needs=(
+        "OSWorld's client `desktop-env` is installed apart, with `verl-cua install-osworld` (the tested version "
+        "with --no-deps: its own pins clash with verl). The `docker` provider "
+        "needs a Docker daemon this user can reach and `/dev/kvm`; the Ubuntu VM image is downloaded once. The "
+        "`local` provider (`PROVIDER=local`, no VM) needs the desktop's system side: `verl-cua setup-desktop`, as "
+        "root."
+    ),
 )
-register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv", MINIWOB_SPEC)  # a Chromium page; idle ones kept per task
-register_env("osworld", "verl_cua.envs.osworld.env:OSWorldEnv", OSWORLD_SPEC)  # docker: a VM; local: Xvfb and apps
+register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv", MINIWOB_SPEC)
+register_env("osworld", "verl_cua.envs.osworld.env:OSWorldEnv", OSWORLD_SPEC)
 
 __all__ = [
     "ENV_REGISTRY",
-    "ENV_SPECS",
     "DesktopCost",
     "EnvSpec",
     "EnvLease",

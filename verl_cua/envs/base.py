@@ -3,16 +3,15 @@ opens with), and the env registry behind `make_env`."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from PIL import Image
 
 from verl_cua.actions import ParsedAction, parse_action
 from verl_cua.envs.spec import EnvSpec
-from verl_cua.registry import Registry
+from verl_cua.registry import Registry, resolve, same_definition
 
 INFO_KEYS = ("action_valid", "infra_failure", "error")
 T = TypeVar("T")
@@ -109,20 +108,21 @@ def begin_step(
         return StepResult(last, 0.0, False, step_info(action_valid=False, error=str(exc)))
 
 
-ENV_REGISTRY: Registry[str | Callable[..., GUIEnv]] = Registry("env", "envs")
-ENV_SPECS: dict[str, EnvSpec] = {}
+ENV_REGISTRY: Registry[EnvSpec] = Registry("env", "envs")  # one record per env: entry point and facts
 
 
-def register_env(name: str, entry_point: str | Callable[..., GUIEnv], spec: EnvSpec | None = None) -> None:
-    """Register an env by name with a factory or a lazy `"module:Class"` string (imported on first use), and what
-    the start-up checks may read of it (`EnvSpec`)."""
-    ENV_REGISTRY.add(name, entry_point)
-    ENV_SPECS[name] = spec or ENV_SPECS.get(name) or EnvSpec()
+def register_env(name: str, entry_point: str | Callable[..., GUIEnv], spec: EnvSpec | None = None) -> EnvSpec:
+    """Register env `name`: its class or factory (or a lazy `"module:Class"` string, imported on first use) and what
+    the checks and tools may read of it (`EnvSpec`; registered again without one, the env keeps its record). A
+    different entry point under a taken name raises ValueError (one line)."""
+    known = ENV_REGISTRY.registered(name)  # registering must not load the plug-ins (they register)
+    base = spec or (known if known is not None and same_definition(known.entry_point, entry_point) else EnvSpec())
+    return ENV_REGISTRY.add(name, replace(base, name=name, entry_point=entry_point))
 
 
 def env_spec(name: str) -> EnvSpec:
-    """What env `name` was registered with; an env registered without a spec, or not here, gets the defaults."""
-    return ENV_SPECS.get(name) or EnvSpec()
+    """The record of env `name`; an env not registered here gets the defaults."""
+    return ENV_REGISTRY.get(name) or EnvSpec(name=name)
 
 
 def explicit_screen(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -134,8 +134,7 @@ def explicit_screen(kwargs: Mapping[str, Any]) -> tuple[int, int] | None:
 def env_screen(name: str, kwargs: Mapping[str, Any]) -> tuple[int, int]:
     """The size of the screenshots env `name` built with `kwargs` gives; one-line errors for an unknown env or one
     that does not say."""
-    ENV_REGISTRY.lookup(name)
-    spec = env_spec(name)
+    spec = ENV_REGISTRY.lookup(name)
     screen = spec.screen(kwargs) if spec.screen is not None else explicit_screen(kwargs)
     if screen is None:
         raise ValueError(
@@ -147,20 +146,12 @@ def env_screen(name: str, kwargs: Mapping[str, Any]) -> tuple[int, int]:
 
 def make_env(name: str, **kwargs) -> GUIEnv:
     """Build the env registered as `name` with `kwargs`; unknown names raise ValueError listing the valid ones."""
-    return _entry(name)(**kwargs)
+    return resolve(ENV_REGISTRY.lookup(name).entry_point)(**kwargs)
 
 
 def env_start_timeout(name: str, kwargs: dict[str, Any], pool_size: int, default: float | None) -> float | None:
-    """Seconds a pool of `pool_size` should give one start of env `name` built with `kwargs`: what the env's
-    `start_timeout_for(pool_size, **kwargs)` asks for, else `default`."""
-    asked = getattr(_entry(name), "start_timeout_for", None)
-    timeout = None if asked is None else asked(pool_size, **kwargs)
+    """Seconds a pool of `pool_size` should give one start of env `name` built with `kwargs`: what its record's
+    `start_timeout(pool_size, kwargs)` asks for, else `default`."""
+    asked = ENV_REGISTRY.lookup(name).start_timeout
+    timeout = None if asked is None else resolve(asked)(pool_size, dict(kwargs))
     return default if timeout is None else float(timeout)
-
-
-def _entry(name: str) -> Callable[..., GUIEnv]:
-    entry = ENV_REGISTRY.lookup(name)
-    if isinstance(entry, str):
-        module_name, _, attr = entry.partition(":")
-        entry = getattr(importlib.import_module(module_name), attr)
-    return entry

@@ -12,6 +12,7 @@ from PIL import Image
 
 from verl_cua.actions import GUIAction, ParsedAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
+from verl_cua.envs.task_sets import TaskRef, parse_seeds
 from verl_cua.resources import install_hint
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,22 @@ def task_names() -> list[str]:
 
     gym.register_envs(miniwob)
     return sorted(k.split("/", 1)[1].rsplit("-v", 1)[0] for k in gym.registry if k.startswith("miniwob/"))
+
+
+def miniwob_tasks(items: list[str], seeds: str) -> list[TaskRef]:
+    """MiniWoB++ task names (checked against the installed miniwob package), each under `seeds` or its own
+    `name@seed`, as `{"task": name, "seed": seed}` filed under `<name>/seed-<seed>`."""
+    default = parse_seeds(seeds)
+    known = set(task_names())
+    specs = [item.partition("@") for item in items]
+    unknown = [name for name, _, _ in specs if name not in known]
+    if unknown:
+        raise EnvUsageError(f"unknown MiniWoB task(s) {', '.join(unknown)}; e.g. {', '.join(sorted(known)[:8])}, ...")
+    refs = []
+    for name, _, seed in specs:
+        for s in parse_seeds(seed) if seed else default:
+            refs.append(TaskRef("miniwob", {"task": name, "seed": s}, name, f"seed-{s}"))
+    return refs
 
 
 class MiniWoBEnv:

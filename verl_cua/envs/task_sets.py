@@ -1,21 +1,19 @@
-"""Task lists from the command line: `--tasks` and `--seeds` -> `TaskRef`s (for `verl-cua eval` and the dataset
-writer), each with the domain/id pair that names its result directory, as OSWorld's result folders do.
+"""Task lists from the command line: `--tasks` and `--seeds` -> `TaskRef`s (for `verl-cua eval`, the dataset
+writer and verl-agent), each with the domain/id pair that names its result directory, as OSWorld's result folders do.
 
-OSWorld: comma-separated task JSON files, folders of them (the domain is the folder's name), OSWorld's meta
-files (`{"chrome": ["<id>", ...]}`, resolved against `examples/<domain>/<id>.json` beside them, as in OSWorld's
-`evaluation_examples/`), or names in our task set. MiniWoB++: task names, each with `--seeds` or `name@seed`.
+How an env's items resolve is its record's `tasks` (`EnvSpec.tasks`): MiniWoB++ takes task names, each with `--seeds`
+or `name@seed` (`verl_cua.envs.miniwob.miniwob_tasks`); OSWorld task JSON files, folders and meta files
+(`verl_cua.envs.osworld.task_refs`). An env whose record says nothing takes each item as a task name.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from verl_cua.envs.base import EnvUsageError
-
-TASK_ENVS = ("miniwob", "osworld")
+from verl_cua.envs.base import ENV_REGISTRY, EnvUsageError
+from verl_cua.envs.spec import EnvSpec
+from verl_cua.registry import resolve
 
 
 @dataclass(frozen=True)
@@ -50,16 +48,16 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def resolve_tasks(env: str, spec: str | list[str], seeds: str = "0") -> list[TaskRef]:
-    """The tasks named by `spec` (comma-separated string or list) for `env`, in order, duplicates dropped."""
+    """The tasks named by `spec` (comma-separated string or list) for `env`, in order, duplicates dropped; unknown
+    envs and tasks fail in one line (`EnvUsageError`)."""
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
     if not items:
         raise EnvUsageError("no tasks given")
-    if env == "miniwob":
-        refs = _miniwob(items, parse_seeds(seeds))
-    elif env == "osworld":
-        refs = [ref for item in items for ref in _osworld(item)]
-    else:
-        raise EnvUsageError(f"unknown env {env!r}; valid envs: {', '.join(TASK_ENVS)}")
+    try:
+        record = ENV_REGISTRY.lookup(env)
+    except ValueError as exc:
+        raise EnvUsageError(str(exc)) from None
+    refs = resolve(record.tasks)(items, seeds) if record.tasks is not None else named_tasks(env, items, seeds, record)
     unique: dict[str, TaskRef] = {}
     for ref in refs:
         other = unique.setdefault(ref.key, ref)
@@ -68,67 +66,13 @@ def resolve_tasks(env: str, spec: str | list[str], seeds: str = "0") -> list[Tas
     return list(unique.values())
 
 
-def _miniwob(items: list[str], seeds: list[int]) -> list[TaskRef]:
-    from verl_cua.envs.miniwob import task_names
-
-    known = set(task_names())
-    specs = [item.partition("@") for item in items]
-    unknown = [name for name, _, _ in specs if name not in known]
-    if unknown:
-        raise EnvUsageError(f"unknown MiniWoB task(s) {', '.join(unknown)}; e.g. {', '.join(sorted(known)[:8])}, ...")
-    refs = []
-    for name, _, seed in specs:
-        for s in parse_seeds(seed) if seed else seeds:
-            refs.append(TaskRef("miniwob", {"task": name, "seed": s}, name, f"seed-{s}"))
+def named_tasks(env: str, items: list[str], seeds: str, record: EnvSpec) -> list[TaskRef]:
+    """An env whose record names no resolver: each item is a task name `reset` takes; an env of seeded tasks runs
+    each under every seed (`name@seed` for one), as `{"task": name, "seed": seed}`."""
+    if not record.seeded_tasks:
+        return [TaskRef(env, item, env, item) for item in items]
+    default, refs = parse_seeds(seeds), []
+    for name, _, seed in (item.partition("@") for item in items):
+        for s in parse_seeds(seed) if seed else default:
+            refs.append(TaskRef(env, {"task": name, "seed": s}, name, f"seed-{s}"))
     return refs
-
-
-def _osworld(item: str) -> list[TaskRef]:
-    from verl_cua.envs.osworld.tasks import TaskError, load_task, task_path
-
-    path = Path(item)
-    if path.is_dir():
-        files = [f for f in sorted(path.rglob("*.json")) if not _is_meta(f)]
-        if not files:
-            raise EnvUsageError(f"no OSWorld task JSON under {path}")
-    elif path.is_file() and _is_meta(path):
-        files = _meta_files(path)
-    elif path.is_file() or item.endswith(".json"):
-        files = [path]
-    else:
-        files = [task_path(item)]  # a name in our task set; unknown names list the set
-    refs = []
-    for f in files:
-        try:
-            config, _ = load_task(str(f))
-        except TaskError as exc:
-            raise EnvUsageError(f"{f}: {exc}") from None
-        refs.append(TaskRef("osworld", str(f.resolve()), f.resolve().parent.name, config["id"]))
-    return refs
-
-
-def _is_meta(path: Path) -> bool:
-    """OSWorld's test_all.json shape: {domain: [task ids]}."""
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return False
-    return (
-        isinstance(data, dict)
-        and bool(data)
-        and "id" not in data
-        and all(isinstance(v, list) and all(isinstance(i, str) for i in v) for v in data.values())
-    )
-
-
-def _meta_files(meta: Path) -> list[Path]:
-    data = json.loads(meta.read_bytes())
-    examples = meta.parent / "examples"
-    files = []
-    for domain, ids in data.items():
-        for tid in ids:
-            f = examples / domain / f"{tid}.json"
-            if not f.is_file():
-                raise EnvUsageError(f"{meta} lists {domain}/{tid}, but {f} does not exist")
-            files.append(f)
-    return files

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import ENV_SPECS, EnvPool, GUIEnv, InfraFailure, env_spec, env_start_timeout, make_env
+from verl_cua.envs import ENV_REGISTRY, EnvPool, GUIEnv, InfraFailure, env_spec, env_start_timeout, make_env
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
 from verl_cua.eval.endpoint import ChatClient, EndpointError
@@ -137,7 +137,7 @@ def _check(config: EvalConfig) -> None:
         raise ValueError(f"--endpoint-wait must be >= 0, got {config.endpoint_wait}")
     providers = env_spec(config.env).providers
     if not providers and config.provider:
-        takes = [name for name in sorted(ENV_SPECS) if ENV_SPECS[name].providers]
+        takes = [name for name, record in sorted(ENV_REGISTRY.items()) if record.providers]
         raise ValueError(f"--provider is for --env {' or '.join(takes)}; {config.env} takes none")
     if providers and config.provider is not None and config.provider not in providers:
         raise ValueError(f"unknown --provider {config.provider!r}; valid: {', '.join(providers)}")

@@ -9,15 +9,16 @@ import re
 import shlex
 from typing import Any
 
+from verl_cua.envs import env_spec
 from verl_cua.resources import docs_link
 
 STATUS = re.compile(r"\b(measured|not yet run on (?:a )?GPUs?|does not learn)\b", re.I)
-HELD_OUT = {"osworld": "OSWorld/evaluation_examples/test_small.json", "miniwob": "click-test"}
-SPLIT = {  # what the tasks above are to the training run
-    "osworld": " The recipe trains on `TASKS` (by default all of OSWorld's examples, which include test_small's): "
-    "split train and evaluation tasks yourself for a held-out score.",
-    "miniwob": " The seeds are layouts the training run never sees (`HELDOUT_SEEDS` where the recipe has it).",
-}
+# what the env record's held-out tasks are to the training run: seeded tasks held out by seed, others not at all
+SPLIT_BY_SEED = " The seeds are layouts the training run never sees (`HELDOUT_SEEDS` where the recipe has it)."
+SPLIT_YOURSELF = (
+    " The recipe trains on `TASKS` (by default all of the env's tasks, which may include these): split train and "
+    "evaluation tasks yourself for a held-out score."
+)
 
 
 def _get(config: dict[str, Any], dotted: str, default: Any = None) -> Any:
@@ -38,10 +39,12 @@ def eval_command(config: dict[str, Any], settings: dict[str, str], model: str) -
         args += ["--provider", str(provider)]
     if kwargs:
         args += ["--env-kwargs", json.dumps(kwargs)]
-    tasks = settings.get("TASKS") if env == "miniwob" and settings.get("TASKS") else HELD_OUT.get(env, "")
+    record = env_spec(env)
+    seeded = record.held_out_seeds is not None  # held out by seed: the recipe's own tasks, layouts it never saw
+    tasks = settings.get("TASKS") if seeded and settings.get("TASKS") else record.held_out or ""
     args += ["--tasks", tasks]
-    if env == "miniwob":
-        args += ["--seeds", settings.get("HELDOUT_SEEDS", "100000-100063")]
+    if seeded:
+        args += ["--seeds", settings.get("HELDOUT_SEEDS", record.held_out_seeds)]
     args += ["--model", model, "--base-url", "http://localhost:8000/v1", "--format", _get(config, "cua.action.format")]
     for flag, key in (("--max-steps", "max_steps"), ("--history-images", "history_images"),
                       ("--max-pixels", "max_pixels")):  # fmt: skip
@@ -50,6 +53,14 @@ def eval_command(config: dict[str, Any], settings: dict[str, str], model: str) -
             args += [flag, str(value)]
     args += ["--out", f"runs/{model}"]
     return " ".join(shlex.quote(a) for a in args)
+
+
+def _split(env: str) -> str:
+    """What the env's held-out tasks are to the training run, in a sentence ("" for an env that names none)."""
+    record = env_spec(env)
+    if record.held_out_seeds is not None:
+        return SPLIT_BY_SEED
+    return SPLIT_YOURSELF if record.held_out else ""
 
 
 def evaluation_section(context: dict[str, Any]) -> list[str]:
@@ -76,7 +87,7 @@ def evaluation_section(context: dict[str, Any]) -> list[str]:
         f"verl-cua view runs/{name} --out runs/{name}/report.html   # every step, side by side with other runs",
         "```", "",
         f"`verl-cua eval` writes `summary.json` (success rate, infra failures apart) beside each episode's trajectory "
-        f"([Evaluation]({docs_link('evaluation.md')})).{SPLIT.get(config['cua']['env']['name'], '')}",
+        f"([Evaluation]({docs_link('evaluation.md')})).{_split(config['cua']['env']['name'])}",
         "",
     ]  # fmt: skip
 

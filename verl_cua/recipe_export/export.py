@@ -7,6 +7,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any
 
+from verl_cua.envs import env_spec
 from verl_cua.recipe_export.catalog import RecipeExportError, recipe_script, recipes_dir, required_verl
 from verl_cua.recipe_export.config import default_overrides, path_keys, trainer_config
 from verl_cua.recipe_export.plain_config import dump_yaml
@@ -59,17 +60,9 @@ def required_verl_txt(name: str, verl: str) -> str:
 
 
 def _needs(env: str) -> list[str]:
-    if env == "osworld":
-        return [
-            "OSWorld's client `desktop-env` is installed apart, with `verl-cua install-osworld` (the tested version "
-            "with --no-deps: its own pins clash with verl). The `docker` provider "
-            "needs a Docker daemon this user can reach and `/dev/kvm`; the Ubuntu VM image is downloaded once. The "
-            "`local` provider (`PROVIDER=local`, no VM) needs the desktop's system side: `verl-cua setup-desktop`, as "
-            "root."
-        ]
-    if env == "miniwob":
-        return ["MiniWoB++ needs Chromium and chromedriver on the machine."]
-    return []
+    """What the machine needs for `env`, from its record (`EnvSpec.needs`)."""
+    needs = env_spec(env).needs
+    return [needs] if needs else []
 
 
 def export_recipe(name: str, out: Path, force: bool = False) -> list[Path]:

@@ -2,6 +2,7 @@
 
 from verl_cua.actions.formats.base import (  # noqa: F401  (the package's API)
     FORMAT_REGISTRY,
+    BaseFormat,
     FormatResult,
     OutputFormat,
     ParseContext,
@@ -9,6 +10,7 @@ from verl_cua.actions.formats.base import (  # noqa: F401  (the package's API)
     describe,
     get_format,
     register_format,
+    trainable_formats,
 )
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from verl_cua.actions.apis import apis_for, lookup_api
-from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.safety import literal_value, parse_code
@@ -40,7 +42,7 @@ API_GUI_CALL = re.compile(r"\b(?:Agent|[A-Z][A-Za-z]*Tools)\.[a-z_]+\s*\(")  # A
 
 
 @register_format("api_gui")
-class APIGUIFormat:
+class APIGUIFormat(BaseFormat):
     """One line of code per turn: `Agent.click(coordinates=[x, y])` or `CalcTools.sort_column(...)`; screen pixels."""
 
     name = "api_gui"
@@ -66,6 +68,53 @@ class APIGUIFormat:
         thought = (thought or "").replace("<think>", "").replace("</think>", "").replace("```", "").strip()
         head = f"<think>{thought}</think>\n" if thought else ""
         return f"{head}```python\n{line}\n```"
+
+    def system_prompt(self, size: tuple[int, int]) -> tuple[str, None]:
+        """ComputerRL's prompt: the GUI primitives, the desktop APIs (the app APIs come each turn), one call a turn."""
+        width, height = size
+        desktop = "\n".join(f"  {a.signature()}" for a in apis_for(None))
+        system = (
+            "You are an agent that carries out tasks on a Linux desktop. Each turn you get a screenshot of the "
+            f"{width}x{height} screen, the app that has the focus and the APIs it offers.\n"
+            "Reply with your plan and reasoning in <think>...</think>, then ONE line of Python in a ```python block "
+            "that calls exactly one method, with keyword arguments and literal values (no variables carry over):\n"
+            "GUI primitives (coordinates are screen pixels [x, y] read from the screenshot):\n"
+            "  Agent.click(coordinates=[x, y], num_clicks=1, button_type='left')\n"
+            "  Agent.type(coordinates=None, text='', overwrite=False, enter=False)  # overwrite: select all first\n"
+            "  Agent.drag_and_drop(drag_from_coordinates=[x, y], drop_on_coordinates=[x, y])\n"
+            f"  Agent.scroll(coordinates=[x, y], direction='up')  # or 'down'; {SCROLL_CLICKS} wheel clicks\n"
+            "  Agent.hotkey(keys=['ctrl', 's'])\n"
+            "  Agent.wait()\n"
+            "  Agent.exit(success=True)  # the task is done; success=False: it cannot be done\n"
+            f"Desktop APIs:\n{desktop}\n"
+            "App APIs are listed each turn for the focused app, e.g. CalcTools.set_cell_value(cell='B7', "
+            "value='=SUM(B2:B6)'); their results come back in the next turn. Prefer an app API over many GUI steps."
+        )
+        return system, None
+
+    def turn_context(self, extra: Mapping[str, Any] | None) -> str | None:
+        """The focused app, the APIs it offers now and the last API call's result (from an observation's `extra`:
+        `focused_app`, `api_result`)."""
+        extra = extra or {}
+        app = extra.get("focused_app")
+        apis = [a for a in apis_for(app) if a.tool != AGENT]
+        lines = [f"Focused app: {app or 'none'}."]
+        if apis:
+            lines += ["APIs you can call now:", *(f"  {a.signature()}" for a in apis)]
+        result = extra.get("api_result")
+        if result is not None:
+            lines.append(f"Result of your last API call: {result}")
+        return "\n".join(lines)
+
+    def longest_turn_context(self) -> str:
+        """The app with the most APIs, with a result at its cap."""
+        from verl_cua.actions.apis import MAX_RESULT_CHARS, TOOLSET_REGISTRY, load_builtin_toolsets
+
+        load_builtin_toolsets()
+        result = "x" * MAX_RESULT_CHARS
+        apps = [toolset.app for toolset in TOOLSET_REGISTRY.values()]
+        texts = [self.turn_context({"focused_app": app, "api_result": result}) or "" for app in apps]
+        return max(texts, key=len)
 
 
 def split_output(text: str) -> tuple[str, str | None]:

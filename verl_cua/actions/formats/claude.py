@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 
-from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.formats.computer_use import POINTER_ACTIONS, pointer_action
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord
@@ -29,10 +30,12 @@ CLAUDE_ACTIONS = (
 _UNSUPPORTED = ("hold_key", "left_mouse_down", "left_mouse_up", "zoom")
 _DIRECTIONS = {"up": (0, 1), "down": (0, -1), "left": (-1, 0), "right": (1, 0)}
 MAX_SCROLL_AMOUNT = 100
+CLAUDE_TOOL_TYPE = "computer_20250124"
+CLAUDE_MAX = (1280, 800)  # the largest screenshot Anthropic advises sending the computer tool
 
 
 @register_format("claude")
-class ClaudeFormat:
+class ClaudeFormat(BaseFormat):
     """A tool input, a `tool_use` block, a list of them, or a message `content` list with text blocks as thought.
 
     `screenshot` and `cursor_position` only ask for a new observation; they map to `wait`. A content list with
@@ -40,6 +43,7 @@ class ClaudeFormat:
     """
 
     name = "claude"
+    trainable = False  # an API model: evaluated, never trained here
 
     def detect(self, text: str) -> bool:
         """JSON with an `action` or `tool_use` key."""
@@ -89,6 +93,32 @@ class ClaudeFormat:
         if len(actions) == 1 and actions[0].kind == "done" and actions[0].text:
             return "\n".join(t for t in (thought, actions[0].text) if t)
         return thought
+
+    def system_prompt(self, size: tuple[int, int]) -> tuple[str, list[dict]]:
+        """A short system text and Anthropic's `computer` tool for a `size` display."""
+        width, height = size
+        system = (
+            "You are operating a Linux desktop through the computer tool to complete the user's task. "
+            "Take one or a few actions at a time and check the new screenshot. "
+            f"Actions available: {', '.join(CLAUDE_ACTIONS)}. When the task is complete, stop calling tools and say so."
+        )
+        tool = {
+            "type": CLAUDE_TOOL_TYPE,
+            "name": "computer",
+            "display_width_px": width,
+            "display_height_px": height,
+            "display_number": 1,
+        }
+        return system, [tool]
+
+    def model_image_size(self, screen: tuple[int, int], max_pixels: int | None) -> tuple[int, int]:
+        """Anthropic's advice for the computer tool: at most WXGA (1280x800, or `max_pixels`), coordinates scaled
+        back."""
+        width, height = screen
+        scale = min(1.0, CLAUDE_MAX[0] / width, CLAUDE_MAX[1] / height)
+        if max_pixels is not None:
+            scale = min(scale, math.sqrt(max_pixels / (width * height)))
+        return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def _collect(data: object, inputs: list[dict], thoughts: list[str], depth: int) -> None:

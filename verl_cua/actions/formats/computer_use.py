@@ -194,3 +194,78 @@ def _arguments(fmt: str, a: GUIAction, space: CoordinateSpace) -> dict:
             raise cannot(fmt, a, "terminate(status='failure') carries no reason text")
         return {"action": "terminate", "status": "failure"}
     raise cannot(fmt, a, "unknown action kind")
+
+
+# -- the prompt -----------------------------------------------------------------------------------------------------
+def computer_use_tool(size: tuple[int, int]) -> dict:
+    """Qwen-VL's `computer_use` function schema with the resolution the model's coordinates use."""
+    width, height = size
+    actions = {
+        "key": "Press keys down in the order given, then release them in reverse order (a chord).",
+        "type": "Type a string of text on the keyboard.",
+        "mouse_move": "Move the cursor to the (x, y) coordinate.",
+        "left_click": "Click the left mouse button at the (x, y) coordinate.",
+        "left_click_drag": "Press the left button at the cursor and drag to the (x, y) coordinate.",
+        "right_click": "Click the right mouse button at the (x, y) coordinate.",
+        "middle_click": "Click the middle mouse button at the (x, y) coordinate.",
+        "double_click": "Double-click the left mouse button at the (x, y) coordinate.",
+        "triple_click": "Triple-click the left mouse button at the (x, y) coordinate (selects a line).",
+        "scroll": "Scroll the mouse wheel vertically by `pixels` (positive up, negative down).",
+        "hscroll": "Scroll horizontally by `pixels` (positive right, negative left).",
+        "wait": "Wait `time` seconds for something to change.",
+        "terminate": "End the task, reporting `status` success or failure.",
+        "answer": "Give the answer `text` to a question the task asked, ending the task.",
+    }
+    assert tuple(actions) == COMPUTER_USE_ACTIONS
+    description = (
+        "Use a mouse and keyboard to interact with a computer, and take screenshots.\n"
+        "* This is an interface to a desktop GUI. You do not have access to a terminal or applications menu; "
+        "click on desktop icons to start applications.\n"
+        "* Some applications take time to start or process actions; wait and take another screenshot if needed.\n"
+        f"* The screen's resolution is {width}x{height}.\n"
+        "* Click with the cursor tip in the middle of an element, not on its edge.\n"
+        "The available actions are:\n" + "\n".join(f"* `{k}`: {v}" for k, v in actions.items())
+    )
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "action": {"type": "string", "enum": list(COMPUTER_USE_ACTIONS), "description": "The action."},
+                    "keys": {"type": "array", "description": "Required only by action=key."},
+                    "text": {"type": "string", "description": "Required only by action=type and action=answer."},
+                    "coordinate": {
+                        "type": "array",
+                        "description": f"(x, y): pixels from the left and top edges, within {width}x{height}.",
+                    },
+                    "pixels": {"type": "number", "description": "Required only by action=scroll and action=hscroll."},
+                    "time": {"type": "number", "description": "Required only by action=wait."},
+                    "status": {
+                        "type": "string",
+                        "enum": ["success", "failure"],
+                        "description": "Required only by action=terminate.",
+                    },
+                },
+                "required": ["action"],
+            },
+        },
+    }
+
+
+def computer_use_prompt(size: tuple[int, int]) -> tuple[str, list[dict]]:
+    """Qwen-VL's computer-use system prompt (its `<tools>` block) and the tool, coordinates in `size`."""
+    tool = computer_use_tool(size)
+    system = (
+        "You are a computer-use agent. Complete the user's task on the desktop shown in the screenshots.\n\n"
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+        + json.dumps(tool["function"], ensure_ascii=False)
+        + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n'
+        "Before the call, say in one or two sentences what you see and what you will do next."
+    )
+    return system, [tool]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from verl_cua.actions.formats.api_gui import API_GUI_CALL
-from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import CoordinateSpace
 from verl_cua.actions.keys import normalize_chord, normalize_key
 from verl_cua.actions.render import WAIT_SECONDS, render_pyautogui
@@ -57,7 +57,7 @@ _FIXED_BUTTON = {"rightClick": "right", "middleClick": "middle"}
 
 
 @register_format("pyautogui")
-class PyAutoGUIFormat:
+class PyAutoGUIFormat(BaseFormat):
     """Screen-pixel pyautogui code, checked by `verl_cua.actions.safety` and never executed here."""
 
     name = "pyautogui"
@@ -94,6 +94,25 @@ class PyAutoGUIFormat:
     def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
         """Thought prose, one ```python block, then DONE/FAIL for a terminal action; or a bare WAIT/DONE/FAIL."""
         return render_code(self.name, actions, space, thought)
+
+    def system_prompt(self, size: tuple[int, int]) -> tuple[str, None]:
+        """OSWorld-style pyautogui instructions for a `size` screen: the allowed calls, the special words."""
+        width, height = size
+        system = (
+            "You are an agent that carries out tasks on a Linux desktop for the user. Each turn you get a screenshot "
+            f"of the {width}x{height} screen and reply with the next step as Python code that uses `pyautogui`.\n"
+            "Rules:\n"
+            "* Put the code in one ```python block. Use only pyautogui.click, doubleClick, tripleClick, rightClick, "
+            "middleClick, moveTo, dragTo, mouseDown, mouseUp, scroll, hscroll, write, press, hotkey, keyDown, keyUp "
+            "and time.sleep, with literal numbers and strings as arguments.\n"
+            "* Coordinates are screen pixels read from the screenshot; do not call pyautogui.locateCenterOnScreen "
+            "or pyautogui.screenshot.\n"
+            "* Each step should be short; you will see a new screenshot after it.\n"
+            "* Instead of code you may answer with one word: WAIT to wait, DONE when the task is complete, "
+            "FAIL if it cannot be done.\n"
+            "Briefly explain your reasoning before the code block."
+        )
+        return system, None
 
 
 def _split_blocks(text: str) -> tuple[list[tuple[str, str]], str | None]:

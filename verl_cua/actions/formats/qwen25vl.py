@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from verl_cua.actions.formats.base import FormatResult, ParseContext, register_format
-from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls, render_tool_calls
+from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, register_format
+from verl_cua.actions.formats.computer_use import (
+    computer_use_prompt,
+    detect_tool_call,
+    parse_tool_calls,
+    render_tool_calls,
+)
 from verl_cua.actions.geometry import QWEN25VL_RESIZE, CoordinateSpace, smart_resize_size
 from verl_cua.actions.types import GUIAction
 
 
 @register_format("qwen25vl")
-class Qwen25VLFormat:
+class Qwen25VLFormat(BaseFormat):
     """Like qwen3vl, but `coordinate` is in the `image` the processor produced (default: smart_resize(screen))."""
 
     name = "qwen25vl"
+    resize = QWEN25VL_RESIZE
 
     def detect(self, text: str) -> bool:
         """Same tool-call shape as qwen3vl."""
@@ -20,7 +26,7 @@ class Qwen25VLFormat:
 
     def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
         """The resized image's pixels; by default Qwen2.5-VL's processor limits (factor 28)."""
-        width, height = image if image is not None else smart_resize_size(screen, **QWEN25VL_RESIZE)
+        width, height = image if image is not None else smart_resize_size(screen, **self.resize)
         return CoordinateSpace(width, height, screen[0], screen[1])
 
     def parse(self, text: str, ctx: ParseContext) -> FormatResult:
@@ -30,3 +36,7 @@ class Qwen25VLFormat:
     def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
         """Thought prose, then one `computer_use` tool call per action."""
         return render_tool_calls(self.name, actions, space, thought)
+
+    def system_prompt(self, size: tuple[int, int]) -> tuple[str, list[dict]]:
+        """Qwen-VL's computer-use prompt with its `computer_use` tool, coordinates in `size`."""
+        return computer_use_prompt(size)

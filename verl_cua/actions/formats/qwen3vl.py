@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from verl_cua.actions.formats.base import FormatResult, ParseContext, register_format
-from verl_cua.actions.formats.computer_use import detect_tool_call, parse_tool_calls, render_tool_calls
-from verl_cua.actions.geometry import CoordinateSpace
+from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, register_format
+from verl_cua.actions.formats.computer_use import (
+    computer_use_prompt,
+    detect_tool_call,
+    parse_tool_calls,
+    render_tool_calls,
+)
+from verl_cua.actions.geometry import QWEN3VL_RESIZE, CoordinateSpace
 from verl_cua.actions.types import GUIAction
 
 NORMALISED_RANGE = 1000
 
 
 @register_format("qwen3vl")
-class Qwen3VLFormat:
+class Qwen3VLFormat(BaseFormat):
     """`<tool_call>{"name": "computer_use", "arguments": {"action": ..., "coordinate": [x, y]}}</tool_call>`."""
 
     name = "qwen3vl"
+    resize = QWEN3VL_RESIZE
 
     def detect(self, text: str) -> bool:
         """Same tool-call shape as qwen25vl."""
@@ -31,3 +37,7 @@ class Qwen3VLFormat:
     def render(self, actions: list[GUIAction], space: CoordinateSpace, thought: str | None) -> str:
         """Thought prose, then one `computer_use` tool call per action."""
         return render_tool_calls(self.name, actions, space, thought)
+
+    def system_prompt(self, size: tuple[int, int]) -> tuple[str, list[dict]]:
+        """Qwen-VL's computer-use prompt with its `computer_use` tool, coordinates in `size`."""
+        return computer_use_prompt(size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from verl_cua.actions.formats.base import FormatResult, ParseContext, cannot, register_format
+from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
 from verl_cua.actions.geometry import UITARS_RESIZE, CoordinateSpace, smart_resize_size
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction
@@ -65,10 +65,11 @@ _THOUGHT_HEAD = re.compile(r"^\s*(?:Thought|Reflection|Action_Summary)\s*:\s*")
 
 
 @register_format("uitars")
-class UITarsFormat:
+class UITarsFormat(BaseFormat):
     """UI-TARS-1.5 action strings; `<|box_start|>`, `<point>x y</point>`, `point=`/`start_point=` all accepted."""
 
     name = "uitars"
+    resize = UITARS_RESIZE
 
     def detect(self, text: str) -> bool:
         """An `Action:` line followed by a call."""
@@ -78,7 +79,7 @@ class UITarsFormat:
     def coordinate_space(self, screen: tuple[int, int], image: tuple[int, int] | None) -> CoordinateSpace:
         """The resized image's pixels; by default smart_resize with UI-TARS's limits. image=(1000, 1000) reads
         UI-TARS-1.0's relative coordinates."""
-        width, height = image if image is not None else smart_resize_size(screen, **UITARS_RESIZE)
+        width, height = image if image is not None else smart_resize_size(screen, **self.resize)
         return CoordinateSpace(width, height, screen[0], screen[1])
 
     def parse(self, text: str, ctx: ParseContext) -> FormatResult:
@@ -106,6 +107,35 @@ class UITarsFormat:
         """`Thought: ...` then `Action:` with one call per action, calls separated by a blank line."""
         calls = "\n\n".join(_render_call(self.name, a, space) for a in actions)
         return (f"Thought: {thought}\n" if thought else "") + f"Action: {calls}"
+
+    def system_prompt(self, size: tuple[int, int]) -> tuple[str, None]:
+        """UI-TARS-1.5's own prompt: the output format and action space, coordinates in the `size` image."""
+        system = (
+            "You are a GUI agent. You are given a task and your action history, with screenshots. "
+            "You need to perform the next action to complete the task.\n\n"
+            "## Output Format\n```\nThought: ...\nAction: ...\n```\n\n"
+            "## Action Space\n"
+            "click(start_box='<|box_start|>(x1,y1)<|box_end|>')\n"
+            "left_double(start_box='<|box_start|>(x1,y1)<|box_end|>')\n"
+            "right_single(start_box='<|box_start|>(x1,y1)<|box_end|>')\n"
+            "drag(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>')\n"
+            "hotkey(key='')\n"
+            "type(content='') #If you want to submit your input, use \"\\n\" at the end of `content`.\n"
+            "scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', direction='down or up or right or left')\n"
+            "wait() #Sleep for 5s and take a screenshot to check for any changes.\n"
+            "finished(content='xxx') # Use escape characters \\', \\\", and \\n in content part to ensure we can "
+            "parse the content in normal python string format.\n\n"
+            "## Note\n- Use English in `Thought` part.\n"
+            "- Write a small plan and finally summarize your next action (with its target element) in one sentence "
+            "in `Thought` part.\n"
+            f"- Coordinates are pixels of the {size[0]}x{size[1]} screenshot you see; a scroll moves {SCROLL_CLICKS} "
+            "wheel clicks."
+        )
+        return system, None
+
+    def user_text(self, instruction: str, context: str | None) -> str:
+        """UI-TARS's `## User Instruction` heading (no per-turn context)."""
+        return f"## User Instruction\n{instruction}"
 
 
 def parse_call(segment: str, pos: int = 0) -> tuple[str, dict[str, str], int]:

@@ -25,6 +25,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -220,17 +221,6 @@ class OSWorldEnv:
         if self._own_cache:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
 
-    @staticmethod
-    def start_timeout_for(pool_size: int, provider: str = "local", **kwargs: Any) -> float | None:
-        """Seconds a pool of `pool_size` should give one start of this env (None: the pool's default)."""
-        if provider != "docker":
-            return None
-        try:
-            from verl_cua.envs.osworld import docker_fleet
-        except ImportError:
-            return None  # no OSWorld client: the start itself fails with the install hint
-        return docker_fleet.start_timeout(pool_size, docker_fleet.pop_options(dict(kwargs)))
-
     # -- health and processes (EnvPool) ---------------------------------------------------------------------------
     def healthy(self) -> bool:
         """Whether the desktop answers (local: server and Xvfb up; VM: a screenshot comes back)."""
@@ -400,3 +390,15 @@ class OSWorldEnv:
         if image.mode != "RGB":
             image = image.convert("RGB")
         return Observation(image, obs.get("instruction") or "", extra)
+
+
+def start_timeout(pool_size: int, kwargs: Mapping[str, Any]) -> float | None:
+    """Seconds a pool of `pool_size` should give one start of an OSWorld env built with `kwargs` (its record's
+    `start_timeout`): docker's lock wait and boot for the fleet; None (the pool's default) for other providers."""
+    if kwargs.get("provider", "local") != "docker":
+        return None
+    try:
+        from verl_cua.envs.osworld import docker_fleet
+    except ImportError:
+        return None  # no OSWorld client: the start itself fails with the install hint
+    return docker_fleet.start_timeout(pool_size, docker_fleet.pop_options(dict(kwargs)))

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import env_spec
+from verl_cua.envs import ENV_REGISTRY, env_spec
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 
-ENVS = ("miniwob", "osworld")
 HOSTS = ("verl", "verl-agent")
 
 
@@ -60,7 +59,7 @@ def write_parquet(rows: list[dict[str, Any]], out: str | Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", required=True, choices=ENVS)
+    ap.add_argument("--env", required=True, choices=ENV_REGISTRY.valid())
     ap.add_argument("--tasks", required=True, help="MiniWoB names (comma-separated) or OSWorld JSON files/folders")
     ap.add_argument("--seeds", default="0", help="MiniWoB seeds: 0-9 or 1,2,3 (or name@seed in --tasks)")
     ap.add_argument("--out", required=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from verl_cua.envs import ENV_REGISTRY
 from verl_cua.integrations.verl_agent.estimators import ESTIMATORS
 from verl_cua.integrations.verl_agent.make_envs import make_gui_envs
-from verl_cua.integrations.verl_agent.settings import ENV_NAMES, env_name
+from verl_cua.integrations.verl_agent.settings import env_name
 
 MARK = "__verl_cua__"
 NOT_FOUND = (
@@ -42,7 +43,7 @@ def builtin_estimators(ray_trainer: Any) -> list[str]:
 
 def _install_envs(environments: Any, env_manager: Any) -> str:
     if hasattr(env_manager, "register_env"):  # patches/verl-agent/0001-env-registry.patch
-        for name in ENV_NAMES:
+        for name in ENV_REGISTRY.valid():
             env_manager.register_env(name)(make_gui_envs)
         return "registry"
     original = env_manager.make_envs

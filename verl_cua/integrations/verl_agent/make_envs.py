@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_cua.envs import EnvPool, env_start_timeout, make_env
+from verl_cua.envs import ENV_REGISTRY, EnvPool, env_start_timeout, make_env
 from verl_cua.envs.task_sets import resolve_tasks
 from verl_cua.integrations.verl_agent.env_manager import Fleet, GUIEnvironmentManager
-from verl_cua.integrations.verl_agent.settings import ENV_NAMES, env_name, read_settings
+from verl_cua.integrations.verl_agent.settings import env_name, read_settings
 
 
 def make_gui_envs(config: Any) -> tuple[GUIEnvironmentManager, GUIEnvironmentManager]:
@@ -16,7 +16,8 @@ def make_gui_envs(config: Any) -> tuple[GUIEnvironmentManager, GUIEnvironmentMan
     env = config.env
     name = env_name(env.env_name)
     if name is None:
-        raise ValueError(f"env.env_name={env.env_name!r} is not a verl-cua env; ours: {', '.join(ENV_NAMES)}")
+        ours = ", ".join(ENV_REGISTRY.valid())
+        raise ValueError(f"env.env_name={env.env_name!r} is not a verl-cua env; ours: {ours}")
     if not isinstance(env.rollout.n, int):
         raise ValueError("config.env.rollout.n should be an integer")
     settings = read_settings(name, env.get(name))

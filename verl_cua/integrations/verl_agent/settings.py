@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-ENV_NAMES = ("osworld", "miniwob")
-TRAIN_FORMATS = ("qwen25vl", "qwen3vl", "uitars", "pyautogui", "api_gui")  # what an open model is trained on here
+from verl_cua.actions.formats import get_format, trainable_formats
+from verl_cua.actions.geometry import QWEN25VL_RESIZE
+from verl_cua.envs import ENV_REGISTRY
+
 BACKENDS = ("thread", "ray")
 # What a sampled task becomes when the dataset gives none (seeds for MiniWoB, as verl-agent's own envs draw).
 TRAIN_SEEDS = (0, 2**16 - 1)
 VAL_SEEDS = (2**16, 2**31 - 1)
-DEFAULT_TASKS = {"miniwob": "click-test,click-button,click-link", "osworld": None}
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class EnvSettings:
     tasks: str | None = None  # task names / JSON files / folders / OSWorld meta files (as `verl-cua eval --tasks`)
     val_tasks: str | None = None  # default: `tasks`
     kwargs: dict[str, Any] = field(default_factory=dict)  # verl_cua.envs.make_env(name, **kwargs)
-    format: str = "qwen25vl"  # how model text is parsed: qwen25vl | qwen3vl | uitars | pyautogui
+    format: str = "qwen25vl"  # how model text is parsed: a trainable format (qwen25vl, qwen3vl, uitars, pyautogui, ...)
     max_pixels: int = 1003520  # screenshots are resized to at most this many pixels (1280 Qwen2.5-VL tokens)
     success_threshold: float = 1.0  # evaluator score >= this sets info['won']
     history_chars: int = 400  # each earlier model output in the text history is cut to this many characters
@@ -35,14 +36,15 @@ class EnvSettings:
 
     @property
     def factor(self) -> int:
-        """Pixels per merged vision token side of the model the format belongs to (Qwen3-VL 32, else 28)."""
-        return 32 if self.format == "qwen3vl" else 28
+        """Pixels per merged vision token side of the model the format belongs to (its spec's `resize`: Qwen3-VL
+        32); a format of no one model family (pyautogui, api_gui) trains Qwen2.5-VL's grid (28)."""
+        return int((get_format(self.format).resize or QWEN25VL_RESIZE)["factor"])
 
 
 def env_name(config_env_name: str) -> str | None:
     """Which of our envs `env.env_name` names (`osworld`, `miniwob/click-test`, ...), or None."""
     head = str(config_env_name).lower().split("/", 1)[0]
-    return head if head in ENV_NAMES else None
+    return head if head in ENV_REGISTRY.valid() else None
 
 
 def read_settings(name: str, section: Mapping[str, Any] | None) -> EnvSettings:
@@ -54,13 +56,14 @@ def read_settings(name: str, section: Mapping[str, Any] | None) -> EnvSettings:
     if unknown:
         raise ValueError(f"unknown key(s) env.{name}.{', '.join(unknown)}; valid keys: {', '.join(valid)}")
     settings = EnvSettings(**raw)
-    if settings.format not in TRAIN_FORMATS:
-        raise ValueError(f"unknown env.{name}.format {settings.format!r}; valid formats: {', '.join(TRAIN_FORMATS)}")
+    if settings.format not in trainable_formats():
+        valid = ", ".join(trainable_formats())
+        raise ValueError(f"unknown env.{name}.format {settings.format!r}; valid formats: {valid}")
     if settings.pool_backend not in BACKENDS:
         raise ValueError(
             f"unknown env.{name}.pool_backend {settings.pool_backend!r}; valid backends: {', '.join(BACKENDS)}"
         )
-    tasks = settings.tasks if settings.tasks is not None else DEFAULT_TASKS[name]
+    tasks = settings.tasks if settings.tasks is not None else ENV_REGISTRY.lookup(name).default_tasks
     if not tasks:
         raise ValueError(f"env.{name}.tasks is required: task JSON files, folders or OSWorld meta files")
     if not isinstance(settings.kwargs, Mapping):

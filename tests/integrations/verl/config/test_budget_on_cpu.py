@@ -98,14 +98,9 @@ def _plain(cfg):
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def test_an_env_registered_without_its_screen_is_one_line_naming_the_setting(monkeypatch):
+def test_an_env_registered_without_its_screen_is_one_line_naming_the_setting(scratch_env):
     """A user's env added with `register_env` (no EnvSpec) used to crash the check with KeyError."""
-    from verl_cua.envs import base
-
-    monkeypatch.setitem(base.ENV_REGISTRY, "my_desktop", None)  # removed again after the test
-    monkeypatch.setitem(base.ENV_SPECS, "my_desktop", None)
-    base.ENV_REGISTRY.pop("my_desktop"), base.ENV_SPECS.pop("my_desktop")
-    base.register_env("my_desktop", lambda **kwargs: None)
+    scratch_env("my_desktop")  # no EnvSpec: removed again after the test
     with pytest.raises(CuaConfigError) as err:
         prepare_config(_config("cua.env.name=my_desktop"))
     assert "cua.env.kwargs.screen=[WIDTH,HEIGHT]" in str(err.value) and "\n" not in str(err.value)

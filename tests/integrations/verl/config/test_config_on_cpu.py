@@ -89,7 +89,10 @@ def test_the_trainer_prints_the_warnings_before_ray_starts(capsys):
     [
         ({"env": {"name": "windows"}}, "cua.env.name='windows' is not valid; valid: miniwob, osworld"),
         ({"env": {"rows": "turn"}}, "cua.env.rows='turn' is not valid; valid: episode, step"),
-        ({"action": {"format": "claude"}}, "cua.action.format='claude' is not valid; valid: qwen3vl, qwen25vl"),
+        (
+            {"action": {"format": "claude"}},
+            "cua.action.format='claude' is not valid; valid: api_gui, pyautogui, qwen25vl, qwen3vl, uitars",
+        ),
         ({"env": {"max_step": 3}}, "unknown key cua.env.max_step; valid: name, kwargs, pool_size, idle_envs"),
         ({"nonsense": {}}, "unknown key cua.nonsense; valid: env, action"),
         ({"env": {"pool_size": 0}}, "cua.env.pool_size must be a positive integer, got 0"),

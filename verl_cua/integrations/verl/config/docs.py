@@ -71,9 +71,9 @@ def valid_text(kind: Any, meta: Any) -> str:
     """What a field accepts, in words: `a | b`, "a positive integer", "a number in [0, 1]", "true | false"."""
     base, optional = base_type(kind)
     if "valid" in meta:
-        text = meta["valid"]
+        text = meta["valid"]() if callable(meta["valid"]) else meta["valid"]
     elif meta.get("choices") is not None:
-        text = " | ".join(meta["choices"])
+        text = " | ".join(meta["choices"]() if callable(meta["choices"]) else meta["choices"])
     elif base is bool:
         text = "true | false"
     elif base in (int, float):

@@ -13,10 +13,8 @@ from typing import Any, TypeVar
 from verl_cua.algos.entropulse import SCHEDULES
 from verl_cua.algos.gigpo import NORMS
 
-ENV_NAMES = ("miniwob", "osworld")  # built in; `verl_cua.envs.register_env` adds more
 ROW_LAYOUTS = ("episode", "step")
 IMAGE_STORAGES = ("png", "pixel_values")
-TRAINABLE_FORMATS = ("qwen3vl", "qwen25vl", "uitars", "pyautogui", "api_gui")
 SDPO_TEACHERS = ("current", "ema", "frozen")
 SDPO_LOSSES = ("logit", "token")
 SDPO_NORMALIZE = ("reprompted", "all")
@@ -32,17 +30,34 @@ class CuaConfigError(ValueError):
 
 
 def env_names() -> tuple[str, ...]:
-    """The env names `cua.env.name` accepts: the built-in ones and any registered with `register_env`."""
+    """The env names `cua.env.name` accepts: every env registered with `verl_cua.envs.register_env`."""
     from verl_cua.envs import ENV_REGISTRY
 
-    return tuple(dict.fromkeys([*ENV_NAMES, *sorted(ENV_REGISTRY)]))
+    return tuple(ENV_REGISTRY.valid())
+
+
+def env_names_text() -> str:
+    """`cua.env.name`'s valid values in words, for the reference and `verl-cua config`."""
+    return " | ".join(env_names()) + " | an env added with verl_cua.envs.register_env"
+
+
+def trainable_formats() -> tuple[str, ...]:
+    """The formats `cua.action.format` accepts: every registered format whose spec says `trainable`."""
+    from verl_cua.actions.formats import trainable_formats as registered
+
+    return registered()
+
+
+def trainable_formats_text() -> str:
+    """`cua.action.format`'s valid values in words."""
+    return " | ".join(trainable_formats()) + " | a trainable format added with verl_cua.actions.register_format"
 
 
 def setting(default: Any, help: str, **valid: Any) -> Any:
     """A dataclass field with its default and its metadata: `help`, and `choices`, `low`, `high` (`low_open`,
-    `high_open`: the bound excluded) where they apply (`choices` may be a function; `valid` then says in words what
-    it accepts). A class as default: a fresh instance
-    of it for every config (nested sections)."""
+    `high_open`: the bound excluded) where they apply (`choices` may be a function; `valid`, a text or a function
+    returning one, then says in words what it accepts). A class as default: a fresh instance of it for every config
+    (nested sections)."""
     metadata = {"help": help, **valid}
     if isinstance(default, type):
         return field(default_factory=default, metadata=metadata)

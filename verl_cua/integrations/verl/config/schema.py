@@ -18,11 +18,13 @@ from verl_cua.integrations.verl.config.fields import (
     SDPO_LOSSES,
     SDPO_NORMALIZE,
     SDPO_TEACHERS,
-    TRAINABLE_FORMATS,
     CuaConfigError,
     Section,
     env_names,
+    env_names_text,
     setting,
+    trainable_formats,
+    trainable_formats_text,
 )
 
 __all__ = ["CuaConfig", "CuaConfigError", "EnvConfig", "TraceConfig"]
@@ -36,7 +38,7 @@ class EnvConfig(Section):
         "miniwob",
         "the environment episodes run in",
         choices=env_names,
-        valid="miniwob | osworld | an env added with verl_cua.envs.register_env",
+        valid=env_names_text,
     )
     kwargs: dict[str, Any] = setting(
         {},
@@ -88,7 +90,8 @@ class ActionConfig(Section):
     format: str = setting(
         "pyautogui",
         "the model's action format: how its output is parsed and its prompt written",
-        choices=TRAINABLE_FORMATS,
+        choices=trainable_formats,
+        valid=trainable_formats_text,
     )
     invalid_penalty: float = setting(0.1, "subtracted from the episode's reward for each invalid action", low=0.0)
     max_tokens_per_step: int = setting(
