@@ -1,7 +1,7 @@
 """Suite-wide settings: hypothesis derandomised under CI=true; GPU tests (`test_*_on_gpu.py`) skipped with a visible
 reason where no CUDA device is present; the `e2e` and `desktop` markers put on every test that uses a fixture which
-starts verl or a desktop (`MARKER_FIXTURES`); the `chromium`, `local_desktop`, `scratch_env` and `core_venv`
-fixtures."""
+starts verl or a desktop (`MARKER_FIXTURES`); the `chromium`, `local_desktop`, `scratch_env`, `plugin_site`,
+`example_plugin` and `core_venv` fixtures."""
 
 import os
 import shutil
@@ -120,6 +120,43 @@ def scratch_env():
     yield register
     for name in names:
         ENV_REGISTRY.pop(name, None)
+
+
+EXAMPLE_PLUGIN = ROOT / "examples" / "plugin"  # a plug-in package: a format and an env, through verl_cua.plugins
+EXAMPLE_NAMES = {"formats": ("pyautogui_one",), "envs": ("miniwob-clicks",)}
+
+
+@pytest.fixture
+def plugin_site(tmp_path) -> str:
+    """A PYTHONPATH on which the example plug-in is installed as pip would leave it: its package, and a dist-info
+    with its `verl_cua.plugins` entry point (so a fresh interpreter, or a Ray worker, loads it). Its first entry is
+    the folder of dist-infos."""
+    site = tmp_path / "plugin_site"
+    info = site / "cua_example_plugin-0.1.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cua-example-plugin\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[verl_cua.plugins]\nexample = cua_example_plugin\n")
+    return os.pathsep.join([str(site), str(EXAMPLE_PLUGIN), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+
+@pytest.fixture
+def example_plugin(plugin_site, monkeypatch):
+    """The example plug-in: registered in this process (as its import does; removed after the test), and its
+    PYTHONPATH (`plugin_site`), set for the test's subprocesses (Ray workers included) and returned."""
+    from verl_cua.actions import FORMAT_REGISTRY
+    from verl_cua.envs import ENV_REGISTRY
+
+    path = plugin_site
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.syspath_prepend(str(EXAMPLE_PLUGIN))
+    import cua_example_plugin  # noqa: F401  (registers)
+
+    yield path
+    for registry, names in ((FORMAT_REGISTRY, EXAMPLE_NAMES["formats"]), (ENV_REGISTRY, EXAMPLE_NAMES["envs"])):
+        for name in names:
+            registry.pop(name, None)
+    for module in [m for m in sys.modules if m.split(".")[0] == "cua_example_plugin"]:
+        del sys.modules[module]  # the next test's import registers again
 
 
 @pytest.fixture(scope="session")

@@ -58,6 +58,8 @@ __all__ = [
     "EnvLease",
     "EnvPool",
     "EnvUsageError",
+    "MINIWOB_SPEC",
+    "OSWORLD_SPEC",
     "GUIEnv",
     "InfraFailure",
     "Observation",

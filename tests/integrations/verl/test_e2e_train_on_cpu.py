@@ -1,7 +1,9 @@
 """Real verl 0.9.1 training steps on the CPU through `python -m verl_cua.main`: hf rollout -> gui_agent on real
-envs -> reward -> FSDP2 update -> weight sync, with tiny random Qwen2.5-VL and Qwen3-VL (MiniWoB++, GRPO). Training
-on the local OSWorld desktop is test_chaos_on_cpu's (with desktops killed mid-episode). Each run takes minutes; they
-are the point of the CPU suite."""
+envs -> reward -> FSDP2 update -> weight sync, with tiny random Qwen2.5-VL and Qwen3-VL (MiniWoB++, GRPO). The GRPO
+run trains on a format and an env that a plug-in package registered (examples/plugin, through the `verl_cua.plugins`
+entry point: the driver's config check and the Ray workers' agent loops must both know them). Training on the local
+OSWorld desktop is test_chaos_on_cpu's (with desktops killed mid-episode). Each run takes minutes; they are the point
+of the CPU suite."""
 
 from pathlib import Path
 
@@ -84,8 +86,10 @@ def _check_logged_images(tensorboard_dir: Path, steps: int, per_step: int) -> No
         assert all(e.height > 256 for e in events.Images(tag))  # 256-px frames under a header: a filmstrip
 
 
-def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, chromium, monkeypatch):
-    # RL from the ladder's SFT checkpoint (test_sft_ladder_on_cpu: the oracle's runs -> sft-data -> verl SFT). On
+def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, chromium, monkeypatch, example_plugin):
+    # The plug-in's `miniwob-clicks` env (MiniWoB++'s click tasks) and `pyautogui_one` format (pyautogui, one action a
+    # turn), added by their registrations alone. RL from the ladder's SFT checkpoint (test_sft_ladder_on_cpu: the
+    # oracle's runs -> sft-data -> verl SFT). On
     # click-test seeds 84 and 116 (99 px buttons) its sampled first turns hit 0.54 and 0.67 of the time (24 each,
     # valid 0.96; measured), so a group of 8 comes out uniform with odds of about 0.54^8 + 0.46^8 = 0.01, all four
     # groups about 1e-8
@@ -93,11 +97,14 @@ def test_two_grpo_steps_on_miniwob_from_the_sft_checkpoint(sft_model, tmp_path, 
     path = str(sft)
     monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "tb"))
     train = tmp_path / "train.parquet"
-    assert dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84,116", "--out", str(train)]) == 0
+    args = ["--env", "miniwob-clicks", "--tasks", "click-test", "--seeds", "84,116", "--out", str(train)]
+    assert dataset.main(args) == 0
     run = _train(
         tmp_path,
         path,
         train,
+        "cua.env.name=miniwob-clicks",
+        "cua.action.format=pyautogui_one",
         "data.train_batch_size=2",
         f"actor_rollout_ref.rollout.n={N}",
         "actor_rollout_ref.actor.ppo_mini_batch_size=2",

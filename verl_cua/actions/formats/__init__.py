@@ -1,6 +1,7 @@
 """Registry of model output formats: `@register_format(name)` above each parser class, `get_format(name)`."""
 
 from verl_cua.actions.formats.base import (  # noqa: F401  (the package's API)
+    FORMAT_MEMBERS,
     FORMAT_REGISTRY,
     BaseFormat,
     FormatResult,

@@ -22,7 +22,7 @@ from verl_cua.actions import ParsedAction
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import PromptSpec, build_prompt, observation_text, turn_context
 from verl_cua.actions.types import one_line
-from verl_cua.envs import EnvLease, EnvPool, EnvUsageError, Observation
+from verl_cua.envs import EnvLease, EnvPool, EnvUsageError, Observation, env_spec
 from verl_cua.envs.task_sets import TaskRef
 from verl_cua.integrations.verl_agent.anchor import StepAnchor, screen_anchor, without_vision_markup
 from verl_cua.integrations.verl_agent.projection import gui_projection
@@ -110,7 +110,8 @@ class GUIEnvironmentManager:
         self.max_steps, self.history_length, self.is_train = int(max_steps), int(history_length), is_train
         self.projection_f = gui_projection
         self.rng = np.random.RandomState(seed)
-        self.fixed_tasks = name != "miniwob" or any("@" in t for t in settings.tasks.split(","))
+        # an env of seeded tasks draws fresh seeds per reset, unless the tasks name their own (`name@seed`)
+        self.fixed_tasks = not env_spec(name).seeded_tasks or any("@" in t for t in settings.tasks.split(","))
         self._states: list[_EnvState] = []
 
     # -- verl-agent's interface ---------------------------------------------------------------------------------
