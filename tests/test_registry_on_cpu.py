@@ -110,3 +110,12 @@ def test_the_three_registries_answer_in_their_own_words():
 
     assert type(FORMAT_REGISTRY["uitars"]).__name__ == "UITarsFormat"
     assert {"miniwob", "osworld"} <= set(ENV_REGISTRY) and sorted(API_REGISTRY) == ["anthropic", "openai"]
+
+
+def test_the_built_in_names_stay_what_verl_cua_registers(scratch_env):
+    from verl_cua.actions import FORMAT_REGISTRY
+    from verl_cua.envs import ENV_REGISTRY
+
+    scratch_env("kiosk")  # a later registration (a plug-in's, a test's) is valid, not built in
+    assert "kiosk" in ENV_REGISTRY.valid() and ENV_REGISTRY.built_in() == ["miniwob", "osworld"]
+    assert FORMAT_REGISTRY.built_in() == ["api_gui", "claude", "pyautogui", "qwen25vl", "qwen3vl", "uitars"]

@@ -81,6 +81,7 @@ class Registry(MutableMapping[str, T], Generic[T]):
         self.plural = plural  # "formats": "valid formats: ..."
         self.extra_valid = extra_valid  # names accepted beside the registered ones (`auto` for formats)
         self._values: dict[str, T] = {}
+        self._built_in: frozenset[str] = frozenset()
 
     def add(self, name: str, value: T) -> T:
         """Register `value` as `name`; a different value under a taken name raises ValueError (one line)."""
@@ -89,6 +90,14 @@ class Registry(MutableMapping[str, T], Generic[T]):
             raise ValueError(f"{self.kind} {name!r} is already registered: {where}")
         self._values[name] = value
         return value
+
+    def mark_built_in(self) -> None:
+        """Call once verl-cua's own registrations are in: what is registered now is built in (the docs list it)."""
+        self._built_in = frozenset(self._values)
+
+    def built_in(self) -> list[str]:
+        """The names verl-cua itself registers, sorted (whatever plug-ins or tests add later)."""
+        return sorted(name for name in self._built_in if name in self._values)
 
     def registered(self, name: str) -> T | None:
         """What is registered as `name` so far, without loading plug-ins (for code that registers)."""

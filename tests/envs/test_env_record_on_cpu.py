@@ -48,7 +48,7 @@ def test_a_record_s_resolver_and_start_timeout_are_the_env_s_own(scratch_env):
 
 def test_an_unknown_env_is_one_line_naming_the_registered_ones(scratch_env):
     scratch_env("kiosk")
-    with pytest.raises(EnvUsageError, match="^unknown env 'desk'; valid envs: kiosk, miniwob, osworld$"):
+    with pytest.raises(EnvUsageError, match="^unknown env 'desk'; valid envs: kiosk, miniwob, osworld"):
         resolve_tasks("desk", "a")
 
 

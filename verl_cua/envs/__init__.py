@@ -50,6 +50,7 @@ OSWORLD_SPEC = EnvSpec(  # docker: a VM; local: Xvfb and apps
 )
 register_env("miniwob", "verl_cua.envs.miniwob:MiniWoBEnv", MINIWOB_SPEC)
 register_env("osworld", "verl_cua.envs.osworld.env:OSWorldEnv", OSWORLD_SPEC)
+ENV_REGISTRY.mark_built_in()
 
 __all__ = [
     "ENV_REGISTRY",

@@ -20,3 +20,4 @@ def _load_builtin_formats() -> None:
 
 
 _load_builtin_formats()
+FORMAT_REGISTRY.mark_built_in()

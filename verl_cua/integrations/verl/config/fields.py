@@ -37,8 +37,11 @@ def env_names() -> tuple[str, ...]:
 
 
 def env_names_text() -> str:
-    """`cua.env.name`'s valid values in words, for the reference and `verl-cua config`."""
-    return " | ".join(env_names()) + " | an env added with verl_cua.envs.register_env"
+    """`cua.env.name`'s valid values in words, for the reference and `verl-cua config`: the built-in envs and any
+    registered (the reference is the same whatever plug-ins are installed)."""
+    from verl_cua.envs import ENV_REGISTRY
+
+    return " | ".join(ENV_REGISTRY.built_in()) + " | an env added with verl_cua.envs.register_env"
 
 
 def trainable_formats() -> tuple[str, ...]:
@@ -49,8 +52,11 @@ def trainable_formats() -> tuple[str, ...]:
 
 
 def trainable_formats_text() -> str:
-    """`cua.action.format`'s valid values in words."""
-    return " | ".join(trainable_formats()) + " | a trainable format added with verl_cua.actions.register_format"
+    """`cua.action.format`'s valid values in words: the built-in trainable formats and any registered."""
+    from verl_cua.actions.formats import FORMAT_REGISTRY
+
+    built_in = [name for name in trainable_formats() if name in FORMAT_REGISTRY.built_in()]
+    return " | ".join(built_in) + " | a trainable format added with verl_cua.actions.register_format"
 
 
 def setting(default: Any, help: str, **valid: Any) -> Any:
