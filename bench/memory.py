@@ -22,8 +22,8 @@ output); PNG rows are built at full scale. The processor is the tiny Qwen3-VL's 
 Measured (`python -m bench.memory`, 2-core CPU with 24 GiB, 12 real screenshots of the local desktop, 1312x736
 after the resize; the driver fetching the step's row fields): before, 65.1 MB a row, 125.0 GB in TransferQueue and a
 328 GB driver peak (2 episodes built, 5.96 GB measured, scaled x64); after, 0.46 MB a row, 0.89 GB in TransferQueue
-and a 1.71 GB driver peak, built and measured at full scale (1920 rows, 1920 teacher rows; 3 min 50 s in all). The last line reads `recipe-scale step: X GB in TransferQueue, Y GB
-driver peak` (after; target <= 10 GB each).
+and a 1.71 GB driver peak, built and measured at full scale (1920 rows, 1920 teacher rows; 3 min 50 s in all).
+The last line reads `recipe-scale step: X GB in TransferQueue, Y GB driver peak` (after; target <= 10 GB each).
 
 `--smoke` (CI's check that the bench runs, seconds): one episode of 2 rows of drawn 640x360 screenshots, both stages
 in this process (its peak RSS is then not the driver's alone: the figures are the bench's shape, not a measurement).
