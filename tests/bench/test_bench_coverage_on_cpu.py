@@ -57,6 +57,14 @@ def test_every_bench_has_a_smoke_test_that_names_it(name):
     assert _names(name, test.read_text()), f"{test.name} does not run bench.{name}"
 
 
+def test_every_bench_is_in_the_quickstarts_table_of_benches():
+    """docs/quickstart.md lists each bench with what it measures, its extras and its rough time."""
+    text = (ROOT / "docs" / "quickstart.md").read_text().split("## The benches and their extras", 1)[1]
+    rows = [line for line in text.split("\n## ", 1)[0].splitlines() if line.startswith("| `bench.")]
+    listed = {name for row in rows for name in re.findall(r"`bench\.(\w+)`", row.split("|")[1])}
+    assert sorted(set(BENCHES) - listed) == [] and sorted(listed - set(BENCHES)) == []
+
+
 @pytest.mark.parametrize("name", HELPERS)
 def test_every_helper_is_used_by_a_bench(name):
     users = [b for b in BENCHES if _names(name, (BENCH / f"{b}.py").read_text())]
