@@ -15,6 +15,9 @@ Each check runs on its own and prints one JSON line (ok, figures, or the error),
 - `ema_offload`: the EMA teacher's reads (`verl_cua.algos.ema`) right after an offload the way verl makes it
   (`module.to("cpu", non_blocking=True)` behind queued device work, `PARAM_OFFLOAD=true`): the copy, the average and
   the swap see the offloaded values exactly; how often a read without the wait saw stale host memory is reported.
+
+`--smoke` runs every check's code at a tiny size (a 4,096-token vocabulary, small screenshots and layers, a 16 MiB
+shard, the suite's cached tiny models): CI's check, with `--device cpu`, that the bench still runs; not its figures.
 """
 
 from __future__ import annotations
@@ -29,15 +32,31 @@ from pathlib import Path
 
 from bench.requires import require
 
+# each check's sizes for `--smoke` (CI, on the CPU); without it, each check's defaults (the figures in docs/gpu.md)
+SMOKE = {
+    "sdpo_logit": {"shape": (2, 16, 4096)},
+    "tiny": {"image": (320, 180), "cached": True},
+    "lora_compact": {"image": (320, 192), "cached": True},
+    "ema_checkpoint": {"shard_floats": 2**22, "cached": True},
+    "ema_offload": {"layers": 2, "width": 256, "busy_matmuls": 5},
+}
 
-def sdpo_logit(device: str) -> dict:
-    """Top-100 SDPO loss on [4, 512, 151936] bf16 logits: device vs float64 CPU, and its gradient."""
+
+def _tiny_model(family: str, cached: bool) -> str:
+    """A tiny random `family` model: built afresh in a temporary folder, or the suite's cached one."""
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    return str(build_tiny_model(family) if cached else build_tiny_model(family, f"{tempfile.mkdtemp()}/{family}"))
+
+
+def sdpo_logit(device: str, shape: tuple[int, int, int] = (4, 512, 151936)) -> dict:
+    """Top-100 SDPO loss on [4, 512, 151936] (`shape`) bf16 logits: device vs float64 CPU, and its gradient."""
     import torch
 
     from verl_cua.algos.sdpo import sdpo_logit_loss, topk_log_probs
 
     g = torch.Generator().manual_seed(0)
-    student = (torch.randn(4, 512, 151936, generator=g) * 3).to(torch.bfloat16)
+    student = (torch.randn(*shape, generator=g) * 3).to(torch.bfloat16)
     teacher = (student.float() + torch.randn(student.shape, generator=g)).to(torch.bfloat16)
     ref_s, ids = topk_log_probs(student.double(), k=100)
     ref_t, _ = topk_log_probs(teacher.double(), ids=ids)
@@ -67,17 +86,15 @@ def sdpo_logit(device: str) -> dict:
     return out
 
 
-def tiny(family: str, device: str) -> dict:
+def tiny(family: str, device: str, image: tuple[int, int] = (1280, 720), cached: bool = False) -> dict:
     """A tiny random model of `family`: bf16 forward on `device` vs float32 on the CPU, then a backward."""
     import torch
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from verl_cua.testing.tiny_models import build_tiny_model
-
-    path = build_tiny_model(family, f"{tempfile.mkdtemp()}/{family}")
+    path = _tiny_model(family, cached)
     processor = AutoProcessor.from_pretrained(path)
-    image = Image.new("RGB", (1280, 720), (40, 90, 200))
+    image = Image.new("RGB", image, (40, 90, 200))
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Click the button."}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
     inputs = processor(text=[text], images=[image], return_tensors="pt")
@@ -101,7 +118,7 @@ def tiny(family: str, device: str) -> dict:
     }  # fmt: skip
 
 
-def lora_compact(family: str, device: str) -> dict:
+def lora_compact(family: str, device: str, image: tuple[int, int] = (1312, 736), cached: bool = False) -> dict:
     """Compact screenshots and LoRA on `device`: PNG-stored screenshots expand to the processor's patches bit for bit
     and give the same bf16 logits; LoRA with the vision tower excluded adds no tower adapter, leaves the logits
     unchanged at init (B = 0) and trains only adapter weights."""
@@ -111,11 +128,10 @@ def lora_compact(family: str, device: str) -> dict:
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from verl_cua.integrations.verl.screenshots.compact import compact, expand, image_grid
-    from verl_cua.testing.tiny_models import build_tiny_model
 
-    path = build_tiny_model(family, f"{tempfile.mkdtemp()}/{family}")
+    path = _tiny_model(family, cached)
     processor = AutoProcessor.from_pretrained(path)
-    image = Image.new("RGB", (1312, 736), (230, 230, 230))
+    image = Image.new("RGB", image, (230, 230, 230))
     ImageDraw.Draw(image).rectangle((100, 100, 400, 160), fill=(20, 90, 200))
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Click the button."}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
@@ -170,16 +186,16 @@ def lora_compact(family: str, device: str) -> dict:
     return out
 
 
-def ema_checkpoint(device: str) -> dict:
-    """The EMA teacher through a checkpoint: same digest, same swapped-in logits; the shard write rate."""
+def ema_checkpoint(device: str, shard_floats: int = 2**29, cached: bool = False) -> dict:
+    """The EMA teacher through a checkpoint: same digest, same swapped-in logits; the write rate of a 2 GiB
+    (`shard_floats` fp32) shard."""
     import torch
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from verl_cua.integrations.verl.resume.checkpoint_io import content_digest, load_tensor_file, save_tensor_file
-    from verl_cua.testing.tiny_models import build_tiny_model
 
-    path = build_tiny_model("qwen3vl", f"{tempfile.mkdtemp()}/qwen3vl")
+    path = _tiny_model("qwen3vl", cached)
     processor = AutoProcessor.from_pretrained(path)
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Click the button."}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True)
@@ -204,7 +220,7 @@ def ema_checkpoint(device: str) -> dict:
             return model(**moved).logits.float().cpu()
 
     same_logits = bool(torch.equal(teacher_logits(ema), teacher_logits(loaded)))
-    big = torch.randn(2**29)  # 2 GiB of fp32
+    big = torch.randn(shard_floats)
     t0 = time.perf_counter()
     size = save_tensor_file(big, Path(folder) / "big.pt")
     seconds = time.perf_counter() - t0
@@ -272,25 +288,29 @@ def ema_offload(device: str, layers: int = 8, width: int = 4096, busy_matmuls: i
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run every check; one JSON line each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="every check at a tiny size (CI, with --device cpu)")
+    args = parser.parse_args(argv)
     require("bench.gpu_smoke", ("torch", "peft"))
+    sizes = SMOKE if args.smoke else dict.fromkeys(SMOKE, {})
     import torch
     import transformers
 
     env = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
     if args.device == "cuda":
         env["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "NO CUDA"
-    print(json.dumps({"check": "env", **env}), flush=True)
-    checks = {"sdpo_logit": lambda: sdpo_logit(args.device)}
+    print(json.dumps({"check": "env", "smoke": args.smoke, **env}), flush=True)
+    checks = {"sdpo_logit": lambda: sdpo_logit(args.device, **sizes["sdpo_logit"])}
     for family in ("qwen25vl", "qwen3vl"):
-        checks[f"tiny_{family}"] = lambda family=family: tiny(family, args.device)
-        checks[f"lora_compact_{family}"] = lambda family=family: lora_compact(family, args.device)
-    checks["ema_checkpoint"] = lambda: ema_checkpoint(args.device)
-    checks["ema_offload"] = lambda: ema_offload(args.device)
+        checks[f"tiny_{family}"] = lambda family=family: tiny(family, args.device, **sizes["tiny"])
+        checks[f"lora_compact_{family}"] = lambda family=family: lora_compact(
+            family, args.device, **sizes["lora_compact"]
+        )
+    checks["ema_checkpoint"] = lambda: ema_checkpoint(args.device, **sizes["ema_checkpoint"])
+    checks["ema_offload"] = lambda: ema_offload(args.device, **sizes["ema_offload"])
     for name, check in checks.items():
         try:
             result = check()

@@ -8,26 +8,32 @@ way of storing screenshots (`cua.env.image_storage`: verl's fp32 `pixel_values`,
   ._compute_multi_modal_inputs` on the real processor, token tensors, [4, L] M-RoPE positions) and serialised field
   by field as TransferQueue stores it; the figure is the sum of the stored bytes.
 * Driver: a fresh process runs the SDPO teacher pass's data work: it loads the fields the pass fetches (before:
-  every field of every row; after: `extra_fields`/`uid`/`session_id` of every row and whole rows for the
-  reprompted ones) and builds the teacher rows with the real `TeacherContextBuilder` (feedback text, a demo and the
-  final screenshot); the figure is that process's peak RSS (ru_maxrss). Every failed row is reprompted
-  (`--reprompt 1.0`, the first steps of a hard task set: the worst case).
+  every field of every row; after: the step's row fields of every row, `rows/step_fields.FIELDS`, fetched once a
+  step for every hook, and whole rows for the reprompted ones) and builds the teacher rows with the real
+  `TeacherContextBuilder` (feedback text, a demo and the final screenshot); the figure is that process's peak RSS
+  (ru_maxrss). Every failed row is reprompted (`--reprompt 1.0`, the first steps of a hard task set: the worst
+  case).
 
 Screenshots are real ones of the local OSWorld desktop (LibreOffice Calc and Writer, Chrome: our task set's
 solutions, step by step), or drawn ones (`--screens synthetic`) where the desktop cannot start. fp32 patches do not
 fit this machine at full scale: `--sample` episodes are built and the figures scaled to `--episodes` (said so in the
 output); PNG rows are built at full scale. The processor is the tiny Qwen3-VL's with Qwen3-VL's own limits.
 
-Measured (`python -m bench.memory`, 2-core CPU, 12 real screenshots of the local desktop, 1312x736 after the
-resize): before, 65.1 MB a row, 125.0 GB in TransferQueue and a 353 GB driver peak (2 episodes built, 6.5 GB
-measured, scaled x64); after, 0.42 MB a row, 0.81 GB in TransferQueue and a 1.76 GB driver peak, built and measured
-at full scale (1920 rows, 1920 teacher rows). The last line reads `recipe-scale step: X GB in TransferQueue, Y GB
-driver peak` (after; target <= 10 GB each).
+Measured (`python -m bench.memory`, 2-core CPU with 24 GiB, 12 real screenshots of the local desktop, 1312x736
+after the resize; the driver fetching the step's row fields): before, 65.1 MB a row, 125.0 GB in TransferQueue and a
+328 GB driver peak (2 episodes built, 5.96 GB measured, scaled x64); after, 0.46 MB a row, 0.89 GB in TransferQueue
+and a 1.71 GB driver peak, built and measured at full scale (1920 rows, 1920 teacher rows; 3 min 50 s in all).
+The last line reads `recipe-scale step: X GB in TransferQueue, Y GB driver peak` (after; target <= 10 GB each).
+
+`--smoke` (CI's check that the bench runs, seconds): one episode of 2 rows of drawn 640x360 screenshots, both stages
+in this process (its peak RSS is then not the driver's alone: the figures are the bench's shape, not a measurement).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import pickle
 import resource
@@ -47,6 +53,7 @@ PROMPT_TEXT_TOKENS = 1400  # system prompt, instruction, earlier actions (bench:
 RESPONSE_TOKENS = 120  # one step's answer (a thought and an action)
 QWEN3VL_SIZE = {"longest_edge": 16777216, "shortest_edge": 65536}
 GB = 1e9
+SMOKE = {"episodes": 1, "sample": 1, "screens": "synthetic", "steps": 2, "screen": "640x360"}
 
 
 def _processor():
@@ -59,14 +66,14 @@ def _processor():
     return processor
 
 
-def _screens(kind: str) -> list:
-    """Distinct 1920x1080 screenshots, resized as the agent loop resizes them."""
+def _screens(kind: str, screen: tuple[int, int] = SCREEN) -> list:
+    """Distinct `screen`-sized (1920x1080) screenshots, resized as the agent loop resizes them."""
     from verl_cua.actions.geometry import smart_resize_size
 
     shots = _desktop_screens() if kind == "desktop" else []
     if not shots:
-        shots = _synthetic_screens()
-    size = smart_resize_size(SCREEN, 32, 32 * 32, MAX_PIXELS)
+        shots = _synthetic_screens(size=screen)
+    size = smart_resize_size(screen, 32, 32 * 32, MAX_PIXELS)
     return [s.convert("RGB").resize(size) for s in shots]
 
 
@@ -92,33 +99,35 @@ def _desktop_screens() -> list:
     return shots
 
 
-def _synthetic_screens(n: int = 12) -> list:
+def _synthetic_screens(n: int = 12, size: tuple[int, int] = SCREEN) -> list:
     """Drawn desktops: a menu bar, a spreadsheet grid of numbers, a text document, a photo-like wallpaper strip."""
     import random
 
     from PIL import Image, ImageDraw
 
     rng = random.Random(0)
+    width, height = size
+    strip = height * 5 // 6  # where the wallpaper strip starts (900 of 1080)
     shots = []
     for i in range(n):
-        image = Image.new("RGB", SCREEN, (236, 236, 236))
+        image = Image.new("RGB", size, (236, 236, 236))
         draw = ImageDraw.Draw(image)
-        draw.rectangle((0, 0, SCREEN[0], 28), fill=(50, 50, 60))
-        for x in range(0, SCREEN[0], 64):
-            draw.line((x, 80, x, 900), fill=(200, 200, 200))
-        for y in range(80, 900, 22):
-            draw.line((0, y, SCREEN[0], y), fill=(200, 200, 200))
-            for x in range(0, SCREEN[0], 64):
+        draw.rectangle((0, 0, width, 28), fill=(50, 50, 60))
+        for x in range(0, width, 64):
+            draw.line((x, 80, x, strip), fill=(200, 200, 200))
+        for y in range(80, strip, 22):
+            draw.line((0, y, width, y), fill=(200, 200, 200))
+            for x in range(0, width, 64):
                 if rng.random() < 0.4 + 0.04 * i:
                     draw.text((x + 4, y + 4), str(rng.randint(0, 99999)), fill=(0, 0, 0))
-        for y in range(900, SCREEN[1], 3):
-            for x in range(0, SCREEN[0], 3):
+        for y in range(strip, height, 3):
+            for x in range(0, width, 3):
                 draw.point((x, y), fill=(rng.randint(0, 255), rng.randint(60, 200), rng.randint(90, 255)))
         shots.append(image)
     return shots
 
 
-def _rows(processor, screens: list, episodes: int, storage: str):
+def _rows(processor, screens: list, episodes: int, storage: str, steps: int = STEPS):
     """Yield (field name -> serialised bytes) per row, as TransferQueue would hold them."""
     import torch
     from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
@@ -136,8 +145,8 @@ def _rows(processor, screens: list, episodes: int, storage: str):
     per_image = (screens[0].size[0] // 32) * (screens[0].size[1] // 32)
     final_png, made = None, {}
     for episode in range(episodes):
-        shots = [screens[(episode + t) % len(screens)] for t in range(STEPS + 1)]
-        for step in range(STEPS):
+        shots = [screens[(episode + t) % len(screens)] for t in range(steps + 1)]
+        for step in range(steps):
             recent = shots[max(0, step + 1 - HISTORY) : step + 1]
             prompt = [im_start] + [7] * PROMPT_TEXT_TOKENS
             for _ in recent:
@@ -161,7 +170,7 @@ def _rows(processor, screens: list, episodes: int, storage: str):
             extra = {
                 "cua_task": f"task{episode // 8}", "cua_success": False, "cua_score": 0.0,
                 "cua_actions": ["pyautogui.click(100, 200)"] * (step + 1), "cua_feedback": "",
-                "cua_final_screenshot": final_png, "cua_rows": STEPS, "cua_anchors": ["0" * 16] * STEPS,
+                "cua_final_screenshot": final_png, "cua_rows": steps, "cua_anchors": ["0" * 16] * steps,
             }  # fmt: skip
             yield {
                 "prompts": torch.tensor(prompt),
@@ -181,10 +190,10 @@ def _rows(processor, screens: list, episodes: int, storage: str):
 def _store(args) -> None:
     """Stage 1 (its own process): build the rows, write them serialised field by field; print the stored bytes."""
     processor = _processor()
-    screens = _screens(args.screens)
+    screens = _screens(args.screens, _size(args.screen))
     total, rows = 0, 0
     with open(args.out, "wb") as f:
-        for row in _rows(processor, screens, args.episodes, args.storage):
+        for row in _rows(processor, screens, args.episodes, args.storage, args.steps):
             fields = {k: pickle.dumps(v, protocol=5) for k, v in row.items()}
             total += sum(len(b) for b in fields.values())
             pickle.dump(fields, f, protocol=5)
@@ -194,8 +203,8 @@ def _store(args) -> None:
 
 def _driver(args) -> None:
     """Stage 2 (its own process): the teacher pass's fetch and teacher rows; print the peak RSS."""
+    from verl_cua.integrations.verl.rows.step_fields import FIELDS as STEP_FIELDS
     from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder, feedback_block
-    from verl_cua.integrations.verl.sdpo.teacher_pass import PLAN_FIELDS
 
     processor = _processor()
     builder = TeacherContextBuilder(processor.tokenizer, processor)
@@ -207,7 +216,7 @@ def _driver(args) -> None:
                 fields = pickle.load(f)
             except EOFError:
                 break
-            wanted = fields if args.storage == "pixel_values" else {k: fields[k] for k in PLAN_FIELDS}
+            wanted = fields if args.storage == "pixel_values" else {k: fields[k] for k in STEP_FIELDS}
             row = {k: pickle.loads(v) for k, v in wanted.items()}  # what kv_batch_get brings to the driver
             if len(teacher) < args.reprompt * args.rows:
                 if args.storage != "pixel_values":
@@ -219,16 +228,29 @@ def _driver(args) -> None:
                 built = builder.build(row["prompts"], row["responses"], row["multi_modal_inputs"], block)
                 teacher.append({**row, **built})
                 if args.storage != "pixel_values":
-                    row = {k: row[k] for k in PLAN_FIELDS}  # the whole row lives on in its teacher row only
+                    row = {k: row[k] for k in STEP_FIELDS}  # the whole row lives on in its teacher row only
             fetched.append(row)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"driver_peak_bytes": peak, "baseline_bytes": base, "teacher_rows": len(teacher)}))
 
 
-def _stage(stage: str, storage: str, episodes: int, out: Path, screens: str, reprompt: float, rows: int) -> dict:
-    cmd = [sys.executable, "-m", "bench.memory", "--stage", stage, "--storage", storage, "--episodes", str(episodes),
-           "--out", str(out), "--screens", screens, "--reprompt", str(reprompt), "--rows", str(rows)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def _size(text: str) -> tuple[int, int]:
+    """`WxH` as (width, height)."""
+    width, _, height = text.partition("x")
+    return int(width), int(height)
+
+
+def _stage(stage: str, storage: str, episodes: int, out: Path, args: argparse.Namespace, rows: int) -> dict:
+    """One stage in a fresh process (its peak RSS is the stage's own), or in this one for `--smoke`; its JSON line."""
+    argv = ["--stage", stage, "--storage", storage, "--episodes", str(episodes), "--out", str(out),
+            "--screens", args.screens, "--reprompt", str(args.reprompt), "--rows", str(rows),
+            "--steps", str(args.steps), "--screen", args.screen]  # fmt: skip
+    if args.smoke:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            main(argv)
+        return json.loads(printed.getvalue().strip().splitlines()[-1])
+    proc = subprocess.run([sys.executable, "-m", "bench.memory", *argv], capture_output=True, text=True, check=False)
     if proc.returncode:
         raise SystemExit(f"bench.memory {stage} {storage} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -245,7 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--storage", choices=("pixel_values", "png"), default="png")
     ap.add_argument("--out", default=None)
     ap.add_argument("--rows", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=STEPS, help="step rows an episode")
+    ap.add_argument("--screen", default="x".join(map(str, SCREEN)), help="the desktop's size, WxH")
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run, in this process: {SMOKE}")
     args = ap.parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
     require("bench.memory", ("torch", "verl"))
     if args.stage == "store":
         _store(args)
@@ -258,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         for storage, episodes in (("pixel_values", min(args.sample, args.episodes)), ("png", args.episodes)):
             out = Path(tmp) / f"{storage}.rows"
             start = time.perf_counter()
-            stored = _stage("store", storage, episodes, out, args.screens, args.reprompt, 0)
-            driver = _stage("driver", storage, episodes, out, args.screens, args.reprompt, stored["rows"])
+            stored = _stage("store", storage, episodes, out, args, 0)
+            driver = _stage("driver", storage, episodes, out, args, stored["rows"])
             scale = args.episodes / episodes
             driver_data = driver["driver_peak_bytes"] - driver["baseline_bytes"]
             result = {

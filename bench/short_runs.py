@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 
-def train_variant(bench: str, workdir: Path, model: str, data: Path, name: str, overrides, steps: int) -> list[dict]:
-    """`steps` training steps of `overrides` on `data` (2 prompts x 4 episodes of 2 turns): the per-step metric rows."""
-    log = workdir / f"{name}.jsonl"
-    cmd = [
+def train_command(workdir: Path, model: str, data: Path, name: str, overrides, steps: int) -> list[str]:
+    """The `python -m verl_cua.main preset=cpu` command of `steps` training steps of `overrides` on `data` (2 prompts x
+    4 episodes of 2 turns), writing under `workdir`."""
+    return [
         sys.executable,
         "-m",
         "verl_cua.main",
@@ -33,6 +33,12 @@ def train_variant(bench: str, workdir: Path, model: str, data: Path, name: str, 
         f"trainer.default_local_dir={workdir / name}",
         f"hydra.run.dir={workdir / 'hydra' / name}",
     ]
+
+
+def train_variant(bench: str, workdir: Path, model: str, data: Path, name: str, overrides, steps: int) -> list[dict]:
+    """`train_command`'s run, for `bench`: the per-step metric rows."""
+    log = workdir / f"{name}.jsonl"
+    cmd = train_command(workdir, model, data, name, overrides, steps)
     env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(log)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=3000)
     if proc.returncode != 0:

@@ -24,7 +24,7 @@ LAYERS = (
             "verl_cua.main",
             "verl_cua.setup_commands",
             "verl_cua.sft.__main__",
-            "verl_cua.integrations.verl_agent.main",
+            "verl_cua.verl_agent_main",
             "verl_cua.testing",
         ),
     ),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GiGPO on OSWorld inside verl-agent (its trainer, rollout loop and GiGPO), Qwen2.5-VL-7B-Instruct, 1 node x 8 GPUs.
 # verl-agent's CLI and keys (as its examples/gigpo_trainer/run_sokoban.sh), plus `+env.osworld.*` for our desktops;
-# `python -m verl_cua.integrations.verl_agent.main` is verl-agent's main_ppo with verl-cua installed in its TaskRunner.
+# `python -m verl_cua.verl_agent_main` is verl-agent's main_ppo with verl-cua installed in its TaskRunner.
 # ADV_ESTIMATOR=cua_gigpo swaps in verl-cua's GiGPO (one value per episode and per step, copies deduplicated).
 # Needs: a verl-agent checkout (VERL_AGENT_DIR, `pip install -e .` there, at the commit in patches/verl-agent/UPSTREAM;
 # the patches are optional), `bash envs/osworld/install.sh`, Docker, /dev/kvm. Composes in CI; not yet run on GPUs.
@@ -63,7 +63,7 @@ source recipes/osworld_preflight.sh
 "${PYTHON}" -m verl_cua.integrations.verl.dataset --host verl-agent --env osworld --tasks "${VAL_TASKS}" --out "${DATA_DIR}/test.parquet"
 
 cd "${VERL_AGENT_DIR}"
-"${PYTHON}" -m verl_cua.integrations.verl_agent.main \
+"${PYTHON}" -m verl_cua.verl_agent_main \
     algorithm.adv_estimator="${ADV_ESTIMATOR}" \
     data.train_files="${DATA_DIR}/train.parquet" \
     data.val_files="${DATA_DIR}/test.parquet" \

@@ -1,5 +1,7 @@
-"""bench.recombination: the position-by-position product of a policy's outputs, and which clicks no target holds."""
+"""bench.recombination: the position-by-position product of a policy's outputs, which clicks no target holds, and the
+bench itself at its smallest (a tiny model, the two layouts)."""
 
+import json
 import random
 
 import pytest
@@ -35,3 +37,19 @@ def test_hits_and_foreign_clicks_on_two_boxes():
     assert hit_rate(texts, boxes[0], SCREEN, 1) == 0.5  # (81, 100) and (20, 55)
     assert hit_rate(texts, boxes[1], SCREEN, 1) == 0.25  # (20, 55) is left of and above the second box
     assert foreign_rate(texts, boxes, SCREEN, 1) == 0.5  # (81, 170) is under both; an invalid output hits nothing
+
+
+def test_the_bench_samples_a_policy_on_real_layouts(chromium, tmp_path):
+    """`python -m bench.recombination` at its smallest: a tiny model's samples on the learning test's two layouts,
+    scored and recombined position by position; per-layout figures, their means and the ratio hold together."""
+    from bench.recombination import main
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    out = tmp_path / "recombination.json"
+    assert main(["--model", str(build_tiny_model("qwen25vl")), "--samples", "4", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert len(r["layouts"]) == 2 and r["samples"] == 4
+    for key in ("actual", "foreign", "positional"):
+        assert r[key] == pytest.approx(sum(p[key] for p in r["layouts"]) / 2) and 0.0 <= r[key] <= 1.0
+    assert all(sum(n for _, n in p["top"]) == 4 for p in r["layouts"])  # every sample counted once
+    assert r["ratio"] == (pytest.approx(r["positional"] / r["actual"]) if r["actual"] else None)

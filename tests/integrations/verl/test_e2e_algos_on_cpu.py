@@ -4,10 +4,13 @@ an Entropulse `fixed` schedule) and `gigpo` (with CoSo's bonus, `cua.coso.enable
 Qwen3-VL; `sdpo_grpo` with replay, the EMA teacher and Entropulse runs in test_chaos_on_cpu (through browser kills,
 a killed trainer and a resume). The Qwen2.5-VL runs start from the ladder's SFT checkpoint (the `sft_model` fixture:
 the oracle's runs -> sft-data -> verl SFT), whose clicks are mostly valid and a fair share hit: the success buffer
-fills, and failures remain."""
+fills, and failures remain. bench.sdpo and bench.coso read their figures from these runs' metrics too (their own
+training runs are minutes each: a renamed metric would read as 0 there)."""
 
 import pytest
 
+from bench import coso as coso_bench
+from bench import sdpo as sdpo_bench
 from verl_cua.integrations.verl import dataset
 from verl_cua.testing.cpu_train import train_on_cpu as _train
 from verl_cua.testing.tiny_models import build_tiny_model
@@ -72,6 +75,11 @@ def test_sdpo_teacher_pass_and_an_entropulse_sft_phase(setup, tmp_path):
     # (the NLL comes from the bf16 log-probs verl's compute_log_prob returns, hence the tolerance)
     assert second["entropulse/sft_loss_first"] == pytest.approx(second["entropulse/sft_nll_before"], rel=1e-2)
     assert second["entropulse/sft_loss_first"] != pytest.approx(second["actor/pg_loss"], rel=1e-2)
+    # bench.sdpo's report on this run (as its own anchor): every metric it reads is logged, the teacher pass costs
+    assert all(set(sdpo_bench.READS) <= set(m) for m in run["steps"])
+    report = sdpo_bench.report(dict.fromkeys(sdpo_bench.VARIANTS, run["steps"]), "qwen25vl", len(run["steps"]))
+    logit = report["sdpo_logit"]
+    assert logit["teacher_pass_s"] > 0 and logit["ratio_same_batch"] > 1 and logit["topk_fields_mb"] > 0
 
 
 def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows(tmp_path, chromium):
@@ -120,3 +128,7 @@ def test_gigpo_step_groups_with_the_coso_bonus(setup, tmp_path):
         assert 0 < m["coso/causal_fraction"] <= 1 and 0 < m["coso/weight_mean"] <= 1
         assert m["coso/causal_fraction_rows"] > 0 and m["coso/weight_s"] > 0
         assert m["coso/weighted_entropy"] > 0 and m["coso/bonus"] > 0
+        assert set(coso_bench.READS) <= set(m)  # bench.coso's report reads these of a CoSo run
+    report = coso_bench.report(dict.fromkeys(coso_bench.VARIANTS, run["steps"]), "qwen25vl", len(run["steps"]), 3008)
+    assert report["coso"]["weight_s"] > 0 and 0 < report["coso"]["causal_fraction"] <= 1
+    assert report["coso"]["ratio_same_batch"] > 1  # as its own anchor: the weights' seconds are all it adds

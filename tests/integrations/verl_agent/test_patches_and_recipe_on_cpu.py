@@ -1,8 +1,9 @@
 """patches/verl-agent/ and recipes/verl_agent/: each patch documents itself and its pinned commit and touches only
 its hook's files; apply.sh refuses a directory that is not verl-agent; the recipe follows verl's recipe style,
-runs with stub `python3`/`docker` and hands `verl_cua.integrations.verl_agent.main` overrides whose `env.osworld`
+runs with stub `python3`/`docker` and hands `verl_cua.verl_agent_main` overrides whose `env.osworld`
 section and estimator pass the checks main makes before Ray starts (the real-checkout run is in test_install)."""
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -71,7 +72,9 @@ def run_recipe(tmp_path, *extra, **env):
     proc = subprocess.run(["bash", str(RECIPE), *extra], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    main = next(c for c in calls if c[1:3] == ["-m", "verl_cua.integrations.verl_agent.main"])
+    modules = [c[2] for c in calls if c[1:2] == ["-m"]]
+    assert [m for m in modules if importlib.util.find_spec(m) is None] == []  # every `python -m` target exists
+    main = next(c for c in calls if c[1:3] == ["-m", "verl_cua.verl_agent_main"])
     datasets = [c for c in calls if "verl_cua.integrations.verl.dataset" in c]
     return main[3:], datasets
 
@@ -96,7 +99,7 @@ def overrides_to_section(overrides):
 def test_recipe_style_and_overrides(tmp_path):
     text = RECIPE.read_text()
     assert "set -xeuo pipefail" in text and text.rstrip().endswith('"$@"')
-    body = text.split("-m verl_cua.integrations.verl_agent.main \\\n", 1)[1].splitlines()
+    body = text.split("-m verl_cua.verl_agent_main \\\n", 1)[1].splitlines()
     assert all(line.startswith("    ") and line.endswith(" \\") for line in body[:-1])  # one override per line
     assert re.search(r"^TRAIN_DATA_SIZE=\$\{TRAIN_DATA_SIZE:-\d+\}", text, re.M)
     overrides, datasets = run_recipe(tmp_path, "trainer.total_epochs=3")

@@ -1,5 +1,5 @@
 """verl's V1 agent-loop worker and manager with compact screenshots: rows go to TransferQueue with their images as
-PNG bytes (`cua.env.image_storage=png`, the default) instead of fp32 `pixel_values` (see `compact_images`)."""
+PNG bytes (`cua.env.image_storage=png`, the default) instead of fp32 `pixel_values` (see `screenshots.compact`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every `cua.*` key written out from the dataclasses of `cua_schema`: config/cua/default.yaml (Hydra's defaults),
+"""Every `cua.*` key written out from the dataclasses of `config.schema`: config/cua/default.yaml (Hydra's defaults),
 docs/config.md, and the plain-text listing of `python -m verl_cua.main --help` and `verl-cua config`.
 
 `python -m verl_cua.integrations.verl.config.docs --write` rewrites both files; `--check` exits 1 when either is
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = stale_files()
     if stale:
         names = ", ".join(str(p) for p in stale)
-        print(f"config_docs: stale: {names}; regenerate with: {COMMAND}", file=sys.stderr)
+        print(f"config.docs: stale: {names}; regenerate with: {COMMAND}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,4 +1,4 @@
-"""The machinery of the typed `cua.*` config (the dataclasses are in `cua_schema`): `setting` declares a field with
+"""The machinery of the typed `cua.*` config (the dataclasses are in `config.schema`): `setting` declares a field with
 its default, help and valid values or bounds; `Section` is a frozen dataclass that also reads as a mapping (verl's
 `BaseConfig` feel, without importing verl) and checks a mapping against its fields. No torch, no verl."""
 

@@ -1,4 +1,4 @@
-"""verl's FSDP policy engine on CUDA, expanding compact screenshots (`compact_images`) into `pixel_values` one
+"""verl's FSDP policy engine on CUDA, expanding compact screenshots (`screenshots.compact`) into `pixel_values` one
 micro-batch at a time, just before the forward: the actor update, old/ref log-probs and SDPO's passes alike.
 Imported once `verl.workers.engine.fsdp.transformer_impl` is (plugin.py)."""
 

@@ -1,6 +1,6 @@
 """`cua.trace.log_episodes`: a traced training step's episodes sent to the user's logger as images.
 
-Each picked episode becomes one filmstrip image (`trace_filmstrip.render_episode`) sent through verl's `Tracking`:
+Each picked episode becomes one filmstrip image (`trace.filmstrip.render_episode`) sent through verl's `Tracking`:
 wandb gets `cua/episodes` (a list of `wandb.Image`s, captioned with task, status and score), tensorboard one image
 per episode (`cua/episodes/<i>`) and its actions as markdown (`cua/episodes/<i>/actions`). Backends that cannot show
 images (console, file, mlflow, ...) are skipped. Nothing here may stop training: a failure is one warning.

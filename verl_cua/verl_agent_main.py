@@ -1,9 +1,10 @@
-"""`python -m verl_cua.integrations.verl_agent.main <overrides>`: verl-agent's `main_ppo` with verl-cua installed.
+"""`python -m verl_cua.verl_agent_main <overrides>`: verl-agent's `main_ppo` with verl-cua installed.
 
 The same Hydra config and overrides as `python3 -m verl.trainer.main_ppo` (run from the verl-agent checkout).
 Before Ray starts it checks the estimator, our env section and the machine (the preflight: GPUs, model, stack);
 then it swaps in a TaskRunner actor that calls `install()` first, since make_envs, the trainer and
 compute_advantage all run in that actor, not here. Ray's waits for resources are bounded as in our trainer.
+An entry point, beside `verl_cua.main` (verl's) and above every layer: it may import the doctor's preflight.
 """
 
 from __future__ import annotations
