@@ -54,12 +54,18 @@ class StepHook:
 
 def step_hook(name: str) -> StepHook:
     """The `HOOK` of `integrations/verl/<name>/`; a one-line error when that folder exports none."""
+    package = f"{__package__}.{name}"
     try:
-        hook = getattr(importlib.import_module(f"{__package__}.{name}"), "HOOK", None)
-    except ModuleNotFoundError:
+        hook = getattr(importlib.import_module(package), "HOOK", None)
+    except ModuleNotFoundError as exc:
+        if exc.name != package:  # the folder exists and lacks something it imports: that is its own error
+            raise
         hook = None
     if not isinstance(hook, StepHook):
-        raise ValueError(f"verl_cua.integrations.verl.{name} exports no StepHook as HOOK; step hooks live there")
+        from verl_cua.algos.estimators import step_advantages
+
+        valid = ", ".join(sorted({*step_advantages(), *ADD_ONS}))
+        raise ValueError(f"{package} exports no StepHook as HOOK: no step hook {name!r}; valid: {valid}")
     return hook
 
 
