@@ -15,7 +15,6 @@ from functools import partial
 
 import numpy as np
 import torch
-import transfer_queue as tq
 from omegaconf import OmegaConf, open_dict
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1 import trainer_base
@@ -299,9 +298,13 @@ class CuaTrainer(PPOTrainerSync):
         self.step_fields.fetches = 0
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
-        extra = self.step_fields.of(batch).extra  # the fields the advantage step read: no second fetch
-        # the step's GUI metrics and the run's totals, inside the step so that verl's checkpoint of it holds them
+        fields = self.step_fields.of(batch)  # the fields the advantage step read: no second fetch
+        extra = fields.extra
+        # the step's GUI and mask metrics and the run's totals, inside the step so that verl's checkpoint of it holds
+        # them; `_compute_metrics` reports them after the view is cleared below
         self._step_gui = gui_metrics(extra)
+        if fields.responses is not None and fields.response_mask is not None:
+            self._step_gui.update(mask_metrics(fields.responses, fields.response_mask, self._image_pad_id()))
         self.cua_totals["infra_failures"] += int(self._step_gui.get("cua/infra_failures", 0))
         self.cua_totals["episodes"] += int(self._step_gui.get("cua/episodes", 0))
         self._buffer_successes(batch, extra, metrics)
@@ -423,10 +426,7 @@ class CuaTrainer(PPOTrainerSync):
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        fields = ["responses", "response_mask"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        cua = dict(self._step_gui)  # computed in `step` from the same batch's extra fields
-        cua.update(mask_metrics(data["responses"], data["response_mask"], self._image_pad_id()))
+        cua = dict(self._step_gui)  # computed in `step` from the same batch's fields (one fetch a step)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
         return result
