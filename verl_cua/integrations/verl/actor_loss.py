@@ -48,7 +48,7 @@ def cua_actor_loss(
     if mode == "ppo":
         loss, metrics = ppo_loss(config, model_output, data, dp_group)
         for hook in plan.hooks if plan is not None else ():
-            loss = hook.add_loss_term(cua[hook.section], config, model_output, data, loss, metrics)
+            loss = hook.add_loss_term(hook.settings(cua), config, model_output, data, loss, metrics)
         return loss, metrics
     if mode == "sft":
         return _sft(config, model_output, data)

@@ -106,7 +106,7 @@ class GUIAgentLoop(AgentLoopBase):
         self.format = self.action_cfg.format
         self.response_length = self.rollout_config.response_length
         plan = plan_for(OmegaConf.select(self.config, "algorithm.adv_estimator"), cua)
-        self._turn_hooks = [(hook, cua[hook.section]) for hook in plan.hooks if hook.turns]  # decided once
+        self._turn_hooks = [(hook, hook.settings(cua)) for hook in plan.hooks if hook.turns]  # decided once
         self._batch_step = None
         self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg.max_pixels)
         use_grid_prompts(self.continuous_token_builder)  # prompt tokens from grids: no patches made and dropped

@@ -28,13 +28,17 @@ class StepHook:
     """One algorithm's part of the advantage step: on verl's batch right after its estimator ran."""
 
     name: str  # the folder integrations/verl/<name>/, and the prefix of its metrics
-    section: str  # its `cua` section: set there, its settings need this hook to run
+    section: str | None  # its `cua` section (None: it has no settings); settings set there need this hook to run
     step: str  # "module:function" of `apply(data, step) -> metrics` (imported at its first call)
     teacher_pass: bool = False  # SDPO's teacher pass must run before it (the trainer runs it)
     row_fields: tuple[str, ...] = ()  # the per-row fields it writes onto the batch for the actor loss
     loss: str | None = None  # "module:function" of a term it adds to PPO's loss on the workers (`add_loss_term`)
     entropy: bool = False  # its loss term reads the update's per-token entropy (actor.calculate_entropy)
     turns: str | None = None  # "module:Class" of its `TurnHook` in the agent loop, built per episode
+
+    def settings(self, cua: Any) -> Any:
+        """This hook's section of the typed `cua` config (None for a hook without settings)."""
+        return None if self.section is None else cua[self.section]
 
     def apply(self, data: Any, step: Any) -> dict[str, float]:
         """This hook's advantage step on verl's `data` (in place) for the trainer's `AdvantageStep`; its metrics."""

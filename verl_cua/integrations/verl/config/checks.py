@@ -32,7 +32,7 @@ def validate_estimator_config(
     cua = cua if cua is not None else CuaConfig.from_mapping(config.get("cua"))
     plan, defaults = plan_for(estimator, cua), CuaConfig()
     for hook in map(step_hook, step_advantages()):
-        if plan.runs(hook.name):
+        if plan.runs(hook.name) or hook.section is None:
             continue
         changed = [k for k, v in cua[hook.section].items() if defaults[hook.section][k] != v]
         if changed:
