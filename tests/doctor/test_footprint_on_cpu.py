@@ -126,6 +126,7 @@ def test_the_host_teacher_copy_is_counted_for_every_teacher_the_trainer_keeps_on
     from verl_cua.integrations.verl.estimator_plan import plan_for
 
     plan = plan_for("sdpo", CuaConfig.from_mapping({"sdpo": {"teacher": teacher}}))
+    # the plan's rule (`weight_teacher` before it was named host_teacher: this test also runs on that code)
     assert sum(getattr(plan, name, False) for name in ("host_teacher", "weight_teacher")) == (copies > 0)
     config = {
         "algorithm": {"adv_estimator": "sdpo"},

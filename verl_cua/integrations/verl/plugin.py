@@ -3,7 +3,8 @@
 verl loads this module during `import verl` and swallows its errors at DEBUG level, so it stays import-light
 (registrations into heavy verl modules wait until those modules are imported) and the trainer checks
 `missing_registrations()` at start. Registered: platform `cpu`, engine `fsdp`/`fsdp2` on `cpu`, agent loop
-`gui_agent`, rollout `hf` (CPU), advantage estimators `sdpo`/`sdpo_grpo`/`gigpo` and policy loss `sdpo`; and a
+`gui_agent`, rollout `hf` (CPU), our advantage estimators (`sdpo`, `sdpo_grpo`, `gigpo`: the rows of
+`verl_cua.algos.estimators.ESTIMATORS`) and policy loss `sdpo`; and a
 checked `maybe_fix_3d_position_ids` in verl's workers (position_ids.py: verl 0.9.1 mis-packs same-length VL rows)
 and Qwen2-VL input embeddings for a micro-batch without any image (visual_output.py: verl 0.9.1 crashes there under
 transformers 5).
