@@ -41,12 +41,6 @@ class EstimatorPlan:
     ema_rate: float  # the EMA teacher's update rate after each actor update (0: none)
 
     @property
-    def step_advantage(self) -> str | None:
-        """The estimator's own step hook ("sdpo", "gigpo"), None for verl's estimators."""
-        ours = ESTIMATORS.get(self.estimator)
-        return ours.step_advantage if ours is not None else None
-
-    @property
     def logit_loss(self) -> bool:
         """The logit-level SDPO loss: its loss fields and the logits processor in the update."""
         return self.sdpo_loss == "logit"
