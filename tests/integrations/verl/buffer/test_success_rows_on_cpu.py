@@ -6,6 +6,7 @@ import random
 import torch
 
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, task_instance
+from verl_cua.integrations.verl import sdpo as sdpo_hook
 from verl_cua.integrations.verl.buffer import entropulse as entropulse_phase
 from verl_cua.integrations.verl.buffer import success_rows
 from verl_cua.integrations.verl.config.schema import CuaConfig, SdpoConfig
@@ -91,6 +92,7 @@ def test_sdpo_loss_fields_normalise_over_reprompted_tokens():
     sdpo = SdpoConfig(loss="logit", topk=4, normalize="reprompted")
     rows = sdpo_loss_fields(_plan("sdpo"), _teacher([True, False], topk=4), mask, [False, False], sdpo)
     assert rows[0][MASK].tolist() == [1, 0, 1] and rows[1][MASK].tolist() == [0, 0]
+    assert set(rows[0]) == set(sdpo_hook.HOOK.row_fields)  # what the step hook declares it writes
     assert rows[1]["loss_mask"].tolist() == [0, 0]  # verl counts only reprompted tokens in the mean
     assert rows[0][logit.IDS].shape == (3, 4) and rows[0][logit.TEACHER][:2].eq(-1).all()
     assert rows[1][logit.IDS].abs().sum() == 0

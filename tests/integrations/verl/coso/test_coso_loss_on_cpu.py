@@ -11,6 +11,7 @@ from verl.workers.utils.losses import ppo_loss
 
 from verl_cua.integrations.verl.actor_loss import cua_actor_loss
 from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.coso import HOOK
 from verl_cua.integrations.verl.coso import WEIGHT as COSO_WEIGHT
 from verl_cua.integrations.verl.coso.fields import coso_weight_rows
 from verl_cua.integrations.verl.estimator_plan import plan_for
@@ -87,6 +88,7 @@ def test_weight_rows_follow_the_mask_and_skip_excluded_rows():
     ]
     rows, metrics = coso_weight_rows(extra, mask, [False, True, True])
     assert rows[0][COSO_WEIGHT].tolist() == [1.0, 0.0, 0.0, 0.0, 0.5]
+    assert all(set(row) == set(HOOK.row_fields) for row in rows)  # what the step hook declares it writes
     assert rows[1][COSO_WEIGHT].tolist() == [0.0] * 5 and rows[2][COSO_WEIGHT].tolist() == [0.0] * 5
     assert metrics["coso/weight_mean_rows"] == pytest.approx(0.5)
     assert metrics["coso/causal_fraction_rows"] == pytest.approx(2 / 3)
