@@ -114,3 +114,28 @@ def test_the_kept_checkpoints_are_weighed_against_the_free_disk(flagship, monkey
 def test_lora_checkpoints_carry_no_full_adam_state():
     lora = {"actor_rollout_ref": {"model": {"lora_rank": 16}, "actor": {}}, "algorithm": {"adv_estimator": "grpo"}}
     assert checkpoint_bytes_per_param(lora) == (4, "fp32 weights")
+
+
+@pytest.mark.parametrize(("teacher", "copies"), [("ema", 2), ("frozen", 2), ("current", 0)])
+def test_the_host_teacher_copy_is_counted_for_every_teacher_the_trainer_keeps_one_for(teacher, copies):
+    """The trainer keeps a host fp32 copy of the teacher's weights, and its swap backup, for ema and for frozen (it
+    starts, swaps and checkpoints the copy for both: `plan_for(...).host_teacher`); only current runs without one.
+    The doctor once counted it for ema alone, leaving 2 x 4 B/param of host RAM and 4 B/param of checkpoint out of
+    frozen."""
+    from verl_cua.integrations.verl.config.schema import CuaConfig
+    from verl_cua.integrations.verl.estimator_plan import plan_for
+
+    plan = plan_for("sdpo", CuaConfig.from_mapping({"sdpo": {"teacher": teacher}}))
+    # the plan's rule (`weight_teacher` before it was named host_teacher: this test also runs on that code)
+    assert sum(getattr(plan, name, False) for name in ("host_teacher", "weight_teacher")) == (copies > 0)
+    config = {
+        "algorithm": {"adv_estimator": "sdpo"},
+        "cua": {"sdpo": {"teacher": teacher}},
+        "actor_rollout_ref": {"model": {}, "actor": {}},
+        "trainer": {"device": "cpu", "nnodes": 1},
+    }
+    params = footprint.Params(8_000_000_000, "the test")
+    host = sum(gb for gb, _what in footprint.host_terms(config, params))
+    assert host == pytest.approx(copies * 8 * 4)  # 8B params x 4 B fp32: the copy, then its swap backup
+    per_param, parts = checkpoint_bytes_per_param(config)
+    assert per_param == 4 + 8 + (4 if copies else 0), parts  # fp32 weights + Adam (+ the copy's fp32 shards)

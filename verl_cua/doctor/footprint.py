@@ -1,6 +1,6 @@
 """What a run holds beyond its desktops and rows: the model's parameter count (from its config.json, else its name),
-the SDPO EMA teacher's host copy, the worker and rollout processes of each GPU, and the disk its kept checkpoints
-take. Estimates from the config's sizes, not measurements."""
+the SDPO teacher's host copy (ema, frozen), the worker and rollout processes of each GPU, and the disk its kept
+checkpoints take. Estimates from the config's sizes, not measurements."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_cua.algos.estimators import SDPO_ESTIMATORS
 from verl_cua.doctor.finding import Finding
+from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.estimator_plan import plan_for
 
 FP32 = 4  # bytes: verl's FSDP actor keeps fp32 weights (model_dtype fp32), the EMA teacher is fp32
 ADAM = 8  # bytes: Adam's two fp32 moments
 BF16 = 2
 PROCESS_GB_PER_GPU = 8.0  # host memory of a GPU's Ray worker (actor/ref) and its rollout server process: ~6-10 GB
+# the teachers with a host copy (`cua.sdpo.teacher`): how the memory and the checkpoint findings name the copy
+TEACHER_COPIES = {"ema": ("EMA teacher", "EMA fp32"), "frozen": ("frozen teacher", "frozen teacher fp32")}
 NAME_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")  # "Qwen3-VL-8B-Instruct" -> 8
 
 
@@ -110,10 +113,12 @@ def _get(config: dict[str, Any], *keys: str) -> Any:
     return config
 
 
-def ema_teacher(config: dict[str, Any]) -> bool:
-    """Whether the run keeps SDPO's EMA teacher (an fp32 copy of the weights on the host)."""
-    estimator = _get(config, "algorithm", "adv_estimator")
-    return estimator in SDPO_ESTIMATORS and (_get(config, "cua", "sdpo", "teacher") or "ema") == "ema"
+def host_teacher(config: dict[str, Any]) -> str | None:
+    """The SDPO teacher whose fp32 copy of the weights the run keeps on the host and in its checkpoints ("ema" or
+    "frozen", the estimator plan's `host_teacher`), None when it keeps none."""
+    cua = CuaConfig.of(config.get("cua") or {})
+    plan = plan_for(_get(config, "algorithm", "adv_estimator"), cua)
+    return cua.sdpo.teacher if plan.host_teacher else None
 
 
 def host_terms(config: dict[str, Any], params: Params | None) -> list[tuple[float, str]]:
@@ -127,8 +132,9 @@ def host_terms(config: dict[str, Any], params: Params | None) -> list[tuple[floa
     out = []
     if params:
         share = params.count / nodes / 1e9  # each node's ranks hold their shards of the model
-        if ema_teacher(config):
-            out.append((share * FP32, f"EMA teacher ({params.describe()} x 4 B fp32)"))
+        teacher = host_teacher(config)
+        if teacher:
+            out.append((share * FP32, f"{TEACHER_COPIES[teacher][0]} ({params.describe()} x 4 B fp32)"))
             out.append((share * FP32, "its swap backup during the teacher pass"))
         fsdp = _get(config, "actor_rollout_ref", "actor", "fsdp_config") or {}
         if fsdp.get("param_offload"):
@@ -163,8 +169,9 @@ def checkpoint_bytes_per_param(config: dict[str, Any]) -> tuple[int, str]:
         parts.append((ADAM, "Adam"))
     if "hf_model" in ((actor.get("checkpoint") or {}).get("save_contents") or []):
         parts.append((BF16, "a bf16 HF copy"))
-    if ema_teacher(config):
-        parts.append((FP32, "EMA fp32"))
+    teacher = host_teacher(config)
+    if teacher:
+        parts.append((FP32, TEACHER_COPIES[teacher][1]))
     return sum(b for b, _ in parts), " + ".join(what for _, what in parts)
 
 

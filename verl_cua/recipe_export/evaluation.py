@@ -9,6 +9,7 @@ import re
 import shlex
 from typing import Any
 
+from verl_cua.algos.estimators import ESTIMATORS
 from verl_cua.envs import env_spec
 from verl_cua.resources import docs_link
 
@@ -106,7 +107,8 @@ def status_sentences(script: str) -> list[str]:
 def results_section(context: dict[str, Any]) -> list[str]:
     """What a run measures, and this recipe's results so far, in the recipe script's own words."""
     estimator = context["estimator"]
-    own = {"sdpo": "`sdpo/*`", "sdpo_grpo": "`sdpo/*`", "gigpo": "`gigpo/*`"}.get(estimator)
+    ours = ESTIMATORS.get(estimator)
+    own = f"`{ours.step_advantage}/*`" if ours is not None else None  # its step hook's metrics
     measured = (
         "A run logs verl's metrics (`critic/score/mean`: the task reward) and verl-cua's `cua/*` metrics "
         "(`cua/success_rate`, `cua/invalid_action_rate`, `cua/infra_failures`, `cua/steps_mean`)"

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from verl_cua.recipe_export.citation import ENTROPULSE, citation_section, estimator_papers
+from verl_cua.algos.estimators import ESTIMATORS
+from verl_cua.recipe_export.citation import ENTROPULSE, citation_section, estimator_papers, paper_line
 from verl_cua.recipe_export.evaluation import evaluation_section, results_section
 from verl_cua.recipe_export.standalone import standalone
 
@@ -42,13 +43,13 @@ def _cell(text: str) -> str:
 
 def _algorithm(context: dict[str, Any]) -> list[str]:
     estimator = context["estimator"]
-    papers = "; ".join(paper.line() for paper in estimator_papers(estimator))
+    papers = "; ".join(paper_line(paper) for paper in estimator_papers(estimator))
     lines = [f"* `algorithm.adv_estimator={estimator}`" + (f": {papers}" if papers else "")]
     if context["entropulse"]:
         lines.append(f"* `cua.entropulse.*` (`ENTROPULSE`, default `{context['entropulse']}`): {ENTROPULSE}")
     if context["replay"]:
         lines.append("* `cua.replay.*` (`REPLAY`): ARPO-style replay of buffered successes, arXiv 2505.16282")
-    swap = "`algorithm.adv_estimator=grpo|gigpo|sdpo|sdpo_grpo`"
+    swap = f"`algorithm.adv_estimator={'|'.join(['grpo', *sorted(ESTIMATORS)])}`"  # verl's GRPO, then ours
     return ["## Algorithm", "", *lines, "", f"Any estimator swaps with one key appended to the run: {swap}.", ""]
 
 

@@ -230,6 +230,36 @@ def test_an_aborted_request_is_sent_again_and_never_scored_as_an_invalid_action(
     assert len(server.calls) == 1 + agent_loop.ABORT_RETRIES
 
 
+@pytest.mark.parametrize(
+    "tiny_model", ["qwen25vl"], indirect=True
+)  # the alignment is verl's builder's, not the model's
+@pytest.mark.parametrize("rows", ["episode", "step"])
+def test_coso_weights_ride_with_the_response_mask_in_both_row_layouts(tiny_model, chromium, rows):
+    """`cua.coso.enable`: the loop's CoSo turn hook gives each row one weight per response token, 0 wherever the mask
+    is (screenshots, turn scaffolding), the oracle's actions causal; without it no row carries weights."""
+    texts = oracle_texts("enter-text", 3)  # click the field, type, click submit
+    out, _server, _tok = run_loop(
+        tiny_model,
+        texts,
+        "cua.env.max_steps=5",
+        "cua.coso.enable=true",
+        f"cua.env.rows={rows}",
+        task="enter-text",
+        seed=3,
+    )
+    outs = out if isinstance(out, list) else [out]
+    assert outs[0].extra_fields["cua_success"] and len(outs) == (3 if rows == "step" else 1)
+    for row in outs:
+        weights, mask = row.extra_fields["cua_coso_weights"], row.response_mask
+        assert len(weights) == len(mask) == len(row.response_ids)
+        assert all(w == 0.0 for w, m in zip(weights, mask, strict=True) if m == 0)
+        assert (0 in mask) == (rows == "episode")  # an episode row holds the screenshots between its turns
+        assert max(weights) == 1.0 and row.extra_fields["cua_coso_seconds"] > 0.0
+    plain, _server, _tok = run_loop(tiny_model, texts[:1], "cua.env.max_steps=1", f"cua.env.rows={rows}")
+    plain = plain if isinstance(plain, list) else [plain]
+    assert all("cua_coso_weights" not in row.extra_fields for row in plain)
+
+
 def test_the_processor_pixel_cap_is_read_from_a_transformers5_size_dict():
     from transformers.image_utils import SizeDict
 

@@ -6,6 +6,8 @@ import sys
 import textwrap
 from importlib.metadata import entry_points
 
+import pytest
+
 
 def test_entry_point_is_declared():
     eps = [ep for ep in entry_points(group="verl.plugins") if ep.value.startswith("verl_cua")]
@@ -93,10 +95,22 @@ def test_self_check_fails_in_one_line_when_a_registration_is_missing():
     assert out["error"] and "agent loop 'gui_agent'" in out["error"] and "\n" not in out["error"]
 
 
-def test_the_registration_table_names_the_estimators_the_algorithms_list():
-    """plugin.REGISTERED (what `verl-cua list verl` shows) and algos.estimators.ESTIMATORS (what the plan, checks and
-    doctor read) name the same estimators, in the same order."""
+def test_each_row_of_the_estimator_table_registers_its_name_from_its_folder_and_has_its_step_hook():
+    """One row of algos.estimators.ESTIMATORS is all an estimator of ours needs outside its folders: plugin.REGISTERED
+    (what `verl-cua list verl` shows) follows it, the module it names registers the name with verl, and the folder
+    of its step advantage exports the hook the plan runs."""
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
     from verl_cua.algos.estimators import ESTIMATORS
     from verl_cua.integrations.verl import plugin
+    from verl_cua.integrations.verl.hooks import step_hook
 
     assert plugin.ESTIMATORS == tuple(ESTIMATORS)
+    plugin.register_estimators()
+    for name, row in ESTIMATORS.items():
+        module = f"verl_cua.integrations.verl.{row.step_advantage}.{row.module}"
+        assert ("advantage estimator", name, module) in plugin.REGISTERED
+        assert ADV_ESTIMATOR_REGISTRY[name].__module__ == module, name
+        assert step_hook(row.step_advantage).name == row.step_advantage
+    with pytest.raises(ValueError, match="exports no StepHook"):
+        step_hook("rows")  # a folder that is no algorithm's

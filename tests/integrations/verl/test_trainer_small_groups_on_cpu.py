@@ -8,16 +8,17 @@ import torch
 from verl.protocol import DataProto
 
 from verl_cua.integrations.verl.config.schema import CuaConfig
-from verl_cua.integrations.verl.estimator_plan import plan_for
+from verl_cua.integrations.verl.estimator_plan import AdvantageStep, plan_for
 from verl_cua.integrations.verl.rows.fields import isolate_infra_uids
-from verl_cua.integrations.verl.trainer import CuaTrainer, _AdvantageStep
+from verl_cua.integrations.verl.rows.step_fields import StepFields
+from verl_cua.integrations.verl.trainer import CuaTrainer
 
 L = 6  # response tokens: two turns of 3 model tokens
 
 
 def _trainer(estimator: str) -> CuaTrainer:
     trainer = object.__new__(CuaTrainer)  # the advantage step reads only these
-    trainer.estimator, trainer.cua, trainer.logit_sdpo = estimator, CuaConfig.from_mapping({}), False
+    trainer.estimator, trainer.cua = estimator, CuaConfig.from_mapping({})
     trainer.plan = plan_for(estimator, trainer.cua)
     return trainer
 
@@ -46,20 +47,20 @@ def _step(estimator: str):
 
     adv, ret = compute_grpo_outcome_advantage(rewards, mask.float(), data.non_tensor_batch["uid"])
     data.batch["advantages"], data.batch["returns"] = adv, ret
-    step = object.__new__(_AdvantageStep)
-    step.metrics, step.extra, step.infra, step.teacher = {}, extra, infra, None
-    step.sessions, step.response_mask = list(range(len(uids))), mask
-    step.batch = type("Batch", (), {"keys": keys, "partition_id": "train"})()
-    step.outcome_estimator = "grpo"
-    return data, step
+    fields = StepFields(tuple(keys), extra, uids, list(range(len(uids))), mask)
+    batch = type("Batch", (), {"keys": keys, "partition_id": "train"})()
+    cua = CuaConfig()
+    return data, AdvantageStep(plan_for(estimator, cua), cua, batch, fields)
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "gigpo"])
 def test_a_group_left_with_one_valid_episode_contributes_nothing(estimator):
     data, step = _step(estimator)
     assert data.batch["advantages"][0].abs().max() > 0.5  # verl alone: the lone survivor trains on its raw score
-    _trainer(estimator).cua_advantages(data, step)
+    metrics = {}
+    _trainer(estimator).cua_advantages(data, step, metrics)
     adv = data.batch["advantages"]
     assert adv[:4].abs().max() == 0.0 and data.batch["returns"][:4].abs().max() == 0.0
     assert adv[4].max() > 0 > adv[5].min()  # the full group keeps its signal
-    assert step.metrics["cua/groups_too_small"] == 1 and step.metrics["cua/infra_rows_masked"] == 3
+    assert metrics["cua/groups_too_small"] == 1 and metrics["cua/infra_rows_masked"] == 3
+    assert step.excluded == [True, True, True, True, False, False]  # what every hook read

@@ -19,11 +19,12 @@ from verl_cua.actions import parse_action
 from verl_cua.actions.conversation import first_turn, image_grid_factor, observation_turn, step_prompt
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, turn_context
-from verl_cua.algos.coso import action_parser, causal_weights, token_pieces
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
 from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
+from verl_cua.integrations.verl.estimator_plan import plan_for
+from verl_cua.integrations.verl.hooks import TurnContext, TurnHook
 from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
 from verl_cua.integrations.verl.screenshots.compact import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts
@@ -67,7 +68,7 @@ class Episode:
     terminal: str | None = None  # "done" / "fail" when the model ended the episode
     last_generate_seconds: float = 0.0
     aborted_requests: int = 0
-    coso_seconds: list[float] = field(default_factory=list)  # per step: the CoSo weights' computation (cua.coso)
+    turn_hooks: list[TurnHook] = field(default_factory=list)  # the run's per-token signals (CoSo's weights)
 
     @property
     def steps(self) -> int:
@@ -102,9 +103,10 @@ class GUIAgentLoop(AgentLoopBase):
         cua = CuaConfig.from_mapping(OmegaConf.to_container(self.config.cua, resolve=True))
         self.env_cfg, self.action_cfg, self.trace_cfg = cua.env, cua.action, cua.trace
         self.anchor = cua.gigpo.anchor
-        self.coso = cua.coso if cua.coso.enable else None
         self.format = self.action_cfg.format
         self.response_length = self.rollout_config.response_length
+        plan = plan_for(OmegaConf.select(self.config, "algorithm.adv_estimator"), cua)
+        self._turn_hooks = [(hook, hook.settings(cua)) for hook in plan.hooks if hook.turns]  # decided once
         self._batch_step = None
         self._factor, self._max_pixels = _image_grid(self.processor, self.env_cfg.max_pixels)
         use_grid_prompts(self.continuous_token_builder)  # prompt tokens from grids: no patches made and dropped
@@ -115,7 +117,7 @@ class GUIAgentLoop(AgentLoopBase):
         task = _row_task(kwargs)
         self._batch_step = kwargs.get("global_steps")
         service = env_service(self.env_cfg)
-        ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task))
+        ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task), turn_hooks=self._episode_hooks())
         async with service.slot():
             lease = await service.call(service.pool.acquire, task=task)
             try:
@@ -146,7 +148,6 @@ class GUIAgentLoop(AgentLoopBase):
         images = [shot]
         prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
         runtime, mask, logprobs = list(prompt_ids), [], None
-        coso = [] if self.coso else None  # CoSo's weight of each response token, aligned with mask as it grows
         for step in range(self.env_cfg.max_steps):
             budget = self.response_length - len(mask)
             if budget <= 0:
@@ -162,9 +163,9 @@ class GUIAgentLoop(AgentLoopBase):
             merged, mask, logprobs = await self.ct_merge_assistant_token(
                 runtime, out.token_ids, mask, logprobs, assistant_logprobs=out.log_probs or None
             )
-            if coso is not None:
-                weights = self._coso_weights(ep, out.token_ids, screen, image_size)
-                coso = self._coso_align(merged, before, coso, weights)
+            for hook in ep.turn_hooks:  # each per-token signal, aligned with the mask as it grows
+                hook.on_turn(out.token_ids, screen, image_size)
+                hook.on_merge(merged, before)
             runtime = merged.token_ids
             text = self._reply_text(out.token_ids)
             prompt = None
@@ -184,8 +185,8 @@ class GUIAgentLoop(AgentLoopBase):
             if len(mask2) >= self.response_length:  # no room for the next screenshot and an answer: stop here
                 ep.truncated = True
                 break
-            if coso is not None:
-                coso = self._coso_align(merged2, mask, coso, None)
+            for hook in ep.turn_hooks:
+                hook.on_merge(merged2, mask)
             messages, runtime, mask, logprobs = [*previous, turn], merged2.token_ids, mask2, logprobs2
             images.append(shot)
         if ep.infra_failure and not ep.steps:  # the first request was aborted: nothing generated to train on
@@ -200,7 +201,7 @@ class GUIAgentLoop(AgentLoopBase):
             reward_score=self._finish_trace(ep),
             num_turns=2 * ep.steps + 1,
             metrics={"generate_sequences": ep.generate_seconds, "tool_calls": ep.env_seconds},
-            extra_fields={**self._extra_fields(ep, rows=1), **self._coso_fields(coso, sum(ep.coso_seconds))},
+            extra_fields={**self._extra_fields(ep, rows=1), **self._turn_fields(ep, None)},
         )
 
     async def _run_steps(self, ep: Episode, lease, service, sampling_params) -> list[AgentLoopOutput]:
@@ -210,7 +211,6 @@ class GUIAgentLoop(AgentLoopBase):
         screen, image_size, spec = opened
         shots = [_shot(obs, image_size)]
         rows: list[tuple[list[int], Any, list[Image.Image]]] = []
-        coso_rows: list[list[float]] = []  # per step: CoSo's weight of each generated token (cua.coso)
         for _step in range(self.env_cfg.max_steps):
             recent = shots[-self.env_cfg.history_images :]
             invalid = [e is not None for e in ep.errors]
@@ -222,8 +222,8 @@ class GUIAgentLoop(AgentLoopBase):
             if out is None:
                 break
             rows.append((prompt_ids, out, recent))
-            if self.coso is not None:
-                coso_rows.append(self._coso_weights(ep, out.token_ids, screen, image_size)[: self.response_length])
+            for hook in ep.turn_hooks:
+                hook.on_turn(out.token_ids, screen, image_size)
             text = self._reply_text(out.token_ids)
             first = len(shots) - len(recent)  # the episode's number of the first screenshot this prompt holds
             prompt = None if ep.trace is None else partial(trace_prompt, messages, recent, first, "step")
@@ -252,7 +252,7 @@ class GUIAgentLoop(AgentLoopBase):
                     extra_fields={
                         **self._extra_fields(ep, rows=len(rows)),
                         "step_index": i,
-                        **(self._coso_fields(coso_rows[i], ep.coso_seconds[i]) if coso_rows else {}),
+                        **self._turn_fields(ep, i),
                     },
                 )
             )
@@ -261,34 +261,25 @@ class GUIAgentLoop(AgentLoopBase):
     # -- pieces --------------------------------------------------------------------------------------------------
     def _reply_text(self, token_ids) -> str:
         """The reply as text for the env and later prompts, special-token strings taken out (`reply_text`)."""
+        return self._clean(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+
+    def _clean(self, text: str) -> str:
+        """Decoded text with the tokenizer's special-token strings taken out, as actions are parsed from it."""
         if getattr(self, "_specials", None) is None:
             self._specials = special_strings(self.tokenizer)
-        return plain_reply(self.tokenizer.decode(token_ids, skip_special_tokens=True), self._specials)
+        return plain_reply(text, self._specials)
 
-    def _coso_weights(self, ep: Episode, token_ids, screen, image_size) -> list[float]:
-        """CoSo's causal weight of each generated token of one turn (`verl_cua.algos.coso`), parsed as `_act` parses
-        the turn's reply; the seconds taken go to `ep.coso_seconds`."""
-        start = time.perf_counter()
-        if getattr(self, "_specials", None) is None:
-            self._specials = special_strings(self.tokenizer)
-        specials = self._specials
-        pieces = token_pieces(token_ids, partial(self.tokenizer.decode, skip_special_tokens=True))
-        parse = action_parser(self.format, screen, image_size, clean=partial(plain_reply, specials=specials))
-        weights = causal_weights(pieces, parse, self.coso.window)
-        ep.coso_seconds.append(time.perf_counter() - start)
-        return weights
+    def _episode_hooks(self) -> list[TurnHook]:
+        """A fresh turn hook of each per-token signal the run computes (`StepHook.turns`), for one episode."""
+        if not self._turn_hooks:
+            return []
+        align = self.continuous_token_builder.align_response_metadata
+        context = TurnContext(self.tokenizer, self.format, self.response_length, self._clean, align)
+        return [hook.turn_hook(section, context) for hook, section in self._turn_hooks]
 
-    def _coso_align(self, merged, mask: list[int], coso: list[float], turn: list[float] | None) -> list[float]:
-        """`coso` after a token merge, edited as the merge edits the response mask (`turn`: the assistant tokens'
-        weights; context tokens get 0)."""
-        _, aligned = self.continuous_token_builder.align_response_metadata(merged, mask, coso, assistant_logprobs=turn)
-        return aligned
-
-    def _coso_fields(self, weights: list[float] | None, seconds: float) -> dict[str, Any]:
-        """A row's CoSo fields: its tokens' weights (aligned with its response mask) and their compute seconds."""
-        if weights is None:
-            return {}
-        return {"cua_coso_weights": [float(w) for w in weights], "cua_coso_seconds": float(seconds)}
+    def _turn_fields(self, ep: Episode, row: int | None) -> dict[str, Any]:
+        """The extra fields the episode's turn hooks give its row (`row=None`) or its `row`-th step row."""
+        return {key: value for hook in ep.turn_hooks for key, value in hook.fields(row).items()}
 
     async def _generate(self, ep: Episode, prompt_ids, images, sampling_params, budget: int):
         """One model turn. A request the server aborted (empty or cut by a weight sync or pause) is sent again from

@@ -3,7 +3,8 @@
 verl loads this module during `import verl` and swallows its errors at DEBUG level, so it stays import-light
 (registrations into heavy verl modules wait until those modules are imported) and the trainer checks
 `missing_registrations()` at start. Registered: platform `cpu`, engine `fsdp`/`fsdp2` on `cpu`, agent loop
-`gui_agent`, rollout `hf` (CPU), advantage estimators `sdpo`/`sdpo_grpo`/`gigpo` and policy loss `sdpo`; and a
+`gui_agent`, rollout `hf` (CPU), our advantage estimators (`sdpo`, `sdpo_grpo`, `gigpo`: the rows of
+`verl_cua.algos.estimators.ESTIMATORS`) and policy loss `sdpo`; and a
 checked `maybe_fix_3d_position_ids` in verl's workers (position_ids.py: verl 0.9.1 mis-packs same-length VL rows)
 and Qwen2-VL input embeddings for a micro-batch without any image (visual_output.py: verl 0.9.1 crashes there under
 transformers 5).
@@ -11,8 +12,10 @@ transformers 5).
 
 from __future__ import annotations
 
+import importlib
 import logging
 
+from verl_cua.algos.estimators import ESTIMATORS as OUR_ESTIMATORS
 from verl_cua.integrations.verl.import_hooks import when_imported
 
 logger = logging.getLogger(__name__)
@@ -24,16 +27,14 @@ CORE_ALGOS_MODULE = "verl.trainer.ppo.core_algos"
 ROLLOUT_MODULES = ("verl.workers.rollout.base", "verl.workers.rollout.replica")
 _HERE = __name__.rpartition(".")[0]  # verl_cua.integrations.verl
 # What this plug-in registers into verl: (verl's registry, name, the module holding it), for `verl-cua list verl`
-# (which reads it without importing verl) and the checks below
+# (which reads it without importing verl) and the checks below; our estimators' rows come from their table
 REGISTERED = (
     ("platform", "cpu", f"{_HERE}.cpu.platform"),
     ("engine", "fsdp, fsdp2 on cpu", f"{_HERE}.cpu.engine"),
     ("engine", "fsdp, fsdp2 on cuda (compact screenshots)", f"{_HERE}.screenshots.engine"),
     ("agent loop", "gui_agent", f"{_HERE}.agent_loop"),
     ("rollout", "hf", f"{_HERE}.hf_rollout"),
-    ("advantage estimator", "sdpo", f"{_HERE}.sdpo.estimator"),
-    ("advantage estimator", "sdpo_grpo", f"{_HERE}.sdpo.sdpo_grpo"),
-    ("advantage estimator", "gigpo", f"{_HERE}.gigpo.estimator"),
+    *(("advantage estimator", name, f"{_HERE}.{e.step_advantage}.{e.module}") for name, e in OUR_ESTIMATORS.items()),
     ("policy loss", "sdpo", f"{_HERE}.sdpo.policy_loss"),
 )
 ESTIMATORS = tuple(name for registry, name, _ in REGISTERED if registry == "advantage estimator")
@@ -63,11 +64,11 @@ def _register_agent_loop(_module) -> None:
 
 
 def register_estimators(_module=None) -> None:
-    """Register our advantage estimators (`ESTIMATORS`) and the `sdpo` policy loss in verl's core_algos."""
-    import verl_cua.integrations.verl.gigpo.estimator  # noqa: F401  (gigpo)
-    import verl_cua.integrations.verl.sdpo.estimator  # noqa: F401  (sdpo)
-    import verl_cua.integrations.verl.sdpo.policy_loss  # noqa: F401  (loss sdpo)
-    import verl_cua.integrations.verl.sdpo.sdpo_grpo  # noqa: F401  (sdpo_grpo)
+    """Register our advantage estimators (`ESTIMATORS`) and the `sdpo` policy loss in verl's core_algos: import the
+    modules of `REGISTERED` whose `@register_adv_est` / `@register_policy_loss` do it."""
+    for registry, _name, module in REGISTERED:
+        if registry in ("advantage estimator", "policy loss"):
+            importlib.import_module(module)
 
 
 def _register_hf_rollout(_module) -> None:

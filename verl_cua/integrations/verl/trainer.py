@@ -15,7 +15,6 @@ from functools import partial
 
 import numpy as np
 import torch
-import transfer_queue as tq
 from omegaconf import OmegaConf, open_dict
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1 import trainer_base
@@ -33,9 +32,7 @@ from verl_cua.integrations.verl.buffer.replay import inject_replays
 from verl_cua.integrations.verl.buffer.success_rows import buffer_successes, demos
 from verl_cua.integrations.verl.config.checks import validate_estimator_config
 from verl_cua.integrations.verl.config.schema import CuaConfig
-from verl_cua.integrations.verl.coso import coso_weight_rows
-from verl_cua.integrations.verl.estimator_plan import plan_for
-from verl_cua.integrations.verl.gigpo.advantage import gigpo_token_advantages
+from verl_cua.integrations.verl.estimator_plan import AdvantageStep, plan_for
 from verl_cua.integrations.verl.metrics import gui_metrics
 from verl_cua.integrations.verl.plugin import check_registrations
 from verl_cua.integrations.verl.resume.checkpoint_io import prune_orphans, read_state_dir, write_state_dir
@@ -49,12 +46,10 @@ from verl_cua.integrations.verl.resume.state import (
     trainer_state,
 )
 from verl_cua.integrations.verl.rows.fields import isolate_infra_uids, mask_metrics
-from verl_cua.integrations.verl.rows.step_fields import StepFields, StepFieldsView
+from verl_cua.integrations.verl.rows.step_fields import StepFieldsView
 from verl_cua.integrations.verl.rows.thin_groups import settle_groups, small_groups
 from verl_cua.integrations.verl.sdpo import logit
-from verl_cua.integrations.verl.sdpo.advantage import sdpo_advantages
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
-from verl_cua.integrations.verl.sdpo.fields import put_row_fields, sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
 from verl_cua.integrations.verl.trace.episodes import MarkValidation, write_advantages, write_trace_run
 from verl_cua.integrations.verl.trace.logger import log_trace_step
@@ -75,30 +70,21 @@ def epochs_for_steps(total_training_steps: int | None, steps_per_epoch: int, tot
     return max(total_epochs, math.ceil(total_training_steps / steps_per_epoch))
 
 
-class _AdvantageStep:
-    """What one step's advantage hook needs besides verl's batch: our rows' fields, the teacher pass, the metrics."""
-
-    def __init__(self, trainer: CuaTrainer, batch: KVBatchMeta, teacher, fields: StepFields, metrics: dict):
-        self.trainer, self.batch, self.teacher, self.metrics = trainer, batch, teacher, metrics
-        self.extra, self.sessions, self.response_mask = fields.extra, fields.sessions, fields.response_mask
-        self.infra = fields.infra
-        self.outcome_estimator = trainer.plan.outcome_estimator
-
-    def estimate(self, upstream, data: DataProto, **kwargs) -> DataProto:
-        """verl's estimator on `data`, infra rows in singleton groups; then ours (`CuaTrainer.cua_advantages`)."""
-        uids = [str(u) for u in data.non_tensor_batch["uid"]]
-        data.non_tensor_batch["uid"] = np.array(isolate_infra_uids(uids, self.infra), dtype=object)
-        kwargs["adv_estimator"] = self.outcome_estimator  # sdpo/gigpo start from GRPO's outcome advantages
-        data = upstream(data, **kwargs)
-        self.trainer.cua_advantages(data, self)
-        return data
+def _estimate(trainer: CuaTrainer, step: AdvantageStep, metrics: dict, upstream, data: DataProto, **kwargs):
+    """verl's estimator on `data`, infra rows in singleton groups; then ours (`CuaTrainer.cua_advantages`)."""
+    uids = [str(u) for u in data.non_tensor_batch["uid"]]
+    data.non_tensor_batch["uid"] = np.array(isolate_infra_uids(uids, step.fields.infra), dtype=object)
+    kwargs["adv_estimator"] = step.plan.outcome_estimator  # sdpo/gigpo start from GRPO's outcome advantages
+    data = upstream(data, **kwargs)
+    trainer.cua_advantages(data, step, metrics)
+    return data
 
 
 @contextmanager
-def estimator_hook(step: _AdvantageStep) -> Iterator[None]:
-    """Route verl's one estimator call (`PPOTrainer._compute_advantage`) through `step` inside the block."""
+def estimator_hook(trainer: CuaTrainer, step: AdvantageStep, metrics: dict) -> Iterator[None]:
+    """Route verl's one estimator call (`PPOTrainer._compute_advantage`) through `_estimate` inside the block."""
     upstream = trainer_base.compute_advantage_for_multi_trajectories
-    trainer_base.compute_advantage_for_multi_trajectories = partial(step.estimate, upstream)
+    trainer_base.compute_advantage_for_multi_trajectories = partial(_estimate, trainer, step, metrics, upstream)
     try:
         yield
     finally:
@@ -113,15 +99,17 @@ class CuaTrainer(PPOTrainerSync):
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
         container = OmegaConf.to_container(config, resolve=True)
-        validate_estimator_config(container, registered=tuple(ADV_ESTIMATOR_REGISTRY))
-        if CuaConfig.from_mapping(container["cua"]).coso.enable:  # CoSo's bonus reads the update's per-token entropy
+        cua = CuaConfig.from_mapping(container["cua"])  # parsed once: the checks, the plan and every hook read it
+        validate_estimator_config(container, registered=tuple(ADV_ESTIMATOR_REGISTRY), cua=cua)
+        plan = plan_for(config.algorithm.adv_estimator, cua)  # what each step does, decided once (estimator_plan)
+        if plan.needs_entropy:  # a hook's loss term reads the update's per-token entropy (CoSo's bonus)
             with open_dict(config):
                 config.actor_rollout_ref.actor.calculate_entropy = True
         super().__init__(config)
+        self.cua, self.plan = cua, plan
         self.cua_totals = {"infra_failures": 0, "episodes": 0}
         self.step_fields = StepFieldsView()  # the batch's extra fields, fetched once a step for every hook
-        self.cua = CuaConfig.from_mapping(container["cua"])
-        self._state_settings = setting_values(container)  # what a checkpoint's state depends on (cua_state)
+        self._state_settings = setting_values(container)  # what a checkpoint's state depends on (resume/state.py)
         self.estimator = config.algorithm.adv_estimator
         self.entropulse = Entropulse(self.cua.entropulse)  # the validated section: its bounds are checked once
         # successful trajectories per task instance: SDPO's demos, and (with their rows) Entropulse SFT and replay
@@ -129,10 +117,6 @@ class CuaTrainer(PPOTrainerSync):
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
-        self.plan = plan_for(self.estimator, self.cua)  # what each step does, decided once (estimator_plan)
-        # ema and frozen keep a host copy of the teacher's weights (swapped in for its pass); only ema updates it
-        self.ema_teacher, self.ema_rate = self.plan.weight_teacher, self.plan.ema_rate
-        self.logit_sdpo = self.plan.logit_loss
 
     # -- the run's length and its sampling ------------------------------------------------------------------------
     def _build_replay_buffer(self):
@@ -158,20 +142,21 @@ class CuaTrainer(PPOTrainerSync):
     # -- losses ------------------------------------------------------------------------------------------------------
     def on_init_end(self):
         super().on_init_end()
-        if self.plan.sdpo_loss or self.cua.coso.enable:
+        if self.plan.sdpo_loss or any(hook.loss for hook in self.plan.hooks):
             self._set_actor_loss("rl")
-        if self.ema_teacher:  # the EMA teacher starts as the initial policy, unless the checkpoint held one
+        if self.plan.host_teacher:  # the teacher's copy starts as the initial policy, unless the checkpoint held one
             self.actor_rollout_wg.cua_ema_start()
 
     def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        if self.logit_sdpo:
+        if self.plan.logit_loss:
             batch = self._update_actor_with_logits(batch, metrics)
         else:
             batch = super()._update_actor(batch, metrics)
-        for key in [k for k in metrics if k.startswith("actor/coso/")]:  # the loss's CoSo metrics, under coso/
-            metrics[key.removeprefix("actor/")] = metrics.pop(key)
-        if self.ema_teacher and self.ema_rate > 0:
-            self.actor_rollout_wg.cua_ema_update(self.ema_rate)
+        for hook in [h for h in self.plan.hooks if h.loss]:  # a loss term's metrics (actor/coso/...) under coso/
+            for key in [k for k in metrics if k.startswith(f"actor/{hook.name}/")]:
+                metrics[key.removeprefix("actor/")] = metrics.pop(key)
+        if self.plan.ema_rate > 0:  # only the ema teacher follows the policy
+            self.actor_rollout_wg.cua_ema_update(self.plan.ema_rate)
         return batch
 
     def _update_actor_with_logits(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
@@ -196,12 +181,9 @@ class CuaTrainer(PPOTrainerSync):
         """Ship the actor loss for `phase` ("rl": the estimator's, "sft": Entropulse's) to every actor rank."""
         if phase == "sft":
             fn = partial(cua_actor_loss, config=self._actor_config(), mode="sft")
-        elif self.plan.sdpo_loss:
-            sdpo = self.plan.sdpo_settings(self.cua.sdpo)
-            fn = partial(cua_actor_loss, config=self._actor_config(), mode="sdpo", sdpo=sdpo)
-        else:
-            coso = self.cua.coso.to_dict() if self.cua.coso.enable else None
-            fn = partial(cua_actor_loss, config=self._actor_config(), mode="ppo", coso=coso)
+        else:  # sdpo_grpo's token-level loss is the plan's word (`plan.sdpo_loss`), not a rewritten cua.sdpo.loss
+            mode = "sdpo" if self.plan.sdpo_loss else "ppo"
+            fn = partial(cua_actor_loss, config=self._actor_config(), mode=mode, plan=self.plan, cua=self.cua)
         self.actor_rollout_wg.set_loss_fn(fn)
 
     # -- CPU -------------------------------------------------------------------------------------------------------
@@ -233,41 +215,25 @@ class CuaTrainer(PPOTrainerSync):
         rollouts all scored the same gets exactly zero (verl's float32 mean leaves a residue there), and
         sdpo/sdpo_grpo/gigpo turn GRPO's outcome advantages into theirs."""
         teacher = self.teacher_pass(batch, metrics)
-        step = _AdvantageStep(self, batch, teacher, self.step_fields.of(batch), metrics)
-        with estimator_hook(step):
+        step = AdvantageStep(self.plan, self.cua, batch, self.step_fields.of(batch), teacher)
+        with estimator_hook(self, step, metrics):
             return super()._compute_advantage(batch, metrics)
 
-    def cua_advantages(self, data: DataProto, step: _AdvantageStep) -> None:
-        """Our part of the advantage step, on verl's batch right after its estimator ran (in place)."""
-        metrics, extra, infra = step.metrics, step.extra, step.infra
-        metrics.update(settle_groups(data, step.batch.keys, step.outcome_estimator, infra))
+    def cua_advantages(self, data: DataProto, step: AdvantageStep, metrics: dict) -> None:
+        """Our part of the advantage step, on verl's batch right after its estimator ran (in place): groups settled,
+        then each of the plan's step hooks (`hooks.StepHook`) in order, then rows that train on nothing zeroed."""
+        extra, infra = step.fields.extra, step.fields.infra
+        metrics.update(settle_groups(data, step.batch.keys, self.plan.outcome_estimator, infra))
         # a group infra failures left with fewer than 2 valid episodes contributes nothing, whatever the estimator:
         # GRPO's part is settled above; GiGPO's step part and SDPO's teacher signal and loss are not zero for it
         lone, _ = small_groups(step.batch.keys, data.non_tensor_batch["uid"], infra)
-        excluded = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
-        if self.plan.teacher_pass:
-            grpo = data.batch["advantages"]
-            adv, sdpo_metrics = sdpo_advantages(self.plan, data, step.teacher, self.cua.sdpo, grpo)
-            data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
-            metrics.update(sdpo_metrics)
-            sdpo = self.plan.sdpo_settings(self.cua.sdpo)
-            loss_fields = sdpo_loss_fields(self.plan, step.teacher, step.response_mask, excluded, sdpo)
-            put_row_fields(step.batch.keys, step.batch.partition_id, loss_fields)
-            if self.logit_sdpo:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
-                topk_bytes = sum(r[k].numel() * 4 for r in loss_fields for k in (logit.IDS, logit.TEACHER))
-                metrics["sdpo/topk_fields_mb"] = topk_bytes / 2**20
-        elif self.plan.step_advantage == "gigpo":
-            penalty = self.cua.action.invalid_penalty
-            adv = gigpo_token_advantages(data, extra, step.sessions, self.cua.gigpo, metrics, penalty)
-            data.batch["advantages"], data.batch["returns"] = adv, adv.clone()
-        if self.cua.coso.enable:
-            rows, coso_metrics = coso_weight_rows(extra, step.response_mask, excluded)
-            put_row_fields(step.batch.keys, step.batch.partition_id, rows)
-            metrics.update(coso_metrics)
-        keep = torch.tensor([0.0 if out else 1.0 for out in excluded]).unsqueeze(-1)
+        step.excluded = [bad or alone for bad, alone in zip(infra, lone, strict=True)]
+        for hook in self.plan.hooks:
+            metrics.update(hook.apply(data, step))
+        keep = torch.tensor([0.0 if out else 1.0 for out in step.excluded]).unsqueeze(-1)
         data.batch["advantages"] = data.batch["advantages"] * keep
         data.batch["returns"] = data.batch["returns"] * keep
-        metrics["cua/infra_rows_masked"] = int(sum(step.infra))
+        metrics["cua/infra_rows_masked"] = int(sum(infra))
         if any(e.get("cua_trace_dir") for e in extra):
             metrics["cua/traced_episodes"] = write_advantages(
                 extra, data.batch["advantages"], data.batch["response_mask"]
@@ -287,7 +253,8 @@ class CuaTrainer(PPOTrainerSync):
                 self._teacher_builder,
                 batch,
                 self.step_fields.of(batch),
-                self.plan.sdpo_settings(self.cua.sdpo),  # sdpo_grpo: no top-k passes, its loss is token-level
+                self.plan,  # sdpo_grpo: no top-k passes (`plan.topk_passes`), its loss is token-level
+                self.cua.sdpo,
                 self.config.actor_rollout_ref.rollout.temperature,
                 multiple=self._row_multiple(),
                 buffer_demos=demos(self.success_buffer),
@@ -296,7 +263,7 @@ class CuaTrainer(PPOTrainerSync):
         metrics.update(result.metrics)
         metrics["sdpo/teacher_is_ema"] = float(self.cua.sdpo.teacher == "ema")
         metrics["sdpo/teacher_is_frozen"] = float(self.cua.sdpo.teacher == "frozen")
-        if self.ema_teacher:  # how far the teacher's weights are from the policy's (relative L2, all ranks)
+        if self.plan.host_teacher:  # how far the teacher's weights are from the policy's (relative L2, all ranks)
             gaps, norms = zip(*self.actor_rollout_wg.cua_ema_distance(), strict=True)
             metrics["sdpo/ema_actor_distance"] = math.sqrt(sum(gaps) / max(sum(norms), 1e-30))
         return result
@@ -305,7 +272,7 @@ class CuaTrainer(PPOTrainerSync):
     def _teacher_weights(self) -> Iterator[None]:
         """The teacher's weights on the actor for the teacher's scoring: the EMA swapped in and out, or the live
         policy's. The student's top-k ids (logit loss) are taken outside it, from the live policy."""
-        if not self.ema_teacher:
+        if not self.plan.host_teacher:
             yield
             return
         self.actor_rollout_wg.cua_ema_swap_in()
@@ -331,9 +298,13 @@ class CuaTrainer(PPOTrainerSync):
         self.step_fields.fetches = 0
         batch = super().step(metrics, timing_raw)
         self._step_metrics = metrics
-        extra = self.step_fields.of(batch).extra  # the fields the advantage step read: no second fetch
-        # the step's GUI metrics and the run's totals, inside the step so that verl's checkpoint of it holds them
+        fields = self.step_fields.of(batch)  # the fields the advantage step read: no second fetch
+        extra = fields.extra
+        # the step's GUI and mask metrics and the run's totals, inside the step so that verl's checkpoint of it holds
+        # them; `_compute_metrics` reports them after the view is cleared below
         self._step_gui = gui_metrics(extra)
+        if fields.responses is not None and fields.response_mask is not None:
+            self._step_gui.update(mask_metrics(fields.responses, fields.response_mask, self._image_pad_id()))
         self.cua_totals["infra_failures"] += int(self._step_gui.get("cua/infra_failures", 0))
         self.cua_totals["episodes"] += int(self._step_gui.get("cua/episodes", 0))
         self._buffer_successes(batch, extra, metrics)
@@ -383,8 +354,8 @@ class CuaTrainer(PPOTrainerSync):
                         multiple=self._row_multiple(),
                     )
                 )
-            if self.ema_teacher and self.ema_rate > 0 and metrics.get("entropulse/sft_steps_run", 0):
-                self.actor_rollout_wg.cua_ema_update(self.ema_rate)
+            if self.plan.ema_rate > 0 and metrics.get("entropulse/sft_steps_run", 0):
+                self.actor_rollout_wg.cua_ema_update(self.plan.ema_rate)
             metrics["entropulse/phase"] = 1.0
             self.entropulse.sft_done(steps_run=int(metrics.get("entropulse/sft_steps_run", 0)))
             metrics.update({k: v for k, v in self.entropulse.metrics().items() if k != "entropulse/phase"})
@@ -444,7 +415,7 @@ class CuaTrainer(PPOTrainerSync):
         report = {"step": int(self.global_steps), "folder": folder, **state_digests(trainer_state(self))}
         report["buffer_trajectories"] = len(self.success_buffer)
         report["entropulse_sft_phases"] = self.entropulse.phases_completed
-        if self.ema_teacher:
+        if self.plan.host_teacher:
             report["ema_teacher"] = self.actor_rollout_wg.cua_ema_digest()
         print(f"verl-cua resumed: {json.dumps(report, sort_keys=True)}", flush=True)
 
@@ -455,10 +426,7 @@ class CuaTrainer(PPOTrainerSync):
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         result = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        fields = ["responses", "response_mask"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        cua = dict(self._step_gui)  # computed in `step` from the same batch's extra fields
-        cua.update(mask_metrics(data["responses"], data["response_mask"], self._image_pad_id()))
+        cua = dict(self._step_gui)  # computed in `step` from the same batch's fields (one fetch a step)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
         return result

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from verl_cua.algos.estimators import SDPO_ESTIMATORS
+from verl_cua.algos.estimators import ESTIMATORS as VERL_ESTIMATORS  # ours on verl 0.9.1, listed once
 from verl_cua.algos.gigpo import gigpo_advantages
+from verl_cua.integrations.verl.hooks import step_hook
 
 NO_STEPS = (
     "adv_estimator=cua_gigpo needs the step anchors of verl-cua's envs (env.env_name=osworld|miniwob); "
@@ -21,8 +22,6 @@ NO_STEPS = (
 )
 # verl-agent's names for GiGPO's normalisation -> ours
 MODES = {"mean_norm": "mean", "mean_std_norm": "std"}
-# ours that need verl-cua's trainer (a teacher pass over reprompted contexts), which verl-agent's lacks
-NEEDS_VERL_TRAINER = SDPO_ESTIMATORS  # the teacher pass runs in verl-cua's own trainer
 
 
 def cua_gigpo(
@@ -85,7 +84,8 @@ def check_estimator(name: str, builtin: list[str]) -> None:
     """Fail in one line for an estimator neither verl-agent nor we know (or one that needs verl-cua's trainer)."""
     if name in builtin or name in ESTIMATORS:
         return
-    if name in NEEDS_VERL_TRAINER:
+    ours = VERL_ESTIMATORS.get(name)
+    if ours is not None and step_hook(ours.step_advantage).teacher_pass:  # it runs in verl-cua's own trainer only
         raise ValueError(
             f"adv_estimator={name} needs verl-cua's teacher pass, which verl-agent's trainer lacks; "
             "train it on verl 0.9.1 with `python -m verl_cua.main` (recipes/run_qwen3vl_sdpo_osworld.sh)"

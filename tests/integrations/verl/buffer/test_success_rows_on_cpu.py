@@ -6,13 +6,13 @@ import random
 import torch
 
 from verl_cua.algos.success_buffer import SuccessBuffer, instance_of, task_instance
+from verl_cua.integrations.verl import sdpo as sdpo_hook
 from verl_cua.integrations.verl.buffer import entropulse as entropulse_phase
 from verl_cua.integrations.verl.buffer import success_rows
-from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig, SdpoConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
-from verl_cua.integrations.verl.sdpo import logit
+from verl_cua.integrations.verl.sdpo import MASK, logit
 from verl_cua.integrations.verl.sdpo.fields import sdpo_loss_fields
-from verl_cua.integrations.verl.sdpo.loss import MASK
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult
 
 
@@ -89,19 +89,24 @@ def _teacher(reprompt, topk=0):
 
 def test_sdpo_loss_fields_normalise_over_reprompted_tokens():
     mask = torch.nested.as_nested_tensor([torch.tensor([1, 0, 1]), torch.tensor([1, 1])], layout=torch.jagged)
-    sdpo = {"loss": "logit", "topk": 4, "normalize": "reprompted"}
+    sdpo = SdpoConfig(loss="logit", topk=4, normalize="reprompted")
     rows = sdpo_loss_fields(_plan("sdpo"), _teacher([True, False], topk=4), mask, [False, False], sdpo)
     assert rows[0][MASK].tolist() == [1, 0, 1] and rows[1][MASK].tolist() == [0, 0]
+    assert set(rows[0]) == set(sdpo_hook.HOOK.row_fields)  # what the step hook declares it writes
     assert rows[1]["loss_mask"].tolist() == [0, 0]  # verl counts only reprompted tokens in the mean
     assert rows[0][logit.IDS].shape == (3, 4) and rows[0][logit.TEACHER][:2].eq(-1).all()
     assert rows[1][logit.IDS].abs().sum() == 0
     # normalize=all keeps verl's loss_mask; sdpo_grpo trains every row (GRPO on successes) and is token-level
     assert (
         "loss_mask"
-        not in sdpo_loss_fields(_plan("sdpo"), _teacher([True, False]), mask, [False] * 2, {"normalize": "all"})[0]
+        not in sdpo_loss_fields(_plan("sdpo"), _teacher([True, False]), mask, [False] * 2, SdpoConfig(normalize="all"))[
+            0
+        ]
     )
-    settings = plan_for("sdpo_grpo", CuaConfig.from_mapping({"sdpo": {"loss": "logit"}})).sdpo_settings(sdpo)
-    rows = sdpo_loss_fields(_plan("sdpo_grpo"), _teacher([True, False]), mask, [False, True], settings)
+    # cua.sdpo.loss=logit, but the sdpo_grpo plan says token (`plan.sdpo_loss`): no top-k fields
+    grpo_mix = plan_for("sdpo_grpo", CuaConfig.from_mapping({"sdpo": {"loss": "logit"}}))
+    assert grpo_mix.sdpo_loss == "token" and sdpo.loss == "logit"
+    rows = sdpo_loss_fields(grpo_mix, _teacher([True, False]), mask, [False, True], sdpo)
     assert rows[1][MASK].tolist() == [0, 0] and rows[0][MASK].tolist() == [1, 0, 1]  # infra rows train nothing
     assert logit.IDS not in rows[0] and "loss_mask" not in rows[0]
 

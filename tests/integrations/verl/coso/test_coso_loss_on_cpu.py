@@ -1,6 +1,6 @@
-"""CoSo in the actor loss (`cua_actor_loss(mode="ppo", coso=...)`) on a hand-made verl batch: verl's PPO loss minus
-coef * token-mean(B * H), CoSo off is verl's `ppo_loss` itself; and the row field built from the agent loop's
-weights (`coso_weight_rows`)."""
+"""CoSo in the actor loss (`cua_actor_loss(mode="ppo", plan=..., cua=...)` with the plan's `coso` hook) on a hand-made
+verl batch: verl's PPO loss minus coef * token-mean(B * H), CoSo off is verl's `ppo_loss` itself; and the row field
+built from the agent loop's weights (`coso_weight_rows`)."""
 
 import pytest
 import torch
@@ -9,8 +9,12 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.config import ActorConfig
 from verl.workers.utils.losses import ppo_loss
 
-from verl_cua.integrations.verl.actor_loss import COSO_WEIGHT, cua_actor_loss
-from verl_cua.integrations.verl.coso import coso_weight_rows
+from verl_cua.integrations.verl.actor_loss import cua_actor_loss
+from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.coso import HOOK
+from verl_cua.integrations.verl.coso import WEIGHT as COSO_WEIGHT
+from verl_cua.integrations.verl.coso.fields import coso_weight_rows
+from verl_cua.integrations.verl.estimator_plan import plan_for
 
 B, P, R = 2, 3, 4
 
@@ -41,12 +45,22 @@ def _config():
     return ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, loss_agg_mode="token-mean")
 
 
+def _coso(**settings):
+    """What the trainer ships with cua.coso on: the run's plan (its hooks: coso) and its typed config."""
+    cua = CuaConfig.from_mapping({"coso": {"enable": True, **settings}})
+    plan = plan_for("grpo", cua)
+    assert [hook.name for hook in plan.hooks] == ["coso"]
+    return {"plan": plan, "cua": cua}
+
+
 def test_coso_off_is_verl_ppo_loss_and_on_subtracts_the_weighted_entropy():
     data, out, mask = _batch()
     plain, _ = ppo_loss(_config(), out, data)
     off, _ = cua_actor_loss(_config(), out, data, mode="ppo")
     assert torch.equal(off, plain)
-    on, metrics = cua_actor_loss(_config(), out, data, mode="ppo", coso={"coef": 2.0, "window": 4, "enable": True})
+    off_plan = plan_for("grpo", CuaConfig())  # cua.coso off: the plan has no hook, the loss is verl's
+    assert torch.equal(cua_actor_loss(_config(), out, data, mode="ppo", plan=off_plan, cua=CuaConfig())[0], plain)
+    on, metrics = cua_actor_loss(_config(), out, data, mode="ppo", **_coso(coef=2.0, window=4))
     from verl.workers.utils.padding import no_padding_2_padding
 
     h = no_padding_2_padding(out["entropy"], data).detach()
@@ -62,7 +76,7 @@ def test_coso_off_is_verl_ppo_loss_and_on_subtracts_the_weighted_entropy():
 def test_coso_needs_the_entropy():
     data, out, _ = _batch()
     with pytest.raises(ValueError, match="calculate_entropy"):
-        cua_actor_loss(_config(), {"log_probs": out["log_probs"]}, data, mode="ppo", coso={"coef": 1.0})
+        cua_actor_loss(_config(), {"log_probs": out["log_probs"]}, data, mode="ppo", **_coso(coef=1.0))
 
 
 def test_weight_rows_follow_the_mask_and_skip_excluded_rows():
@@ -74,6 +88,7 @@ def test_weight_rows_follow_the_mask_and_skip_excluded_rows():
     ]
     rows, metrics = coso_weight_rows(extra, mask, [False, True, True])
     assert rows[0][COSO_WEIGHT].tolist() == [1.0, 0.0, 0.0, 0.0, 0.5]
+    assert all(set(row) == set(HOOK.row_fields) for row in rows)  # what the step hook declares it writes
     assert rows[1][COSO_WEIGHT].tolist() == [0.0] * 5 and rows[2][COSO_WEIGHT].tolist() == [0.0] * 5
     assert metrics["coso/weight_mean_rows"] == pytest.approx(0.5)
     assert metrics["coso/causal_fraction_rows"] == pytest.approx(2 / 3)

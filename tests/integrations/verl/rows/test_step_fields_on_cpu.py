@@ -1,5 +1,6 @@
 """The step's per-row fields come from TransferQueue once per batch and are shared by every hook: replay, the teacher
-pass, the advantage step, the metrics and the buffer (the e2e runs assert `cua/step_field_fetches == 1`)."""
+pass, the advantage step, the metrics and the buffer (the e2e runs assert `cua/step_field_fetches == 1`). A field the
+rows lack comes back absent, as real TransferQueue answers (checked on it below); its errors propagate, unretried."""
 
 import random
 
@@ -14,7 +15,8 @@ from verl_cua.integrations.verl.rows.step_fields import StepFieldsView
 
 
 class _Store:
-    """TransferQueue's `kv_batch_get` over a dict of rows, counting calls; fields a row lacks raise as TQ does."""
+    """TransferQueue's `kv_batch_get` over a dict of rows, counting calls; a field some row lacks is left out of the
+    answer, as TransferQueue does (`test_real_transfer_queue_leaves_absent_fields_out_and_raises_real_errors`)."""
 
     def __init__(self, rows):
         self.rows, self.calls = rows, []
@@ -22,10 +24,7 @@ class _Store:
     def get(self, keys, partition_id=None, select_fields=None):
         self.calls.append(list(select_fields or []))
         fields = select_fields or list(self.rows[keys[0]])
-        missing = [f for f in fields if any(f not in self.rows[k] for k in keys)]
-        if missing:
-            raise KeyError(f"no field {missing[0]}")
-        return {f: [self.rows[k][f] for k in keys] for f in fields}
+        return {f: [self.rows[k][f] for k in keys] for f in fields if all(f in self.rows[k] for k in keys)}
 
 
 def _row(uid, session, score=0.0, infra=False):
@@ -64,6 +63,47 @@ def test_rows_without_a_session_or_mask_are_read_without_them(store):
         del row["session_id"], row["response_mask"]
     fields = StepFieldsView().of(_batch(["b_0", "b_1"]))
     assert fields.sessions == [0, 1] and fields.response_mask is None and fields.uids == ["b", "b"]
+    assert len(store.calls) == 1  # one call, whatever the rows hold
+
+
+def test_a_transfer_queue_error_propagates_from_the_one_call(store, monkeypatch):
+    """Not a field left out but an error (here TransferQueue's own for keys it does not hold): it comes back as is,
+    after one call, instead of as rows fetched again without `response_mask` and `session_id`."""
+
+    def fails(keys, partition_id=None, select_fields=None):
+        store.calls.append(list(select_fields))
+        raise ValueError("keys or partition were not found!")
+
+    monkeypatch.setattr(step_fields.tq, "kv_batch_get", fails)
+    with pytest.raises(ValueError, match="not found"):
+        StepFieldsView().of(_batch(["a_0", "a_1"]))
+    assert store.calls == [list(step_fields.FIELDS)]
+
+
+@pytest.mark.e2e  # starts Ray for TransferQueue's controller and storage
+def test_real_transfer_queue_leaves_absent_fields_out_and_raises_real_errors():
+    """What `fetch_step_fields` relies on, on TransferQueue itself: selecting a field the rows lack (on every row, or
+    on some) answers without it rather than raising, and keys it does not hold raise ValueError."""
+    import ray
+    import transfer_queue as tq
+    from tensordict import TensorDict
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)  # the controller and two storage units
+    try:
+        tq.init()
+        rows = [{"uid": uid, "extra_fields": {"cua_score": 1.0}, "response_mask": torch.ones(3)} for uid in "ab"]
+        for i, row in enumerate(rows):
+            tq.kv_batch_put(keys=[f"k{i}"], partition_id="train", fields=list_of_dict_to_tensordict([row]), tags=[{}])
+        fields = step_fields.fetch_step_fields(_batch(["k0", "k1"]))  # no session_id, no responses
+        assert fields.uids == ["a", "b"] and fields.sessions == [0, 1] and fields.responses is None
+        assert [m.tolist() for m in fields.response_mask.unbind(0)] == [[1.0] * 3] * 2
+        tq.kv_batch_put(keys=["k0"], partition_id="train", fields=TensorDict({"session_id": torch.tensor([7])}, [1]))
+        assert step_fields.fetch_step_fields(_batch(["k0", "k1"])).sessions == [0, 1]  # on k0 only: left out
+        with pytest.raises(ValueError, match="not found"):
+            step_fields.fetch_step_fields(KVBatchMeta(keys=["k0"], tags=[{}], partition_id="elsewhere"))
+    finally:
+        ray.shutdown()
 
 
 def test_replay_reads_the_steps_view_and_leaves_it_for_the_hooks_after_it(store):

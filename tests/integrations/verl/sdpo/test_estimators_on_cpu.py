@@ -1,5 +1,5 @@
-"""verl-cua's estimators through verl's own registries, on hand-computed tensors: sdpo, sdpo_grpo, gigpo, and the
-`sdpo` policy loss; without the trainer's extra inputs they refuse with one line."""
+"""SDPO's estimators through verl's own registries, on hand-computed tensors: sdpo, sdpo_grpo and the `sdpo` policy
+loss; without the trainer's extra inputs they refuse with one line (GiGPO's: tests/integrations/verl/gigpo/)."""
 
 import math
 
@@ -8,7 +8,6 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
 
-from verl_cua.integrations.verl.gigpo.estimator import turn_steps
 from verl_cua.integrations.verl.plugin import register_estimators
 from verl_cua.integrations.verl.sdpo import policy_loss as sdpo_loss
 
@@ -53,51 +52,7 @@ def test_sdpo_grpo_mixes_grpo_and_sdpo_advantages_on_every_row():
     assert adv[2].tolist() == pytest.approx([0.9 * -0.57735 + 0.1 * -2.0] * 2, abs=1e-4)
 
 
-def test_gigpo_adds_step_groups_of_identical_screens_to_the_episode_advantage():
-    # one group, two episodes of 2 steps; both start on screen "s0"; episode 0 succeeds (reward 1), 1 fails
-    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
-    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]])
-    steps = turn_steps(mask)
-    assert steps.tolist() == [[0, -1, 1, 1], [0, 0, -1, 1]]
-    metrics = {}
-    adv, _ = get_adv_estimator_fn("gigpo")(
-        token_level_rewards=rewards,
-        response_mask=mask,
-        index=np.array(["g", "g"], dtype=object),
-        step_anchors=[["s0", "s1"], ["s0", "s2"]],
-        token_steps=steps,
-        gamma=0.5,
-        step_weight=1.0,
-        norm="mean",
-        metrics=metrics,
-    )
-    # episode: rewards [1, 0] -> A^E = [0.5, -0.5]; step returns (gamma 0.5): ep0 [0.5, 1], ep1 [0, 0]
-    # step group {s0}: returns [0.5, 0] -> A^S = [0.25, -0.25]; s1, s2 are singletons -> 0
-    assert adv[0].tolist() == pytest.approx([0.75, 0.0, 0.5, 0.5])
-    assert adv[1].tolist() == pytest.approx([-0.75, -0.75, 0.0, -0.5])
-    assert metrics["gigpo/step_groups"] == 1.0
-
-
-def test_gigpo_step_rows_share_their_episode():
-    # step layout: rows 0,1 are steps 0,1 of episode (g, 0); rows 2,3 of (g, 1); every row carries the episode reward
-    rewards = torch.tensor([[1.0], [1.0], [0.0], [0.0]])
-    mask = torch.ones(4, 1)
-    steps = torch.tensor([[0], [1], [0], [1]])
-    adv, _ = get_adv_estimator_fn("gigpo")(
-        token_level_rewards=rewards,
-        response_mask=mask,
-        index=np.array(["g"] * 4, dtype=object),
-        step_anchors=[["a", "b"]] * 2 + [["a", "b"]] * 2,
-        token_steps=steps,
-        episodes=[("g", 0), ("g", 0), ("g", 1), ("g", 1)],
-        gamma=1.0,
-        norm="mean",
-    )
-    # A^E = [0.5, -0.5]; returns ep0 [1, 1], ep1 [0, 0]; groups {a}, {b}: A^S = [0.5, -0.5] each
-    assert adv.flatten().tolist() == pytest.approx([1.0, 1.0, -1.0, -1.0])
-
-
-@pytest.mark.parametrize("name", ["sdpo", "sdpo_grpo", "gigpo"])
+@pytest.mark.parametrize("name", ["sdpo", "sdpo_grpo"])
 def test_without_the_trainer_inputs_the_estimators_refuse_in_one_line(name):
     with pytest.raises(ValueError) as err:
         get_adv_estimator_fn(name)(

@@ -187,15 +187,18 @@ def test_the_sdpo_loss_is_a_mean_over_reprompted_tokens():
     normalize=all divides the same sum by all 5 model tokens."""
     from types import SimpleNamespace
 
+    from verl_cua.integrations.verl.config.schema import CuaConfig
+    from verl_cua.integrations.verl.estimator_plan import plan_for
     from verl_cua.integrations.verl.sdpo.loss import sdpo_actor_loss
 
     config = SimpleNamespace(loss_agg_mode="token-mean", loss_scale_factor=None, entropy_coeff=0.0, use_kl_loss=False)
-    sdpo = {"loss": "token", "is_clip": 2.0}
+    cua = CuaConfig.from_mapping({"sdpo": {"loss": "token", "is_clip": 2.0}})
+    plan = plan_for("sdpo", cua)
     data, output = _loss_batch([torch.ones(2), torch.zeros(3)])
-    loss, metrics = sdpo_actor_loss(config, output, data, sdpo)
+    loss, metrics = sdpo_actor_loss(config, output, data, plan, cua.sdpo)
     assert float(loss) == pytest.approx(0.5)
     data, output = _loss_batch([torch.ones(2), torch.ones(3)])
-    loss, _ = sdpo_actor_loss(config, output, data, sdpo)
+    loss, _ = sdpo_actor_loss(config, output, data, plan, cua.sdpo)
     assert float(loss) == pytest.approx(0.5 * 2 / 5)
 
 
@@ -228,7 +231,7 @@ def test_loss_fields_go_to_transfer_queue_one_call_per_row_shape(monkeypatch):
     """Rows whose fields have the same shapes share one put, stacked; each row keeps its own values."""
     import transfer_queue as tq
 
-    from verl_cua.integrations.verl.sdpo.fields import put_row_fields
+    from verl_cua.integrations.verl.rows.fields import put_row_fields
 
     calls = []
     monkeypatch.setattr(tq, "kv_batch_put", lambda keys, partition_id, fields: calls.append((keys, fields)))

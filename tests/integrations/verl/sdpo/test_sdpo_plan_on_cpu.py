@@ -1,10 +1,13 @@
 """Which rows the SDPO teacher reprompts: demos from a successful sibling episode (never one's own), feedback only
 on failures, nothing for infra failures; groups with neither are counted."""
 
+from dataclasses import replace
+
+from verl_cua.integrations.verl.config.schema import SdpoConfig
 from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
 
-SDPO = {"demo": True, "feedback": True, "final_screenshot": True, "dont_reprompt_on_self_success": True}
-SDPO_ALL = {**SDPO, "feedback_only_without_demo": False}  # demo and feedback together
+SDPO = SdpoConfig(demo=True, feedback=True, final_screenshot=True, dont_reprompt_on_self_success=True)
+SDPO_ALL = replace(SDPO, feedback_only_without_demo=False)  # demo and feedback together
 
 
 def _row(success=False, feedback="", actions=("click(1, 2)",), shot=b"png", infra=False):
@@ -54,7 +57,7 @@ def test_two_successes_teach_each_other_and_switches_turn_parts_off():
     rows = [_row(success=True, actions=["a"]), _row(success=True, actions=["b"]), _row(feedback="x")]
     plan = plan_reprompts(rows, ["g"] * 3, [0, 1, 2], SDPO)
     assert plan.demo_actions == [["b"], ["a"], ["a"]] and plan.reprompt == [True, True, True]
-    plan = plan_reprompts(rows, ["g"] * 3, [0, 1, 2], {**SDPO, "demo": False, "final_screenshot": False})
+    plan = plan_reprompts(rows, ["g"] * 3, [0, 1, 2], replace(SDPO, demo=False, final_screenshot=False))
     assert plan.reprompt == [False, False, True] and plan.use_image == [False, False, False]
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, longest_turn_context, observation_text
-from verl_cua.algos.estimators import SDPO_ESTIMATORS
 from verl_cua.envs import env_screen
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.estimator_plan import plan_for
 
 CHARS_PER_TOKEN = 3
 INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
@@ -116,7 +116,7 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
     turn = action.max_tokens_per_step + image + _tokens(observation_text(99, "x" * 80)) + context
     episode_response = env.max_steps * turn
     teacher_extra = 0
-    if config.get("algorithm", {}).get("adv_estimator") in SDPO_ESTIMATORS:
+    if plan_for(config.get("algorithm", {}).get("adv_estimator"), cua).teacher_pass:
         teacher_extra = TURN_SCAFFOLD_TOKENS + _tokens("x" * sdpo.max_feedback_chars)
         teacher_extra += sdpo.max_demo_tokens if sdpo.demo else 0
         teacher_extra += image if sdpo.final_screenshot else 0

@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from verl_cua.algos.estimators import ESTIMATORS, SDPO_ESTIMATORS
+from verl_cua.algos.estimators import ESTIMATORS, estimators_using, step_advantages
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.estimator_plan import plan_for
+from verl_cua.integrations.verl.hooks import ADD_ONS, step_hook
 
 
 def validate_cua_config(cua: Mapping[str, Any]) -> None:
@@ -17,45 +19,55 @@ def validate_cua_config(cua: Mapping[str, Any]) -> None:
     CuaConfig.from_mapping(cua)
 
 
-def _using(step_advantage: str) -> tuple[str, ...]:
-    """Our estimators whose advantage step is `step_advantage` (the ones a `cua.<section>` setting needs)."""
-    return tuple(name for name, e in ESTIMATORS.items() if e.step_advantage == step_advantage)
-
-
-def validate_estimator_config(config: Mapping[str, Any], registered: tuple[str, ...] = ()) -> None:
-    """One-line errors for algorithm settings that cannot work together (the whole resolved trainer config)."""
+def validate_estimator_config(
+    config: Mapping[str, Any], registered: tuple[str, ...] = (), cua: CuaConfig | None = None
+) -> None:
+    """One-line errors for algorithm settings that cannot work together (the whole resolved trainer config; `cua`:
+    its `cua` section already parsed). A step hook's section is for the estimators that run the hook; an add-on's
+    settings need its `enable` and PPO's loss."""
     algo = config.get("algorithm") or {}
     estimator = algo.get("adv_estimator")
     if registered and estimator not in registered:
         raise CuaConfigError(f"algorithm.adv_estimator={estimator!r} is not valid; valid: {', '.join(registered)}")
-    cua, defaults = CuaConfig.from_mapping(config.get("cua")), CuaConfig()
-    for section, wanted in (("sdpo", SDPO_ESTIMATORS), ("gigpo", _using("gigpo"))):
-        if estimator in wanted:
+    cua = cua if cua is not None else CuaConfig.from_mapping(config.get("cua"))
+    plan, defaults = plan_for(estimator, cua), CuaConfig()
+    for hook in map(step_hook, step_advantages()):
+        if plan.runs(hook.name) or hook.section is None:
             continue
-        changed = [k for k, v in cua[section].items() if defaults[section][k] != v]
+        changed = [k for k, v in cua[hook.section].items() if defaults[hook.section][k] != v]
         if changed:
             raise CuaConfigError(
-                f"cua.{section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
-                f"cua.{section}.* needs adv_estimator={' or '.join(wanted)}"
+                f"cua.{hook.section}.{changed[0]} is set but algorithm.adv_estimator={estimator}; "
+                f"cua.{hook.section}.* needs adv_estimator={' or '.join(estimators_using(hook.name))}"
             )
-    coso = cua["coso"]
-    if coso.enable and estimator in SDPO_ESTIMATORS:
+    for hook in map(step_hook, ADD_ONS):
+        _check_add_on(hook.section, cua, defaults, estimator, plan.sdpo_loss is not None)
+
+
+def _check_add_on(section: str, cua: CuaConfig, defaults: CuaConfig, estimator: str, own_loss: bool) -> None:
+    """An add-on (`cua.<section>.enable`) adds to PPO's loss: not beside an estimator with its own, and its other
+    settings only when it is on."""
+    settings = cua[section]
+    if settings.enable and own_loss:
+        ppo = ["grpo", *(name for name in ESTIMATORS if plan_for(name, defaults).sdpo_loss is None)]
         raise CuaConfigError(
-            f"cua.coso.enable=true needs PPO's loss, and algorithm.adv_estimator={estimator} trains with SDPO's own; "
-            "valid with cua.coso: grpo, gigpo or another verl estimator"
+            f"cua.{section}.enable=true needs PPO's loss, and algorithm.adv_estimator={estimator} trains with "
+            f"SDPO's own; valid with cua.{section}: {', '.join(ppo)} or another verl estimator"
         )
-    changed = [k for k, v in coso.items() if k != "enable" and defaults["coso"][k] != v]
-    if changed and not coso.enable:
-        raise CuaConfigError(f"cua.coso.{changed[0]} is set but cua.coso.enable=false; set cua.coso.enable=true")
+    changed = [k for k, v in settings.items() if k != "enable" and defaults[section][k] != v]
+    if changed and not settings.enable:
+        raise CuaConfigError(
+            f"cua.{section}.{changed[0]} is set but cua.{section}.enable=false; set cua.{section}.enable=true"
+        )
 
 
 def estimator_warnings(config: Mapping[str, Any]) -> list[str]:
     """Settings that run but depart from SDPO's reference where the paper saw harm (the whole resolved config)."""
     estimator = (config.get("algorithm") or {}).get("adv_estimator")
-    if estimator not in SDPO_ESTIMATORS:
+    cua = CuaConfig.from_mapping(config.get("cua") or {})
+    if not plan_for(estimator, cua).teacher_pass:
         return []
     actor = ((config.get("actor_rollout_ref") or {}).get("actor")) or {}
-    teacher = CuaConfig.from_mapping(config.get("cua")).sdpo.teacher
     warnings = []
     if actor.get("use_kl_loss"):
         warnings.append(
@@ -63,7 +75,7 @@ def estimator_warnings(config: Mapping[str, Any]) -> list[str]:
             "refuses a KL loss to a reference policy (its teacher is the regulariser); set use_kl_loss=False unless "
             "this departure is what you study"
         )
-    if teacher == "current":
+    if cua.sdpo.teacher == "current":
         warnings.append(
             "cua.sdpo.teacher=current distils toward the live policy itself, with no regularisation: the SDPO paper "
             "saw this teacher diverge (its Table 4); ema (the default) or frozen keep it near the initial policy"

@@ -1,10 +1,10 @@
 """GiGPO's advantages on a padded batch: each row's step anchors, token steps and per-step rewards gathered from the
-agent loop's fields, then the registered `gigpo` estimator."""
+agent loop's fields, then the registered `gigpo` estimator; `apply` is the `gigpo` step hook."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -12,11 +12,15 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from verl_cua.algos.gigpo import step_rewards_with_penalties
+from verl_cua.integrations.verl.estimator_plan import AdvantageStep
 from verl_cua.integrations.verl.gigpo.estimator import turn_steps
+
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.config.schema import GigpoConfig
 
 
 def gigpo_token_advantages(
-    data: DataProto, extra: list[dict], sessions: list, gigpo: Mapping[str, Any], metrics: dict, penalty: float = 0.0
+    data: DataProto, extra: list[dict], sessions: list, gigpo: GigpoConfig, metrics: dict, penalty: float = 0.0
 ) -> torch.Tensor:
     """GiGPO advantages per token: episode rows take their turn index as the step; step rows their `step_index`.
     Step returns charge each invalid action's `penalty` at its own step (the episode level sees the whole reward)."""
@@ -42,12 +46,23 @@ def gigpo_token_advantages(
         token_steps=steps,
         episodes=[(u, s) for u, s in zip(uids, sessions, strict=True)],
         step_rewards=step_rewards if all(r is not None for r in step_rewards) else None,
-        gamma=float(gigpo.get("gamma", 0.95)),
-        step_weight=float(gigpo.get("step_weight", 1.0)),
-        norm=str(gigpo.get("norm", "mean")),
+        gamma=gigpo.gamma,
+        step_weight=gigpo.step_weight,
+        norm=gigpo.norm,
         metrics=metrics,
     )
     return advantages
+
+
+def apply(data: DataProto, step: AdvantageStep) -> dict[str, float]:
+    """The `gigpo` step hook: GiGPO's advantages (episode and step groups) in place of GRPO's; `gigpo/*` metrics."""
+    metrics: dict[str, float] = {}
+    fields, cua = step.fields, step.cua
+    advantages = gigpo_token_advantages(
+        data, fields.extra, fields.sessions, cua.gigpo, metrics, cua.action.invalid_penalty
+    )
+    data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
+    return metrics
 
 
 def _task_score(extra: Mapping[str, Any]) -> float:

@@ -1,6 +1,10 @@
-"""Row-level helpers of the trainer: infra-failed rows, response-mask metrics, TransferQueue non-tensor fields."""
+"""Row-level helpers of the trainer: infra-failed rows, response-mask metrics, TransferQueue non-tensor fields, rows
+and per-row fields written to TransferQueue."""
 
 from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
 
 import torch
 
@@ -57,3 +61,19 @@ def put_rows(keys: list[str], partition_id: str, rows: list[dict], tags: list[di
     for key, row, tag in zip(keys, rows, tags, strict=True):
         tq.kv_batch_put(keys=[key], partition_id=partition_id, fields=list_of_dict_to_tensordict([row]), tags=[tag])
     return KVBatchMeta(keys=list(keys), tags=[dict(t) for t in tags], partition_id=partition_id)
+
+
+def put_row_fields(keys: Sequence[str], partition_id: str, rows: Sequence[dict[str, torch.Tensor]]) -> None:
+    """Write per-row fields onto existing TransferQueue rows, one call per set of field shapes."""
+    # stacked as plain tensors: TransferQueue splits those on the batch dimension (no jagged split)
+    import transfer_queue as tq
+    from tensordict import TensorDict
+
+    groups: dict[tuple, list[tuple[str, dict[str, torch.Tensor]]]] = defaultdict(list)
+    for key, row in zip(keys, rows, strict=True):
+        groups[tuple((name, tuple(value.shape)) for name, value in sorted(row.items()))].append((key, row))
+    for members in groups.values():
+        names = list(members[0][1])
+        stacked = {name: torch.stack([row[name] for _, row in members]) for name in names}
+        fields = TensorDict(stacked, batch_size=len(members))
+        tq.kv_batch_put(keys=[key for key, _ in members], partition_id=partition_id, fields=fields)

@@ -1,8 +1,8 @@
-"""One step's per-row fields that the driver reads: `extra_fields` (final screenshots included), `uid`, `session_id`
-and `response_mask`. They are fetched from TransferQueue once per batch and handed to each of the step's hooks:
-replay, the SDPO teacher pass, the advantage step, the GUI metrics and the success buffer. A batch whose keys
-changed is fetched again; `clear` drops the step's copy, at the step's end and when replay rewrote rows in place
-(a replayed trajectory takes its victim's keys)."""
+"""One step's per-row fields that the driver reads: `extra_fields` (final screenshots included), `uid`, `session_id`,
+`responses` and `response_mask`. They are fetched from TransferQueue once per batch and handed to each of the step's
+hooks: replay, the SDPO teacher pass, the advantage step, the GUI and mask metrics and the success buffer. A batch
+whose keys changed is fetched again; `clear` drops the step's copy, at the step's end and when replay rewrote rows in
+place (a replayed trajectory takes its victim's keys)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import transfer_queue as tq
 
 from verl_cua.integrations.verl.rows.fields import as_list, infra_rows
 
-FIELDS = ("extra_fields", "uid", "session_id", "response_mask")
+FIELDS = ("extra_fields", "uid", "session_id", "responses", "response_mask")
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class StepFields:
     uids: list[str]
     sessions: list  # each row's episode (`session_id`); the row index for rows without one
     response_mask: Any  # [B, L] tensor, or None when the rows hold none
+    responses: Any = None  # [B, L] token ids, or None when the rows hold none
 
     @property
     def infra(self) -> list[bool]:
@@ -33,15 +34,11 @@ class StepFields:
 
 
 def fetch_step_fields(batch: Any) -> StepFields:
-    """`FIELDS` of every row of `batch` (a `KVBatchMeta`) in one TransferQueue call; rows written without a
-    `session_id` or `response_mask` (older verl rows, hand-made tests) are fetched without them."""
-    for n in (4, 3, 2):  # all of FIELDS, then without response_mask, then without session_id too
-        try:
-            data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(FIELDS[:n]))
-            break
-        except Exception:
-            if n == 2:
-                raise
+    """`FIELDS` of every row of `batch` (a `KVBatchMeta`) in one TransferQueue call. TransferQueue leaves a selected
+    field the rows do not hold out of its answer, without an error (rows written without a `session_id`, `responses`
+    or `response_mask`: older verl rows, hand-made tests), so those take their defaults; an error it raises (keys or
+    partition not found, fields not ready) is a real one and propagates from this one call."""
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(FIELDS))
     extra = [dict(e or {}) for e in as_list(data["extra_fields"])]
     uids = [str(u) for u in as_list(data["uid"])]
     names = data.keys()
@@ -51,6 +48,7 @@ def fetch_step_fields(batch: Any) -> StepFields:
         uids=uids,
         sessions=as_list(data["session_id"]) if "session_id" in names else list(range(len(uids))),
         response_mask=data["response_mask"] if "response_mask" in names else None,
+        responses=data["responses"] if "responses" in names else None,
     )
 
 

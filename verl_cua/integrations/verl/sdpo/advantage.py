@@ -1,17 +1,23 @@
 """SDPO's advantages on a padded batch: the teacher's log-probs against the student's, through the registered
-`sdpo` / `sdpo_grpo` estimator, and the `sdpo/*` metrics."""
+`sdpo` / `sdpo_grpo` estimator, and the `sdpo/*` metrics; `apply`, the `sdpo` step hook, also writes the loss's
+per-row fields."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from verl_cua.integrations.verl.estimator_plan import EstimatorPlan
+from verl_cua.integrations.verl.estimator_plan import AdvantageStep, EstimatorPlan
+from verl_cua.integrations.verl.rows.fields import put_row_fields
+from verl_cua.integrations.verl.sdpo import IDS, TEACHER
+from verl_cua.integrations.verl.sdpo.fields import sdpo_loss_fields
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult
+
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.config.schema import SdpoConfig
 
 
 def teacher_tensor(old_log_probs: torch.Tensor, teacher: TeacherResult) -> torch.Tensor:
@@ -24,7 +30,7 @@ def teacher_tensor(old_log_probs: torch.Tensor, teacher: TeacherResult) -> torch
 
 
 def sdpo_advantages(
-    plan: EstimatorPlan, data: DataProto, teacher: TeacherResult, sdpo: Mapping[str, Any], grpo: torch.Tensor | None
+    plan: EstimatorPlan, data: DataProto, teacher: TeacherResult, sdpo: SdpoConfig, grpo: torch.Tensor | None
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Advantages of `sdpo` / `sdpo_grpo` and the SDPO metrics (over reprompted rows' model tokens)."""
     batch = data.batch
@@ -41,7 +47,7 @@ def sdpo_advantages(
         "reprompt": reprompt,
     }
     if plan.grpo_mix:
-        kwargs.update(grpo_lambda=float(sdpo.get("grpo_lambda", 0.9)), grpo_advantages=grpo)
+        kwargs.update(grpo_lambda=sdpo.grpo_lambda, grpo_advantages=grpo)
     advantages, _ = get_adv_estimator_fn(plan.estimator)(**kwargs)
     on = mask.bool() & reprompt.unsqueeze(-1)
     off = mask.bool() & ~reprompt.unsqueeze(-1)
@@ -56,3 +62,16 @@ def sdpo_advantages(
         metrics["sdpo/not_reprompted_rows"] = float((~reprompt).sum())
         metrics["sdpo/not_reprompted_adv_abs_max"] = float(advantages[off].abs().max()) if off.any() else 0.0
     return advantages, metrics
+
+
+def apply(data: DataProto, step: AdvantageStep) -> dict[str, float]:
+    """The `sdpo` step hook: SDPO's (or the GRPO mix's) advantages in place of GRPO's, from the teacher pass's
+    result, and the actor loss's per-row fields onto the batch's rows; the `sdpo/*` metrics."""
+    plan, sdpo, teacher = step.plan, step.cua.sdpo, step.teacher
+    advantages, metrics = sdpo_advantages(plan, data, teacher, sdpo, data.batch["advantages"])
+    data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
+    rows = sdpo_loss_fields(plan, teacher, step.fields.response_mask, step.excluded, sdpo)
+    put_row_fields(step.batch.keys, step.batch.partition_id, rows)
+    if plan.logit_loss:  # the host memory the logit loss adds: k ids + k teacher log-probs per response token
+        metrics["sdpo/topk_fields_mb"] = sum(r[k].numel() * 4 for r in rows for k in (IDS, TEACHER)) / 2**20
+    return metrics

@@ -3,26 +3,27 @@ teacher's top-k log-probs for the logit loss, and the `loss_mask` verl counts to
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from verl_cua.integrations.verl.estimator_plan import EstimatorPlan
-from verl_cua.integrations.verl.sdpo import logit
-from verl_cua.integrations.verl.sdpo.loss import MASK
+from verl_cua.integrations.verl.sdpo import IDS, MASK, TEACHER
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult
+
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.config.schema import SdpoConfig
 
 
 def sdpo_loss_fields(
-    plan: EstimatorPlan, teacher: TeacherResult, response_mask, infra: Sequence[bool], sdpo: Mapping[str, Any]
+    plan: EstimatorPlan, teacher: TeacherResult, response_mask, infra: Sequence[bool], sdpo: SdpoConfig
 ) -> list[dict[str, torch.Tensor]]:
     """Per row: MASK (model tokens the SDPO term trains), and for the logit loss IDS/TEACHER ([response_len, k],
     zeros on rows that were not reprompted); with `normalize=reprompted` (plain SDPO, `plan.reprompted_only`)
     `loss_mask` = MASK, so verl's token count, and with it the loss's mean, runs over the reprompted tokens only."""
-    topk = int(sdpo.get("topk", 100)) if sdpo.get("loss") == "logit" else 0  # the plan's loss (estimator_plan)
-    reprompted_only = plan.reprompted_only and sdpo.get("normalize", "reprompted") == "reprompted"
+    topk = sdpo.topk if plan.logit_loss else 0
+    reprompted_only = plan.reprompted_only and sdpo.normalize == "reprompted"
     rows = []
     for i, mask in enumerate(response_mask.unbind(0)):
         trains = not infra[i] and (teacher.reprompt[i] if plan.reprompted_only else True)
@@ -32,8 +33,8 @@ def sdpo_loss_fields(
             row["loss_mask"] = sd_mask.clone()
         if topk:
             n = mask.shape[0]
-            row[logit.IDS] = _rows(teacher.topk_ids.get(i), n, topk)
-            row[logit.TEACHER] = _rows(teacher.teacher_topk.get(i), n, topk)
+            row[IDS] = _rows(teacher.topk_ids.get(i), n, topk)
+            row[TEACHER] = _rows(teacher.teacher_topk.get(i), n, topk)
         rows.append(row)
     return rows
 
@@ -45,19 +46,3 @@ def _rows(value: torch.Tensor | None, n: int, topk: int) -> torch.Tensor:
         m = min(n, value.shape[0])
         out[:m] = value[:m].float()
     return out
-
-
-def put_row_fields(keys: Sequence[str], partition_id: str, rows: Sequence[dict[str, torch.Tensor]]) -> None:
-    """Write per-row fields onto existing TransferQueue rows, one call per set of field shapes."""
-    # stacked as plain tensors: TransferQueue splits those on the batch dimension (no jagged split)
-    import transfer_queue as tq
-    from tensordict import TensorDict
-
-    groups: dict[tuple, list[tuple[str, dict[str, torch.Tensor]]]] = defaultdict(list)
-    for key, row in zip(keys, rows, strict=True):
-        groups[tuple((name, tuple(value.shape)) for name, value in sorted(row.items()))].append((key, row))
-    for members in groups.values():
-        names = list(members[0][1])
-        stacked = {name: torch.stack([row[name] for _, row in members]) for name in names}
-        fields = TensorDict(stacked, batch_size=len(members))
-        tq.kv_batch_put(keys=[key for key, _ in members], partition_id=partition_id, fields=fields)

@@ -17,11 +17,10 @@ from __future__ import annotations
 import torch
 
 from verl_cua.algos.sdpo import sdpo_logit_loss, topk_log_probs
+from verl_cua.integrations.verl.sdpo import IDS, TEACHER
 
 PASS = "cua_sdpo_pass"  # non-tensor flag of a batch: which of the passes above the processor runs
 PASSES = ("student_topk", "teacher_gather", "train")
-IDS = "cua_sdpo_ids"  # per row [response_len, k]: the student's top-k ids (float32, exact below 2**24)
-TEACHER = "cua_sdpo_teacher_logp"  # per row [response_len, k]: the teacher's log-probs at IDS
 LOSS = "cua_sdpo_logit_loss"  # per-token output of the train pass
 PACKED = "cua_sdpo_topk"  # per row [response_len * k]: a pass's k values at each response token, row-major
 _EXACT_IDS = 2**24

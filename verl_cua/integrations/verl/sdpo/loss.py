@@ -4,8 +4,7 @@ times the truncated importance weight w (and verl's rollout-correction weights),
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
@@ -13,18 +12,18 @@ from verl.utils.metric import AggregationType, Metric
 from verl.workers.utils.padding import no_padding_2_padding
 
 from verl_cua.algos.sdpo import sdpo_policy_loss, truncated_is_weight
-from verl_cua.integrations.verl.sdpo import logit
+from verl_cua.integrations.verl.sdpo import MASK, logit
 
-MASK = "cua_sdpo_mask"  # per row [response_len]: 1 on model tokens the SDPO term trains (reprompted rows)
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.config.schema import SdpoConfig
+    from verl_cua.integrations.verl.estimator_plan import EstimatorPlan
 
 
-def sdpo_actor_loss(config, model_output, data, sdpo: Mapping[str, Any], student_logits=None):
-    """verl's worker loss for SDPO; called first as the logits processor (student_logits given), then as the loss."""
-    kind = str(sdpo.get("loss", "token"))
+def sdpo_actor_loss(config, model_output, data, plan: EstimatorPlan, sdpo: SdpoConfig, student_logits=None):
+    """verl's worker loss for SDPO (the loss `plan.sdpo_loss`, the typed `cua.sdpo` settings); called first as the
+    logits processor (student_logits given), then as the loss."""
     if student_logits is not None:
-        return logit.logits_processor(
-            student_logits, data, int(sdpo["topk"]), float(sdpo["alpha"]), bool(sdpo.get("add_tail", True))
-        )
+        return logit.logits_processor(student_logits, data, sdpo.topk, sdpo.alpha, sdpo.add_tail)
     from verl.utils import tensordict_utils as tu
 
     if tu.get_non_tensor_data(data=data, key=logit.PASS, default="train") != "train":
@@ -43,8 +42,8 @@ def sdpo_actor_loss(config, model_output, data, sdpo: Mapping[str, Any], student
         "loss_scale_factor": config.loss_scale_factor,
     }
     rollout_is = batch.get("rollout_is_weights", None)
-    is_clip = sdpo.get("is_clip", 2.0)
-    if kind == "logit":
+    is_clip = sdpo.is_clip
+    if plan.logit_loss:
         divergence = no_padding_2_padding(model_output[logit.LOSS], data).float()
         weight = truncated_is_weight(log_prob, batch["old_log_probs"], is_clip)
         if rollout_is is not None:

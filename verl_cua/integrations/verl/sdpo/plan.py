@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl_cua.algos.sdpo import demo_sources
 from verl_cua.algos.success_buffer import instance_of
+
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.config.schema import SdpoConfig
 
 
 @dataclass
@@ -26,10 +29,11 @@ def plan_reprompts(
     extra_fields: Sequence[Mapping[str, Any]],
     uids: Sequence[str],
     sessions: Sequence[Any],
-    sdpo: Mapping[str, Any],
+    sdpo: SdpoConfig,
     buffer_demos: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> RepromptPlan:
-    """Plan the teacher contexts of a batch; episodes are (uid, session), so step rows share their episode's demo.
+    """Plan the teacher contexts of a batch under the `cua.sdpo` settings; episodes are (uid, session), so step rows
+    share their episode's demo.
 
     A row whose group has no other success takes the newest buffered success of its task instance (`buffer_demos`:
     instance -> action lists from earlier steps, oldest first), unless that is its own trajectory."""
@@ -41,7 +45,7 @@ def plan_reprompts(
     first_row = {ep: row_episode.index(ep) for ep in range(len(episodes))}
     ep_groups = [str(uids[first_row[ep]]) for ep in range(len(episodes))]
     ep_success = [success[first_row[ep]] for ep in range(len(episodes))]
-    ep_demo = demo_sources(ep_groups, ep_success, bool(sdpo.get("dont_reprompt_on_self_success", True)))
+    ep_demo = demo_sources(ep_groups, ep_success, sdpo.dont_reprompt_on_self_success)
 
     demo_actions: list[list[str] | None] = []
     feedback: list[str] = []
@@ -49,29 +53,25 @@ def plan_reprompts(
     reprompt: list[bool] = []
     from_buffer = 0
     for i in range(n):
-        demo_ep = ep_demo[row_episode[i]] if sdpo.get("demo", True) and not infra[i] else None
+        demo_ep = ep_demo[row_episode[i]] if sdpo.demo and not infra[i] else None
         demo = list(extra_fields[first_row[demo_ep]].get("cua_actions") or []) if demo_ep is not None else None
-        if not demo and sdpo.get("demo", True) and not infra[i] and buffer_demos:
+        if not demo and sdpo.demo and not infra[i] and buffer_demos:
             own = list(extra_fields[i].get("cua_actions") or [])
             pool = [list(d) for d in buffer_demos.get(instance_of(extra_fields[i]), ()) if list(d) != own]
             if pool:
                 demo = pool[-1]
                 from_buffer += 1
         # the environment's feedback (its text and the final screenshot), with a demo only when asked for
-        env_feedback = not infra[i] and not (demo and sdpo.get("feedback_only_without_demo", True))
-        text = str(extra_fields[i].get("cua_feedback") or "") if sdpo.get("feedback", True) and env_feedback else ""
+        env_feedback = not infra[i] and not (demo and sdpo.feedback_only_without_demo)
+        text = str(extra_fields[i].get("cua_feedback") or "") if sdpo.feedback and env_feedback else ""
         if success[i]:
             text = ""  # a success's own verdict teaches nothing; its demo (another success) may
         has_new = bool(demo) or bool(text.strip())
         demo_actions.append(demo if demo else None)
         feedback.append(text)
         reprompt.append(has_new)
-        use_image.append(
-            has_new
-            and env_feedback
-            and bool(sdpo.get("final_screenshot", True))
-            and bool(extra_fields[i].get("cua_final_screenshot"))
-        )
+        shot = bool(extra_fields[i].get("cua_final_screenshot"))
+        use_image.append(has_new and env_feedback and sdpo.final_screenshot and shot)
 
     groups: dict[str, list[int]] = {}
     for i, uid in enumerate(uids):

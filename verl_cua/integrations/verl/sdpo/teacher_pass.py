@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import transfer_queue as tq
@@ -18,7 +18,11 @@ from verl_cua.integrations.verl.rows.fields import put_rows, row_values
 from verl_cua.integrations.verl.rows.step_fields import StepFields
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import BLOCK_HEADER, TeacherContextBuilder, feedback_block, fit_demo
-from verl_cua.integrations.verl.sdpo.plan import plan_reprompts
+from verl_cua.integrations.verl.sdpo.plan import RepromptPlan, plan_reprompts
+
+if TYPE_CHECKING:
+    from verl_cua.integrations.verl.config.schema import SdpoConfig
+    from verl_cua.integrations.verl.estimator_plan import EstimatorPlan
 
 logger = logging.getLogger(__name__)
 
@@ -45,51 +49,39 @@ def run_teacher_pass(
     builder: TeacherContextBuilder,
     batch: KVBatchMeta,
     fields: StepFields,
-    sdpo: Mapping[str, Any],
+    plan: EstimatorPlan,
+    sdpo: SdpoConfig,
     temperature: float,
     multiple: int = 1,
     buffer_demos: Mapping[str, Any] | None = None,
     teacher_weights: Callable[[], AbstractContextManager] = nullcontext,
 ) -> TeacherResult:
-    """Build the teacher rows of `batch` (planned from the step's `fields`), score them on the actor, and return
-    the teacher log-probs per row.
+    """Build the teacher rows of `batch` (planned from the step's `fields` under the `cua.sdpo` settings), score them
+    on the actor, and return the teacher log-probs per row.
 
-    The logit loss's top-k ids come from the live student (the actor's own weights, in the student context);
-    `teacher_weights` is entered around the teacher's scoring alone (the EMA teacher swaps its weights in there).
+    The logit loss's top-k ids (when `plan.topk_passes`; never for sdpo_grpo) come from the live student (the
+    actor's own weights, in the student context); `teacher_weights` is entered around the teacher's scoring alone
+    (the EMA teacher swaps its weights in there).
     The teacher batch is padded with copies of its last row to a multiple of `multiple` (data-parallel ranks x
     log-prob micro-batch), as verl's engine requires; the copies' results are dropped."""
     extra = fields.extra
-    plan = plan_reprompts(extra, fields.uids, fields.sessions, sdpo, buffer_demos)
-    result = TeacherResult(reprompt=plan.reprompt, success=plan.success, metrics=dict(plan.metrics))
-    rows = [i for i, r in enumerate(plan.reprompt) if r]
+    reprompts = plan_reprompts(extra, fields.uids, fields.sessions, sdpo, buffer_demos)
+    result = TeacherResult(reprompt=reprompts.reprompt, success=reprompts.success, metrics=dict(reprompts.metrics))
+    rows = [i for i, r in enumerate(reprompts.reprompt) if r]
     if not rows:
         return result
 
     student = fetch_rows(batch, rows)  # only the reprompted rows come to the driver, and pad rows when needed
     lengths = [int(tag.get("seq_len", 0)) for tag in batch.tags]
-    teacher_fields, teacher_tags, added, with_image = [], [], [], 0
+    teacher_fields, teacher_tags = [], []
     for i in rows:
-        demo = plan.demo_actions[i]
-        if demo:
-            demo = fit_demo(demo, int(sdpo.get("max_demo_tokens", 8192)), builder.encode, builder.tokenizer.decode)
-        block = feedback_block(
-            demo,
-            float(extra[i].get("cua_score", 0.0)),
-            plan.feedback[i],
-            extra[i].get("cua_final_screenshot") if plan.use_image[i] else None,
-            int(sdpo.get("max_feedback_chars", 2000)),
-        )
-        row = dict(student[i])
-        built = builder.build(row["prompts"], row["responses"], row.get("multi_modal_inputs") or {}, block)
-        added.append(built["prompts"].shape[0] - row["prompts"].shape[0])
-        with_image += int(_has_block_and_image(builder, built["prompts"]))
-        row.update(built)
+        row, tag = _teacher_row(builder, student[i], batch.tags[i], reprompts, i, extra[i], sdpo)
         teacher_fields.append(row)
-        tag = dict(batch.tags[i])
-        tag.update(prompt_len=int(built["prompts"].shape[0]), seq_len=int(built["input_ids"].shape[0]))
         teacher_tags.append(tag)
+    added = [tag["prompt_len"] - int(student[i]["prompts"].shape[0]) for i, tag in zip(rows, teacher_tags, strict=True)]
+    with_image = sum(_has_block_and_image(builder, row["prompts"]) for row in teacher_fields)
 
-    topk = int(sdpo.get("topk", 100)) if sdpo.get("loss", "token") == "logit" else 0
+    topk = sdpo.topk if plan.topk_passes else 0
     if topk:
         ids = _topk_pass(actor_wg, batch, rows, student, lengths, "student_topk", topk, temperature, multiple)
         for row, row_ids in zip(teacher_fields, ids, strict=True):
@@ -125,6 +117,34 @@ def run_teacher_pass(
         }
     )
     return result
+
+
+def _teacher_row(
+    builder: TeacherContextBuilder,
+    student: dict,
+    tag: dict,
+    reprompts: RepromptPlan,
+    i: int,
+    extra: dict,
+    sdpo: SdpoConfig,
+) -> tuple[dict, dict]:
+    """Row `i`'s teacher row (the student's fields with the feedback block in its prompt) and its tag."""
+    demo = reprompts.demo_actions[i]
+    if demo:
+        demo = fit_demo(demo, sdpo.max_demo_tokens, builder.encode, builder.tokenizer.decode)
+    block = feedback_block(
+        demo,
+        float(extra.get("cua_score", 0.0)),
+        reprompts.feedback[i],
+        extra.get("cua_final_screenshot") if reprompts.use_image[i] else None,
+        sdpo.max_feedback_chars,
+    )
+    row = dict(student)
+    built = builder.build(row["prompts"], row["responses"], row.get("multi_modal_inputs") or {}, block)
+    row.update(built)
+    tag = dict(tag)
+    tag.update(prompt_len=int(built["prompts"].shape[0]), seq_len=int(built["input_ids"].shape[0]))
+    return row, tag
 
 
 def _pass_info(mode: str, distillation_only: bool) -> dict:
