@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def entropy_bonus(config, model_output, data, coso: CosoConfig, loss, metrics: dict):
-    """PPO's `loss` (verl's `ppo_loss`, which filled `config.global_batch_info`) minus `coso.coef` * agg(B * H):
+    """PPO's `loss` (verl's `ppo_loss`, which filled the config's global_batch_info) minus coef * agg(B * H):
     CoSo's entropy bonus on the model tokens, aggregated as the PPO loss is (`loss_agg_mode` over the global
     mini-batch); `metrics` gain `coso/*`. H needs the forward's entropy (the trainer sets `actor.calculate_entropy`;
     `entropy_coeff` stays verl's own unweighted term, 0 by default)."""
