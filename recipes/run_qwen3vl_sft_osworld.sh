@@ -55,7 +55,7 @@ IFS=, read -r -a RUNS <<< "${SFT_RUNS}"
     --select "${SELECT}" \
     --max-per-task "${MAX_PER_TASK}"
 
-"${TORCHRUN}" --standalone --nnodes=1 --nproc_per_node="${N_GPUS_PER_NODE}" -m verl_cua.sft \
+"${TORCHRUN}" --standalone --nnodes=1 --nproc_per_node="${N_GPUS_PER_NODE}" -m verl_cua.sft_main \
     data.train_files="${DATA_DIR}/train.parquet" \
     data.train_batch_size="${TRAIN_BATCH_SIZE}" \
     data.micro_batch_size_per_gpu="${MICRO_BATCH}" \

@@ -28,8 +28,8 @@ NO_GPU_REASON = "needs a CUDA GPU (torch.cuda.is_available() is False)"
 
 
 # The layers of the suite (markers registered in pyproject.toml, `-m "not e2e and not desktop"` is the fast loop):
-# `e2e`: the test starts verl: a training run (`python -m verl_cua.main` or `verl_cua.sft` in a subprocess, even one
-# that stops before Ray; a recipe script), verl's `run_ppo`, or a Ray cluster. `desktop`: the test uses a real Xvfb
+# `e2e`: the test starts verl: a training run (`python -m verl_cua.main` or `verl_cua.sft_main` in a subprocess, even
+# one that stops before Ray; a recipe script), verl's `run_ppo`, or a Ray cluster. `desktop`: the test uses a real Xvfb
 # desktop with its apps (the local OSWorld desktop) or a real Chromium (MiniWoB++).
 # A test gets the marker of every fixture below that it uses, directly or through other fixtures; a test that starts
 # verl or a desktop without one of them carries the marker itself (`pytestmark = pytest.mark.e2e` in its module, or

@@ -23,7 +23,7 @@ LAYERS = (
             "verl_cua.listing",
             "verl_cua.main",
             "verl_cua.setup_commands",
-            "verl_cua.sft.__main__",
+            "verl_cua.sft_main",
             "verl_cua.verl_agent_main",
             "verl_cua.testing",
         ),

@@ -29,7 +29,7 @@ MARKED_BY_HAND = {
     "test_a_wait_that_ends_within_the_bound_is_not_stopped": "e2e",
     "test_verls_transfer_queue_on_too_few_slots_stops_naming_its_storage_unit": "e2e",
     "test_a_killed_ray_env_actor_is_an_infra_failure_and_leaves_no_browser": "e2e",
-    # `python -m verl_cua.main` / `verl_cua.sft` (or a recipe) with verl, stopping before Ray
+    # `python -m verl_cua.main` / `verl_cua.sft_main` (or a recipe) with verl, stopping before Ray
     "test_a_missing_data_file_is_one_line_naming_sft_data": "e2e",
     "test_main_stops_a_conflicting_resume_in_one_line_before_ray": "e2e",
     "test_main_rejects_a_bad_value_before_starting_ray": "e2e",

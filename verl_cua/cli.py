@@ -227,7 +227,7 @@ def _sft_data_cmd(args: argparse.Namespace) -> int:
         return 2
     print(card_text(card))
     print(f"rows: {config.out}; card: {card_path(config.out)}")
-    print(f"train: python -m verl_cua.sft data.train_files={config.out} model.path={config.model}")
+    print(f"train: python -m verl_cua.sft_main data.train_files={config.out} model.path={config.model}")
     return 0
 
 

@@ -24,7 +24,7 @@ SFT_ONLY = {"run_qwen3vl_sft_osworld.sh"}  # SFT alone: no RL stage (test_sft_re
 RECIPES = [r for r in ALL_RECIPES if r.name not in SFT_ONLY]
 CONFIG_MODULE = "verl_cua.integrations.verl.config"
 SFT_CONFIG_MODULE = "verl_cua.integrations.verl.config.sft"
-SFT = ["-m", "verl_cua.sft"]
+SFT = ["-m", "verl_cua.sft_main"]
 EXTRA = "trainer.total_epochs=3"
 
 # What each recipe claims: estimator, env, action format, rollout engine.
@@ -124,7 +124,7 @@ def test_style(recipe):
     lines = recipe.read_text().splitlines()
     assert lines[0] == "#!/usr/bin/env bash"
     assert "set -xeuo pipefail" in lines
-    heads = ("-m verl_cua.main \\", "-m verl_cua.sft \\", "bash recipes/run_")
+    heads = ("-m verl_cua.main \\", "-m verl_cua.sft_main \\", "bash recipes/run_")
     (start,) = [i for i, line in enumerate(lines) if any(h in line for h in heads) and line.endswith("\\")]
     body = []
     for line in lines[start + 1 :]:
@@ -292,7 +292,7 @@ def test_gpu_smoke_runs_each_estimator_with_lora_off_and_on(stubs, tmp_path):
 
 
 def _sft_compose(overrides: list[str]):
-    """The SFT trainer's config as `python -m verl_cua.sft` composes it."""
+    """The SFT trainer's config as `python -m verl_cua.sft_main` composes it."""
     with initialize_config_module(SFT_CONFIG_MODULE, version_base=None):
         return compose("cua_sft", overrides=[o for o in overrides if not o.lstrip("+~").startswith("hydra.")])
 

@@ -1,6 +1,6 @@
 """The first rung of the ladder on the CPU, from end to end with the real tools: the MiniWoB++ oracle (a scripted
 expert) is played through the eval harness on training layouts, `verl-cua sft-data` turns its runs into SFT rows, and
-verl's SFT trainer (`python -m verl_cua.sft preset=cpu`) tunes the quickstart's initial model on them (the tiny
+verl's SFT trainer (`python -m verl_cua.sft_main preset=cpu`) tunes the quickstart's initial model on them (the tiny
 Qwen2.5-VL warm-started into click syntax only, `verl_cua.testing.learning`: a random tiny model learns the digits of
 a click too slowly for CI through verl's trainer, docs/sft.md). The tuned folder is cached by recipe.
 
@@ -27,7 +27,7 @@ LR = 2e-3  # a tiny model needs its warm start's scale (docs/learning.md), not a
 
 
 def sft_overrides(model: str, train: str, ckpt: str, *, epochs: int = EPOCHS, batch: int = BATCH, lr: float = LR):
-    """The `python -m verl_cua.sft` overrides of the CPU rung."""
+    """The `python -m verl_cua.sft_main` overrides of the CPU rung."""
     return [
         "preset=cpu",
         f"model.path={model}",
@@ -81,11 +81,11 @@ def climb(work: Path, base: Path, *, tasks=TASKS, seeds=SEEDS, epochs=EPOCHS, lr
     rows = str(work / "sft.parquet")
     card = build(SFTDataConfig(runs=[str(work / "runs")], format=FORMAT, model=str(base), out=rows))
     overrides = sft_overrides(str(base), rows, str(work / "ckpt"), epochs=epochs, batch=BATCH, lr=lr)
-    cmd = [sys.executable, "-m", "verl_cua.sft", *overrides]
+    cmd = [sys.executable, "-m", "verl_cua.sft_main", *overrides]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     (work / "sft.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode:
-        raise RuntimeError(f"python -m verl_cua.sft failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        raise RuntimeError(f"python -m verl_cua.sft_main failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return card
 
 

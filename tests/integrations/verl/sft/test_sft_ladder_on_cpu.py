@@ -1,5 +1,5 @@
 """The ladder's first rung end to end on the CPU, with the real tools: the MiniWoB++ oracle played through the eval
-harness on 128 training layouts (click-test, focus-text) -> `verl-cua sft-data` -> `python -m verl_cua.sft` (verl's
+harness on 128 training layouts (click-test, focus-text) -> `verl-cua sft-data` -> `python -m verl_cua.sft_main` (verl's
 SFT trainer) on the quickstart's initial model -> held-out success with `verl-cua serve` + `verl-cua eval` on 128
 layouts never trained on, sampled at temperature 1, before and after. The RL steps that start from the SFT checkpoint
 are test_e2e_train_on_cpu's GRPO and test_e2e_algos_on_cpu's SDPO and GiGPO runs (the `sft_model` fixture is shared).

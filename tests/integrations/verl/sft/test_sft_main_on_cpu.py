@@ -1,4 +1,4 @@
-"""`python -m verl_cua.sft`: a missing SFT file stops it in one line naming `verl-cua sft-data`, before any process
+"""`python -m verl_cua.sft_main`: a missing SFT file stops it in one line naming `verl-cua sft-data`, before any process
 group or model load; the composed config carries the sft-data columns (the full run is test_sft_ladder_on_cpu's)."""
 
 import subprocess
@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_module
 @pytest.mark.e2e
 def test_a_missing_data_file_is_one_line_naming_sft_data(tmp_path):
     missing = tmp_path / "none.parquet"
-    proc = subprocess.run([sys.executable, "-m", "verl_cua.sft", "preset=cpu", f"data.train_files={missing}",
+    proc = subprocess.run([sys.executable, "-m", "verl_cua.sft_main", "preset=cpu", f"data.train_files={missing}",
                            "model.path=unused"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]

@@ -1,2 +1,2 @@
-"""`python -m verl_cua.sft`: verl's own SFT trainer on `verl-cua sft-data` rows (`main`), and LoRA checkpoints merged
-into plain Hugging Face folders (`lora_merge`)."""
+"""`python -m verl_cua.sft_main`: verl's own SFT trainer on `verl-cua sft-data` rows (`main`), and LoRA checkpoints
+merged into plain Hugging Face folders (`lora_merge`)."""

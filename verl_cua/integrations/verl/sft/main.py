@@ -1,6 +1,7 @@
-"""`python -m verl_cua.sft`: verl 0.9.1's own SFT trainer (`SFTTrainer`, FSDP2, multi-turn and multi-image rows)
+"""`python -m verl_cua.sft_main`: verl 0.9.1's own SFT trainer (`SFTTrainer`, FSDP2, multi-turn and multi-image rows)
 with verl-cua's config (`config/sft/cua_sft.yaml`) and platforms: on the CPU (`preset=cpu`) its process group
-is gloo alone. One process runs without torchrun; several GPUs run under `torchrun --nproc_per_node N -m verl_cua.sft`.
+is gloo alone. One process runs without torchrun; several GPUs run under
+`torchrun --nproc_per_node N -m verl_cua.sft_main`.
 """
 
 from __future__ import annotations

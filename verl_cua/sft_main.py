@@ -1,4 +1,5 @@
-"""`python -m verl_cua.sft [overrides]`: verl's SFT trainer on `verl-cua sft-data` rows (verl_cua.integrations.verl)."""
+"""`python -m verl_cua.sft_main [overrides]`: verl's SFT trainer on `verl-cua sft-data` rows, an entry point beside
+`verl_cua.main` (the trainer lives in verl_cua.integrations.verl.sft)."""
 
 from verl_cua.main import require_ml_stack
 
