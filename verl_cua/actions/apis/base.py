@@ -2,7 +2,7 @@
 its parameters with their limits. Specs only: the code that runs an API lives with the desktops
 (`verl_cua.envs.osworld.apis`) and runs inside the desktop's sandbox, never here.
 
-A call is data, never code: `validate_call` binds literal arguments to a spec's parameters and checks each one's type
+A call is data, never code: `ApiSpec.bind` binds literal arguments to a spec's parameters and checks each one's type
 and size, so what reaches a desktop is `(tool, name, {param: value})` with JSON values only.
 """
 

@@ -1,7 +1,7 @@
 """`actor.policy_loss.loss_mode=sdpo`: -w * A * log pi with a detached importance weight truncated at `is_clip`.
 
 For verl's own `ppo_loss` (`IS_CLIP` is the module's truncation); verl-cua's trainer ships its SDPO loss, token- or
-logit-level, through `cua_actor_loss` (`verl_cua.integrations.verl.sdpo.loss`)."""
+logit-level, through `cua_actor_loss` (`verl_cua.integrations.verl.actor_loss`, then `sdpo.loss`)."""
 
 from __future__ import annotations
 
