@@ -45,7 +45,10 @@ def test_the_example_format_and_env_work_through_the_public_api(example_plugin):
     from verl_cua.envs.task_sets import resolve_tasks
     from verl_cua.integrations.verl.config.schema import CuaConfig
 
-    assert build_prompt("pyautogui_one", screen=(160, 210)).system.endswith("Take exactly one action per turn.")
+    # its prompt is the one it inherits, read through its own spec
+    one_prompt, base = (build_prompt(name, screen=(160, 210)) for name in ("pyautogui_one", "pyautogui"))
+    assert (one_prompt.format, one_prompt.system, one_prompt.user_text("go")) == ("pyautogui_one", base.system,
+                                                                                 base.user_text("go"))  # fmt: skip
     one = parse_action("```python\npyautogui.click(10, 20)\n```", format="pyautogui_one", screen=(160, 210))
     two = parse_action("```python\npyautogui.click(10, 20)\npyautogui.click(30, 40)\n```", format="pyautogui_one",
                        screen=(160, 210))  # fmt: skip
