@@ -49,3 +49,15 @@ def test_every_format_has_a_prompt_and_unknown_ones_list_the_valid():
             assert build_prompt(fmt, screen=SCREEN).user_text("Save the file").count("Save the file") == 1
     with pytest.raises(ValueError, match="valid formats"):
         build_prompt("gpt5", screen=SCREEN)
+
+
+def test_a_turn_shows_the_env_s_element_table_after_the_format_s_own_context():
+    from verl_cua.actions.prompts import turn_context
+
+    table = "Elements on the screen:\ntag\ttext\nbutton\tOK"
+    assert turn_context("pyautogui", {"task": "click-test"}) is None  # the control: a screenshot alone
+    assert turn_context("pyautogui", {"elements_text": table}) == table
+    both = turn_context("api_gui", {"focused_app": "calc", "api_result": "ok", "elements_text": table})
+    assert both.endswith("\n" + table) and both.startswith(
+        turn_context("api_gui", {"focused_app": "calc", "api_result": "ok"})
+    )

@@ -24,6 +24,7 @@ def env(chromium):
 def test_scripted_click_solves_click_button(env):
     obs = env.reset({"task": "click-button", "seed": 1})
     assert obs.screen == (320, 420) and "button" in obs.instruction
+    assert "elements" not in obs.extra and "elements_text" not in obs.extra  # the default `screenshot` reads none
     result = env.step(solution(env, obs)[0])
     assert result.done and result.reward == 1.0 and env.evaluate() == 1.0
     assert result.info["action_valid"] and not result.info["infra_failure"] and result.info["error"] is None

@@ -33,9 +33,11 @@ def observation_text(step: int, error: str | None = None, context: str | None = 
 
 
 def turn_context(format: str, extra: Mapping[str, Any] | None) -> str | None:
-    """What `format` shows beside each screenshot, from an observation's `extra` (api_gui: the focused app, its APIs
-    and the last API result); None for a format that shows nothing."""
-    return get_format(format).turn_context(extra)
+    """What a turn shows beside its screenshot, from an observation's `extra`: what `format` adds (api_gui: the
+    focused app, its APIs and the last API result), then the env's element table or marks (`elements_text`, for an
+    observation type other than `screenshot`: `verl_cua.envs.observation`); None where there is neither."""
+    parts = [get_format(format).turn_context(extra), (extra or {}).get("elements_text")]
+    return "\n".join(p for p in parts if p) or None
 
 
 def longest_turn_context(format: str) -> str:

@@ -17,7 +17,7 @@ from verl_cua.envs.base import (
 from verl_cua.envs.osworld import PROVIDERS
 from verl_cua.envs.pool import EnvLease, EnvPool
 from verl_cua.envs.screens import miniwob_screen, osworld_screen
-from verl_cua.envs.spec import DesktopCost, EnvSpec
+from verl_cua.envs.spec import OBSERVATIONS, DesktopCost, EnvSpec
 
 # The built-in envs, one record each (`verl_cua.envs.spec.EnvSpec`); a plug-in registers its own the same way.
 MINIWOB_SPEC = EnvSpec(  # a Chromium page; idle ones kept per task
@@ -30,6 +30,7 @@ MINIWOB_SPEC = EnvSpec(  # a Chromium page; idle ones kept per task
     held_out="click-test",
     held_out_seeds="100000-100063",
     needs="MiniWoB++ needs Chromium and chromedriver on the machine.",
+    observations=OBSERVATIONS,  # the DOM elements read as the tree
 )
 OSWORLD_SPEC = EnvSpec(  # docker: a VM; local: Xvfb and apps
     screen=osworld_screen,
@@ -40,6 +41,7 @@ OSWORLD_SPEC = EnvSpec(  # docker: a VM; local: Xvfb and apps
     tasks="verl_cua.envs.osworld.task_refs:osworld_tasks",
     start_timeout="verl_cua.envs.osworld.env:start_timeout",
     held_out="OSWorld/evaluation_examples/test_small.json",
+    observations=OBSERVATIONS,  # the AT-SPI tree from every provider
     needs=(
         "OSWorld's client `desktop-env` is installed apart, with `verl-cua install-osworld` (the tested version "
         "with --no-deps: its own pins clash with verl). The `docker` provider "

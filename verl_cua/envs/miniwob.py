@@ -12,6 +12,7 @@ from PIL import Image
 
 from verl_cua.actions import GUIAction, ParsedAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
+from verl_cua.envs.observation import DEFAULT_BUDGET, check_observation, dom_elements, shows_elements, with_elements
 from verl_cua.envs.task_sets import TaskRef, parse_seeds
 from verl_cua.resources import install_hint
 
@@ -129,6 +130,10 @@ class MiniWoBEnv:
     `time_limit_s`: MiniWoB's wall-clock limit per episode. None (the default) removes it: a model's latency or a
     loaded machine must not fail an episode. A number restores the original protocol (10 for most tasks); an
     episode that runs out then ends as a failure with `info["reason"] == "timed out"`.
+
+    `observation`: one of OSWorld's four types. Beyond `screenshot`, each observation's `extra` holds the page's DOM
+    elements (`elements`, boxes in screenshot pixels) and their table or marks as text (`elements_text`, trimmed to
+    `observation_tokens`); `som` also numbers the marks on the screenshot.
     """
 
     def __init__(
@@ -139,13 +144,17 @@ class MiniWoBEnv:
         screenshot_scale: int = 1,
         wait_ms: float = 0.0,
         time_limit_s: float | None = None,
+        observation: str = "screenshot",
+        observation_tokens: int = DEFAULT_BUDGET,
     ):
+        self.observation = check_observation(observation)
         _check_system()
         if time_limit_s is not None and not (isinstance(time_limit_s, int | float) and 0 < time_limit_s < 2e6):
             raise ValueError(f"time_limit_s must be None (no limit) or seconds in (0, 2e6), got {time_limit_s!r}")
         if not isinstance(screenshot_scale, int) or not 1 <= screenshot_scale <= 8:
             raise ValueError(f"screenshot_scale must be an integer 1..8, got {screenshot_scale!r}")
         self.action_format = action_format
+        self.observation_tokens = int(observation_tokens)
         self.scale = screenshot_scale
         self.wait_ms = wait_ms
         self.time_limit_ms = NO_TIME_LIMIT_MS if time_limit_s is None else int(time_limit_s * 1000)
@@ -299,7 +308,12 @@ class MiniWoBEnv:
         image = Image.fromarray(obs["screenshot"])
         if self.scale != 1:
             image = image.resize((image.width * self.scale, image.height * self.scale), Image.NEAREST)
-        return Observation(image, obs["utterance"], {"task": self._task, "fields": list(obs.get("fields", ()))})
+        extra = {"task": self._task, "fields": list(obs.get("fields", ()))}
+        if shows_elements(self.observation):
+            elements = dom_elements(obs.get("dom_elements", ()), self._area, self.scale)
+            image, read = with_elements(self.observation, image, elements, "dom", self.observation_tokens)
+            extra.update(read)
+        return Observation(image, obs["utterance"], extra)
 
     def _area_xy(self, x: int | None, y: int | None) -> tuple[float, float]:
         if x is None:

@@ -34,6 +34,13 @@ from PIL import Image
 from verl_cua.actions import ParsedAction
 from verl_cua.actions.types import GUIAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
+from verl_cua.envs.observation import (
+    DEFAULT_BUDGET,
+    a11y_elements,
+    check_observation,
+    shows_elements,
+    with_elements,
+)
 from verl_cua.envs.osworld import PROVIDERS, evaluators
 from verl_cua.envs.osworld.tasks import load_task, stage_cache
 
@@ -51,7 +58,11 @@ class SlowDesktop(InfraFailure):
 
 
 class OSWorldEnv:
-    """One OSWorld desktop. `reset(task)` takes a task dict, a JSON path, or a name in our task set."""
+    """One OSWorld desktop. `reset(task)` takes a task dict, a JSON path, or a name in our task set.
+
+    `observation`: one of OSWorld's four types; beyond `screenshot`, the desktop's AT-SPI tree is read every turn,
+    and `extra` holds its elements (`elements`) and their table or marks (`elements_text`, trimmed to
+    `observation_tokens`); `som` also numbers the marks on the screenshot."""
 
     def __init__(
         self,
@@ -67,12 +78,17 @@ class OSWorldEnv:
         start_timeout: float = 60.0,
         settle_timeout: float = 30.0,
         action_timeout: float = 30.0,
+        observation: str = "screenshot",
+        observation_tokens: int = DEFAULT_BUDGET,
         **provider_kwargs: Any,
     ):
         if provider not in PROVIDERS:
             raise ValueError(f"unknown OSWorld provider {provider!r}; valid providers: {', '.join(PROVIDERS)}")
         if action_space not in ACTION_SPACES:
             raise ValueError(f"unknown action_space {action_space!r}; valid: {', '.join(ACTION_SPACES)}")
+        self.observation = check_observation(observation)
+        self.observation_tokens = int(observation_tokens)
+        require_a11y_tree = require_a11y_tree or shows_elements(self.observation)  # the table reads the tree
         evaluators.install()  # before desktop_env.desktop_env imports `metrics, getters`
         self.provider = provider
         self.action_space = action_space
@@ -389,6 +405,10 @@ class OSWorldEnv:
             extra["focused_app"] = focused_app(self._desktop)
         if image.mode != "RGB":
             image = image.convert("RGB")
+        if shows_elements(self.observation):  # the desktop's coordinates are the screenshot's pixels
+            elements = a11y_elements(obs.get("accessibility_tree"))
+            image, read = with_elements(self.observation, image, elements, "a11y", self.observation_tokens)
+            extra.update(read)
         return Observation(image, obs.get("instruction") or "", extra)
 
 
