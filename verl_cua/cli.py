@@ -146,6 +146,8 @@ def _add_serve(sub) -> None:
 def _add_eval(sub) -> None:
     from verl_cua.actions import FORMAT_REGISTRY
     from verl_cua.envs import ENV_REGISTRY
+    from verl_cua.envs.observation import DEFAULT_BUDGET
+    from verl_cua.envs.spec import OBSERVATIONS
     from verl_cua.eval.apis import API_REGISTRY
 
     p = sub.add_parser(
@@ -175,6 +177,14 @@ def _add_eval(sub) -> None:
     p.add_argument("--history-images", type=int, default=3, help="screenshots kept in the conversation")
     p.add_argument("--max-pixels", type=int, default=None,
                    help="cap on the screenshot sent (qwen formats, claude; default: the format's own)")  # fmt: skip
+    p.add_argument(
+        "--observation",
+        default="screenshot",
+        choices=OBSERVATIONS,
+        help="what the model reads each turn (OSWorld's types; cua.env.observation in training)",
+    )
+    p.add_argument("--observation-tokens", type=int, default=DEFAULT_BUDGET,
+                   help="tokens of element table or marks a turn may show")  # fmt: skip
     p.add_argument("--retries", type=int, default=2, help="extra attempts for an episode that hit an infra failure")
     p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per step")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")

@@ -12,6 +12,7 @@ from verl_cua.envs.base import (
     env_spec,
     env_start_timeout,
     make_env,
+    observed_kwargs,
     register_env,
 )
 from verl_cua.envs.osworld import PROVIDERS
@@ -72,5 +73,6 @@ __all__ = [
     "env_spec",
     "env_start_timeout",
     "make_env",
+    "observed_kwargs",
     "register_env",
 ]

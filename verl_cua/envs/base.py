@@ -10,7 +10,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from PIL import Image
 
 from verl_cua.actions import ParsedAction, parse_action
-from verl_cua.envs.spec import EnvSpec
+from verl_cua.envs.spec import OBSERVATIONS, EnvSpec
 from verl_cua.registry import Registry, resolve, same_definition
 
 INFO_KEYS = ("action_valid", "infra_failure", "error")
@@ -155,3 +155,25 @@ def env_start_timeout(name: str, kwargs: dict[str, Any], pool_size: int, default
     asked = ENV_REGISTRY.lookup(name).start_timeout
     timeout = None if asked is None else resolve(asked)(pool_size, dict(kwargs))
     return default if timeout is None else float(timeout)
+
+
+TEXT_ONLY = "a11y_tree"  # the type whose prompt would drop the screenshot; the prompts do not do that yet
+
+
+def observed_kwargs(name: str, kwargs: Mapping[str, Any], observation: str, tokens: int) -> dict[str, Any]:
+    """`kwargs` for env `name` with the observation type a run asked for (`cua.env.observation`, `--observation`):
+    unchanged for `screenshot`, else with `observation` and `observation_tokens`; a type the env's record does not
+    list, or one the prompts cannot show yet, is ValueError in one line naming the valid ones."""
+    if observation not in OBSERVATIONS:
+        raise ValueError(f"unknown observation {observation!r}; valid: {', '.join(OBSERVATIONS)}")
+    if observation == TEXT_ONLY:
+        raise ValueError(
+            "observation a11y_tree (the table without the screenshot) is not in the prompts yet; "
+            "screenshot_a11y_tree shows the same table beside the screenshot"
+        )
+    if observation == "screenshot":
+        return dict(kwargs)
+    given = env_spec(name).observations
+    if observation not in given:
+        raise ValueError(f"env {name!r} gives no {observation} observation; it gives: {', '.join(given)}")
+    return {**kwargs, "observation": observation, "observation_tokens": int(tokens)}

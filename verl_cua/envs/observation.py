@@ -34,6 +34,7 @@ ROLES = frozenset({"alert", "canvas", "check-box", "combo-box", "entry", "icon",
 PAIR = re.compile(r"^\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)$")  # "(x, y)": read by pattern, never evaluated
 CELL_CHARS = 200  # a cell is cut to this many characters
 DEFAULT_BUDGET = 2000  # tokens of element table per turn (`cua.env.observation_tokens`)
+CHARS_PER_TOKEN = 3  # a tokenizer-free count, on the safe side (the trainer's token budget counts the same way)
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,8 @@ def mark_rows(elements: Sequence[Element]) -> list[str]:
 
 
 def approx_tokens(text: str) -> int:
-    """A tokenizer-free count: about 4 characters a token (what the budget counts where no tokenizer is given)."""
-    return math.ceil(len(text) / 4)
+    """A tokenizer-free count of `text`'s tokens (`CHARS_PER_TOKEN`), where no tokenizer is given."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def trim(rows: Sequence[str], budget: int, count: Callable[[str], int] = approx_tokens) -> str:

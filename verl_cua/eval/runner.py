@@ -12,7 +12,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import ENV_REGISTRY, EnvPool, GUIEnv, InfraFailure, env_spec, env_start_timeout, make_env
+from verl_cua.envs import (
+    ENV_REGISTRY,
+    EnvPool,
+    GUIEnv,
+    InfraFailure,
+    env_spec,
+    env_start_timeout,
+    make_env,
+    observed_kwargs,
+)
+from verl_cua.envs.observation import DEFAULT_BUDGET
 from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
 from verl_cua.eval.endpoint import ChatClient, EndpointError
@@ -25,7 +35,11 @@ logger = logging.getLogger(__name__)
 FINAL = ("success", "failure")
 # run.json fields that must match when a run directory is resumed (results made otherwise would be mixed in)
 SAME_RUN = ("env", "provider", "env_kwargs", "model", "format", "provider_api", "max_steps", "history_images",
-            "max_pixels", "temperature", "max_tokens", "success_threshold", "extra_body")  # fmt: skip
+            "max_pixels", "temperature", "max_tokens", "success_threshold", "extra_body", "observation",
+            "observation_tokens")  # fmt: skip
+
+# run.json keys added after runs were made: a run.json without one was made with this value
+LATER_KEYS = {"observation": "screenshot", "observation_tokens": DEFAULT_BUDGET}
 
 
 @dataclass
@@ -54,6 +68,8 @@ class EvalConfig:
     endpoint_wait: float = 30.0  # seconds the endpoint may take to answer at all before the run stops (0: no check)
     success_threshold: float = 1.0  # an evaluator score counted as a success
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # passed to make_env (provider options)
+    observation: str = "screenshot"  # what the model reads each turn: one of OSWorld's observation types
+    observation_tokens: int = DEFAULT_BUDGET  # tokens of element table or marks a turn may show
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
     name: str | None = None  # the run's name in reports (default: the directory's)
 
@@ -141,6 +157,7 @@ def _check(config: EvalConfig) -> None:
         raise ValueError(f"--provider is for --env {' or '.join(takes)}; {config.env} takes none")
     if providers and config.provider is not None and config.provider not in providers:
         raise ValueError(f"unknown --provider {config.provider!r}; valid: {', '.join(providers)}")
+    _env_kwargs(config)  # an observation type the env does not give: one line before any desktop starts
     if config.max_pixels is not None and config.format == "pyautogui":
         raise ValueError("--max-pixels does not apply to --format pyautogui: its coordinates are screen pixels")
 
@@ -154,11 +171,11 @@ def _start_timeout(config: EvalConfig, workers: int) -> float | None:
 
 
 def _env_kwargs(config: EvalConfig) -> dict[str, Any]:
-    """The env's kwargs: the run's own, and `--provider` for an env that takes one."""
+    """The env's kwargs: the run's own, `--provider` for an env that takes one, and `--observation`."""
     kwargs = dict(config.env_kwargs)
     if env_spec(config.env).providers:
         kwargs.setdefault("provider", config.provider)
-    return kwargs
+    return observed_kwargs(config.env, kwargs, config.observation, config.observation_tokens)
 
 
 def _env_factory(config: EvalConfig) -> Callable[[], GUIEnv]:
@@ -177,9 +194,10 @@ def _open_run(out: Path, config: EvalConfig, refs: list[TaskRef]) -> dict[str, A
             raise ValueError(f"{path} is not valid JSON ({exc}); fix or remove it") from None
         started = any(out.rglob(RESULT))  # settings are only binding once an episode has finished with them
         for key in SAME_RUN if started else ():
-            if old.get(key) != meta.get(key):
+            before = old.get(key, LATER_KEYS.get(key))
+            if before != meta.get(key):
                 raise ValueError(
-                    f"{out} holds a run with {key}={old.get(key)!r}, not {meta.get(key)!r}; "
+                    f"{out} holds a run with {key}={before!r}, not {meta.get(key)!r}; "
                     "use another --out to keep results apart"
                 )
         tasks = list(old.get("tasks", []))

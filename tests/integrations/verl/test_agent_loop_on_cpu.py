@@ -109,6 +109,15 @@ def test_an_api_gui_episode_acts_through_agent_primitives_and_an_app_api_the_env
     context = tok.decode(out.prompt_ids + out.response_ids)
     assert "Agent.click(coordinates=[x, y], num_clicks=1" in context  # the api_gui system prompt
     assert context.count("Focused app: none.") == 4  # the first turn and each of the 3 after a reply
+    assert "Elements on the screen" not in context and "Marks on" not in context  # the default: a screenshot alone
+
+
+def test_a_som_episode_shows_the_page_s_marks_every_turn(tiny_model, chromium):
+    """cua.env.observation=som in the training loop: the marks beside each screenshot, the first turn's and the one
+    after the reply (the prompt's text, as the model reads it)."""
+    out, server, tok = run_loop(tiny_model, ["WAIT", "WAIT"], "cua.env.max_steps=2", "cua.env.observation=som")
+    context = tok.decode(out.prompt_ids + out.response_ids)
+    assert context.count("Marks on the screenshot:\nmark\ttag") == 2 and "\tbutton\tClick Me!\t" in context
 
 
 def test_invalid_outputs_are_penalised_and_not_sent(tiny_model, chromium):

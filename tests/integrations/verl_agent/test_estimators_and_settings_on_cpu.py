@@ -121,3 +121,11 @@ def test_settings_errors_name_the_valid_values():
         read_settings("miniwob", {"pool_backend": "k8s"})
     with pytest.raises(ValueError, match="at least 65536"):
         read_settings("miniwob", {"max_pixels": 1000})
+
+
+def test_an_env_section_s_observation_reaches_make_env_and_a_bad_one_is_one_line():
+    assert read_settings("miniwob", None).env_kwargs("miniwob") == {}  # the default screenshot adds nothing
+    settings = read_settings("miniwob", {"observation": "som", "observation_tokens": 500, "kwargs": {"wait_ms": 5}})
+    assert settings.env_kwargs("miniwob") == {"wait_ms": 5, "observation": "som", "observation_tokens": 500}
+    with pytest.raises(ValueError, match="^env.miniwob.observation: unknown observation 'dom'; valid: screenshot,"):
+        read_settings("miniwob", {"observation": "dom"})

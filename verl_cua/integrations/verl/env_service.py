@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from verl_cua.envs import EnvPool, env_start_timeout, make_env
+from verl_cua.envs import EnvPool, env_start_timeout, make_env, observed_kwargs
+from verl_cua.envs.observation import DEFAULT_BUDGET
 
 _LOCK = threading.Lock()
 START_TIMEOUT = 120.0  # seconds per env start, unless the env asks for more
@@ -20,6 +21,8 @@ class EnvService:
 
     def __init__(self, env_cfg: Mapping[str, Any]):
         name, kwargs = env_cfg["name"], dict(env_cfg.get("kwargs") or {})
+        observation = env_cfg.get("observation", "screenshot")
+        kwargs = observed_kwargs(name, kwargs, observation, env_cfg.get("observation_tokens", DEFAULT_BUDGET))
         self.size = int(env_cfg["pool_size"])
         own_start = env_start_timeout(name, kwargs, self.size, None)  # docker: lock waits + boot
         self.pool = EnvPool(

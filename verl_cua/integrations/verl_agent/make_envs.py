@@ -23,7 +23,7 @@ def make_gui_envs(config: Any) -> tuple[GUIEnvironmentManager, GUIEnvironmentMan
     settings = read_settings(name, env.get(name))
     group_n = env.rollout.n if env.rollout.n > 0 else 1
     train_n, val_n = int(config.data.train_batch_size) * group_n, int(config.data.val_batch_size)
-    kwargs = dict(settings.kwargs)
+    kwargs = settings.env_kwargs(name)
     pool = EnvPool(
         lambda: make_env(name, **kwargs),
         max(train_n, val_n),

@@ -8,7 +8,8 @@ from typing import Any
 
 from verl_cua.actions.formats import get_format, trainable_formats
 from verl_cua.actions.geometry import QWEN25VL_RESIZE
-from verl_cua.envs import ENV_REGISTRY
+from verl_cua.envs import ENV_REGISTRY, observed_kwargs
+from verl_cua.envs.observation import DEFAULT_BUDGET
 
 BACKENDS = ("thread", "ray")
 # What a sampled task becomes when the dataset gives none (seeds for MiniWoB, as verl-agent's own envs draw).
@@ -33,6 +34,12 @@ class EnvSettings:
     reset_timeout: float = 120.0
     step_timeout: float = 60.0
     evaluate_timeout: float = 120.0
+    observation: str = "screenshot"  # what the model reads each turn: one of OSWorld's observation types
+    observation_tokens: int = DEFAULT_BUDGET  # tokens of element table or marks a turn may show
+
+    def env_kwargs(self, name: str) -> dict[str, Any]:
+        """What `make_env(name, ...)` is given: `kwargs` with the observation type (one line if env `name` lacks it)."""
+        return observed_kwargs(name, self.kwargs, self.observation, self.observation_tokens)
 
     @property
     def factor(self) -> int:
@@ -68,6 +75,10 @@ def read_settings(name: str, section: Mapping[str, Any] | None) -> EnvSettings:
         raise ValueError(f"env.{name}.tasks is required: task JSON files, folders or OSWorld meta files")
     if not isinstance(settings.kwargs, Mapping):
         raise ValueError(f"env.{name}.kwargs must be a mapping, got {type(settings.kwargs).__name__}")
+    try:
+        settings.env_kwargs(name)
+    except ValueError as exc:
+        raise ValueError(f"env.{name}.observation: {exc}") from None
     if int(settings.max_pixels) < 256 * 256:
         raise ValueError(f"env.{name}.max_pixels must be at least 65536 (verl-agent upsizes smaller images)")
     return EnvSettings(**{**raw, "tasks": _task_text(tasks), "val_tasks": _task_text(settings.val_tasks or tasks)})

@@ -6,7 +6,13 @@ from hydra import compose, initialize_config_module
 from PIL import Image
 from transformers import AutoProcessor
 
-from verl_cua.integrations.verl.config.budget import Geometry, image_tokens, model_geometry, row_budget
+from verl_cua.integrations.verl.config.budget import (
+    OBSERVATION_FRAME_TOKENS,
+    Geometry,
+    image_tokens,
+    model_geometry,
+    row_budget,
+)
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.prepare import prepare_config
 
@@ -116,3 +122,15 @@ def test_builtin_envs_screens_come_from_their_specs():
     assert env_screen("osworld", {}) == (1920, 1080) and env_screen("osworld", {"screen": [1280, 720]}) == (1280, 720)
     with pytest.raises(ValueError, match="unknown env 'nope'; valid envs: .*miniwob"):
         env_screen("nope", {})
+
+
+def test_an_element_table_s_tokens_count_in_every_prompt_and_turn():
+    grpo = {"algorithm": {"adv_estimator": "grpo"}}
+    plain = row_budget({**_plain(_config()), **grpo})
+    som = row_budget({**_plain(_config("cua.env.observation=som", "cua.env.observation_tokens=1500")), **grpo})
+    assert som.step_prompt - plain.step_prompt == som.turn - plain.turn == 1500 + OBSERVATION_FRAME_TOKENS
+    table = ("cua.env.observation=screenshot_a11y_tree", "cua.env.observation_tokens=3000")
+    with pytest.raises(CuaConfigError, match="^data.max_prompt_length=5000 cannot hold the screenshots and the elem"):
+        prepare_config(_config("data.max_prompt_length=5000", *table))  # the table no longer fits
+    prepare_config(_config("data.max_prompt_length=5000"))  # the control: the same rows without the table fit
+    prepare_config(_config("data.max_prompt_length=8192", *table))

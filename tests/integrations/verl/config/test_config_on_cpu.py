@@ -255,3 +255,16 @@ def test_registered_envs_are_valid_env_names():
         assert CuaConfig.from_mapping({"env": {"name": "toy-desk"}}).env.name == "toy-desk"
     finally:
         ENV_REGISTRY.pop("toy-desk", None)
+
+
+def test_the_observation_key_names_the_valid_types_and_the_budget_counts_its_table(scratch_env):
+    from verl_cua.envs import EnvSpec
+
+    with pytest.raises(CuaConfigError, match="^cua.env.observation='dom' is not valid; valid: screenshot, a11y_tree"):
+        validate_cua_config({"env": {"observation": "dom"}})
+    with pytest.raises(CuaConfigError, match="^cua.env.observation=a11y_tree: .* not in the prompts yet"):
+        validate_cua_config({"env": {"observation": "a11y_tree"}})
+    name = scratch_env("screens-only", EnvSpec(screen=lambda kwargs: (100, 100)))
+    with pytest.raises(CuaConfigError, match="^cua.env.observation=som: env 'screens-only' gives no som observation"):
+        validate_cua_config({"env": {"name": name, "observation": "som"}})
+    validate_cua_config({"env": {"observation": "som"}})  # MiniWoB++ gives every type

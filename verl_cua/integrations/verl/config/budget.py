@@ -16,11 +16,11 @@ from typing import Any
 from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, longest_turn_context, observation_text
 from verl_cua.envs import env_screen
+from verl_cua.envs.observation import CHARS_PER_TOKEN  # the env trims its element table by the same count
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
 
-CHARS_PER_TOKEN = 3
 INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
 ACTION_HISTORY_CHARS = 400  # step rows show each earlier action cut to this many characters
 TURN_SCAFFOLD_TOKENS = 16  # <|im_start|>user ... <|im_end|> and the vision start/end tokens of one turn
@@ -91,6 +91,9 @@ def image_tokens(screen: tuple[int, int], geometry: Geometry, max_pixels: int) -
     return size, (size[0] // geometry.factor) * (size[1] // geometry.factor)
 
 
+OBSERVATION_FRAME_TOKENS = 64  # the element table's title and header, and the line that says where it was cut
+
+
 def _tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
@@ -112,6 +115,8 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
     history_text = (env.max_steps - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
     step_prompt = system + INSTRUCTION_TOKENS + history_text + env.history_images * image
     context = _tokens(longest_turn_context(action.format))  # api_gui: the focused app's APIs and the last result
+    if env.observation != "screenshot":  # the element table or marks, trimmed to its budget, its title and its cut
+        context += env.observation_tokens + OBSERVATION_FRAME_TOKENS
     step_prompt += context
     turn = action.max_tokens_per_step + image + _tokens(observation_text(99, "x" * 80)) + context
     episode_response = env.max_steps * turn
@@ -148,6 +153,13 @@ def check_budget(config: Mapping[str, Any], budget: RowBudget | None = None) -> 
                 f"data.max_prompt_length={budget.prompt_length} cannot hold cua.env.history_images="
                 f"{env.history_images} screenshots at {pixels}: needs >= {need}; raise it, or lower history_images "
                 "or max_pixels"
+            )
+        table = env.observation_tokens + OBSERVATION_FRAME_TOKENS if env.observation != "screenshot" else 0
+        if table and budget.prompt_length < need + table:
+            raise CuaConfigError(
+                f"data.max_prompt_length={budget.prompt_length} cannot hold the screenshots and the element table "
+                f"of cua.env.observation={env.observation} (cua.env.observation_tokens={env.observation_tokens}): "
+                f"needs >= {need + table}; raise it, or lower observation_tokens"
             )
     else:
         need = budget.system_tokens + INSTRUCTION_TOKENS + images

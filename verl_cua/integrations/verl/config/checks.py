@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from verl_cua.algos.estimators import ESTIMATORS, estimators_using, step_advantages
+from verl_cua.envs.base import observed_kwargs
 from verl_cua.integrations.verl.config.fields import CuaConfigError
 from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
@@ -15,8 +16,13 @@ from verl_cua.integrations.verl.hooks import ADD_ONS, step_hook
 
 
 def validate_cua_config(cua: Mapping[str, Any]) -> None:
-    """Raise `CuaConfigError` (one line) on an unknown `cua.*` key or an invalid value; missing keys are defaults."""
-    CuaConfig.from_mapping(cua)
+    """Raise `CuaConfigError` (one line) on an unknown `cua.*` key or an invalid value (an observation type the env
+    does not give among them); missing keys are defaults."""
+    env = CuaConfig.from_mapping(cua).env
+    try:
+        observed_kwargs(env.name, env.kwargs, env.observation, env.observation_tokens)
+    except ValueError as exc:
+        raise CuaConfigError(f"cua.env.observation={env.observation}: {exc}") from None
 
 
 def validate_estimator_config(

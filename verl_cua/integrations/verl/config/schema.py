@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from verl_cua.envs.observation import DEFAULT_BUDGET
+from verl_cua.envs.spec import OBSERVATIONS
 from verl_cua.integrations.ray_wait import DEFAULT_RESOURCE_TIMEOUT
 from verl_cua.integrations.verl.config.fields import (
     ENTROPULSE_SCHEDULES,
@@ -80,6 +82,16 @@ class EnvConfig(Section):
     )
     evaluate_timeout: float = setting(
         120.0, "seconds the evaluator may take; past it the episode is an infra failure", low=0.0
+    )
+    observation: str = setting(
+        "screenshot",
+        "what the agent reads each turn (OSWorld's types): screenshot alone; screenshot_a11y_tree adds the page's or "
+        "desktop's elements as a table (MiniWoB++'s DOM, the AT-SPI tree); som numbers the elements on the "
+        "screenshot and lists the marks; a11y_tree (the table alone) is not in the prompts yet",
+        choices=OBSERVATIONS,
+    )
+    observation_tokens: int = setting(
+        DEFAULT_BUDGET, "tokens of element table or marks a turn may show; the cut says where it was made", low=1
     )
 
 

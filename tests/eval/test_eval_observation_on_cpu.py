@@ -1,0 +1,41 @@
+"""`verl-cua eval --observation`: the model is shown what the env reads (the page's marks beside a marked screenshot
+for `som`), the default shows none, and a type an env does not give is one line before any browser starts."""
+
+import json
+
+import numpy as np
+import pytest
+
+from verl_cua.envs import EnvSpec, observed_kwargs
+from verl_cua.eval import EvalConfig, run_eval
+from verl_cua.testing.chat_server import first_user_text, request_images
+
+
+def _config(out, url, **kwargs):
+    return EvalConfig(env="miniwob", tasks="click-test", seeds="0", model="scripted", format="pyautogui",
+                      out=str(out), base_url=url, max_steps=1, **kwargs)  # fmt: skip
+
+
+def test_som_shows_the_marks_and_the_marked_screenshot_and_the_default_shows_neither(tmp_path, chat_server, chromium):
+    server = chat_server({"Click": ["DONE"]})
+    run_eval(_config(tmp_path / "som", server.url, observation="som"))
+    run_eval(_config(tmp_path / "plain", server.url))
+    (som, plain) = (r["body"] for r in server.requests)
+    text = first_user_text(som["messages"])
+    assert "Marks on the screenshot:\nmark\ttag" in text and "\tbutton\tClick Me!\t" in text, text
+    assert "Marks on the screenshot" not in first_user_text(plain["messages"])  # the control: a screenshot alone
+    red = [int((np.asarray(image.convert("RGB")) == (255, 0, 0)).all(axis=2).sum()) for image in
+           (request_images(som)[0], request_images(plain)[0])]  # fmt: skip
+    assert red[0] > 20 and red[1] == 0  # the marks are drawn on the screenshot the model sees, only with som
+    meta = json.loads((tmp_path / "som" / "run.json").read_text())
+    assert meta["observation"] == "som" and meta["observation_tokens"] > 0
+
+
+def test_a_type_the_env_does_not_give_is_one_line_before_anything_starts(tmp_path, scratch_env):
+    name = scratch_env("screens-only", EnvSpec(screen=lambda kwargs: (100, 100)))  # a plug-in that says nothing more
+    with pytest.raises(ValueError) as err:
+        run_eval(EvalConfig(env=name, tasks="t", model="m", format="pyautogui", out=str(tmp_path), observation="som"))
+    assert str(err.value) == "env 'screens-only' gives no som observation; it gives: screenshot"
+    assert observed_kwargs(name, {"a": 1}, "screenshot", 10) == {"a": 1}  # the default adds nothing a plug-in lacks
+    with pytest.raises(ValueError, match="^observation a11y_tree .* is not in the prompts yet; screenshot_a11y_tree"):
+        observed_kwargs("miniwob", {}, "a11y_tree", 10)
