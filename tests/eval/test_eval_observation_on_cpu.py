@@ -1,7 +1,9 @@
 """`verl-cua eval --observation`: the model is shown what the env reads (the page's marks beside a marked screenshot
-for `som`), the default shows none, and a type an env does not give is one line before any browser starts."""
+for `som`), the trajectory keeps it and the viewer shows it beside the screenshot; the default shows none; and a type
+an env does not give is one line before any browser starts."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from verl_cua.envs import EnvSpec, observed_kwargs
 from verl_cua.eval import EvalConfig, run_eval
 from verl_cua.testing.chat_server import first_user_text, request_images
+from verl_cua.viewer import build_report
 
 
 def _config(out, url, **kwargs):
@@ -29,6 +32,12 @@ def test_som_shows_the_marks_and_the_marked_screenshot_and_the_default_shows_nei
     assert red[0] > 20 and red[1] == 0  # the marks are drawn on the screenshot the model sees, only with som
     meta = json.loads((tmp_path / "som" / "run.json").read_text())
     assert meta["observation"] == "som" and meta["observation_tokens"] > 0
+    (step,) = [json.loads(line) for line in (tmp_path / "som" / "click-test" / "seed-0" / "trajectory.jsonl").open()]
+    assert step["elements_text"] in text  # the trajectory keeps what the step read
+    html = build_report([tmp_path / "som", tmp_path / "plain"], tmp_path / "report.html").read_text()
+    shown = r'class=\\?"raw read\\?" open><summary>Marks on the screenshot<\\?/summary><pre>(.{0,300})'  # in JSON
+    opened = re.findall(shown, html)
+    assert len(opened) == 1 and "button\\tClick Me!" in opened[0]  # beside the (marked) screenshot, for som only
 
 
 def test_a_type_the_env_does_not_give_is_one_line_before_anything_starts(tmp_path, scratch_env):

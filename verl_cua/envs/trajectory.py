@@ -62,6 +62,7 @@ STEP_KEYS = (
     "prompt",
     "api_result",
     "focused_app",
+    "elements_text",  # the element table or marks the step read (an observation type other than `screenshot`)
 )
 
 

@@ -113,6 +113,7 @@ def run_episode(
                 prompt=prompt_record(asked, str, layout="episode", history_images=settings.history_images),
                 api_result=stepped.info.get("api_result"),
                 focused_app=obs.extra.get("focused_app"),
+                elements_text=obs.extra.get("elements_text"),
             )
         )
         if infra:

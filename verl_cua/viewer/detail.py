@@ -162,6 +162,10 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
         parts.append(f'<div class="note {"warn" if valid else "bad"}">{escape(str(step["error"]))}</div>')
     if step.get("api_result") is not None:
         parts.append(f'<div class="note">API result: {escape(str(step["api_result"]))}</div>')
+    if step.get("elements_text"):  # what the model read beside the screenshot, open: it is what it acted on
+        read = str(step["elements_text"])
+        title = escape(read.split("\n", 1)[0].rstrip(":"))
+        parts.append(f'<details class="raw read" open><summary>{title}</summary><pre>{escape(read)}</pre></details>')
     if step.get("env_error"):
         parts.append(f'<div class="note bad">env error: {escape(str(step["env_error"]))}</div>')
     if step.get("infra_failure"):

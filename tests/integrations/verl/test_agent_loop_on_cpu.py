@@ -112,12 +112,17 @@ def test_an_api_gui_episode_acts_through_agent_primitives_and_an_app_api_the_env
     assert "Elements on the screen" not in context and "Marks on" not in context  # the default: a screenshot alone
 
 
-def test_a_som_episode_shows_the_page_s_marks_every_turn(tiny_model, chromium):
+def test_a_som_episode_shows_the_page_s_marks_every_turn_and_its_trace_keeps_them(tiny_model, chromium, tmp_path):
     """cua.env.observation=som in the training loop: the marks beside each screenshot, the first turn's and the one
-    after the reply (the prompt's text, as the model reads it)."""
-    out, server, tok = run_loop(tiny_model, ["WAIT", "WAIT"], "cua.env.max_steps=2", "cua.env.observation=som")
+    after the reply (the prompt's text, as the model reads it); the traced steps keep what each one read."""
+    from verl_cua.envs.trajectory import read_episode
+
+    som = ("cua.env.max_steps=2", "cua.env.observation=som", f"cua.trace.dir={tmp_path}")
+    out, server, tok = run_loop(tiny_model, ["WAIT", "WAIT"], *som, uid="0a1b2c3d4e5f", session_id=0, global_steps=1)
     context = tok.decode(out.prompt_ids + out.response_ids)
     assert context.count("Marks on the screenshot:\nmark\ttag") == 2 and "\tbutton\tClick Me!\t" in context
+    steps = read_episode(out.extra_fields["cua_trace_dir"]).steps
+    assert len(steps) == 2 and all(s["elements_text"] and s["elements_text"] in context for s in steps)
 
 
 def test_invalid_outputs_are_penalised_and_not_sent(tiny_model, chromium):

@@ -171,7 +171,8 @@ class GUIAgentLoop(AgentLoopBase):
             prompt = None
             if ep.trace is not None:  # the first prompt whole, then each turn added after a reply
                 prompt = partial(trace_prompt, messages if step == 0 else messages[-1:], images, 0, "episode")
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1], prompt)
+            read = obs.extra.get("elements_text")
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1], prompt, read)
             obs = result.observation
             shot = _shot(obs, image_size)
             ep.final_screenshot = shot
@@ -227,7 +228,8 @@ class GUIAgentLoop(AgentLoopBase):
             text = self._reply_text(out.token_ids)
             first = len(shots) - len(recent)  # the episode's number of the first screenshot this prompt holds
             prompt = None if ep.trace is None else partial(trace_prompt, messages, recent, first, "step")
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1], prompt)
+            read = obs.extra.get("elements_text")
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1], prompt, read)
             obs = result.observation
             shots.append(_shot(obs, image_size))
             ep.final_screenshot = shots[-1]
@@ -314,7 +316,8 @@ class GUIAgentLoop(AgentLoopBase):
         finally:
             ep.env_seconds += time.perf_counter() - start
 
-    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image, prompt=None):
+    async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image, prompt=None,
+                   read: str | None = None):  # fmt: skip
         parsed = parse_action(text, format=self.format, screen=screen, image=image_size)
         ep.actions.append(text)
         ep.errors.append(None if parsed.valid else parsed.error)
@@ -330,7 +333,8 @@ class GUIAgentLoop(AgentLoopBase):
         ep.desktop_broken = ep.desktop_broken or bool(result.info.get("desktop_broken"))
         if ep.trace is not None:
             ep.trace.step(seen=seen, screen=screen, text=text, parsed=parsed, info=result.info, reward=result.reward,
-                          model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before, prompt=prompt)  # fmt: skip
+                          model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before, prompt=prompt,
+                          read=read)  # fmt: skip
         return result, parsed
 
     async def _score(self, ep: Episode, service, lease) -> None:

@@ -57,12 +57,13 @@ class EpisodeTrace:
         self.broken = False
 
     def step(self, *, seen: Image.Image, screen, text: str, parsed, info: dict, reward: float, model_s: float,
-             env_s: float, prompt: Callable[[], dict] | None = None) -> None:  # fmt: skip
-        """One model turn: the screenshot it acted on, its text, the parsed action, what the env said and the prompt
-        (`prompt()`, a `trace_prompt` call: built here, where a failure only stops the trace)."""
-        self._safely(self._step, seen, screen, text, parsed, info, reward, model_s, env_s, prompt)
+             env_s: float, prompt: Callable[[], dict] | None = None, read: str | None = None) -> None:  # fmt: skip
+        """One model turn: the screenshot it acted on, its text, the parsed action, what the env said, the prompt
+        (`prompt()`, a `trace_prompt` call: built here, where a failure only stops the trace) and the element table
+        or marks it read (`read`)."""
+        self._safely(self._step, seen, screen, text, parsed, info, reward, model_s, env_s, prompt, read)
 
-    def _step(self, seen, screen, text, parsed, info, reward, model_s, env_s, prompt) -> None:
+    def _step(self, seen, screen, text, parsed, info, reward, model_s, env_s, prompt, read) -> None:
         name = self.writer.screenshot(self._shots, seen)
         self._shots += 1
         self.writer.step(
@@ -79,6 +80,7 @@ class EpisodeTrace:
                 reward=float(reward),
                 timing={"model_s": model_s, "env_s": env_s},
                 prompt=prompt() if prompt is not None else None,
+                elements_text=read,
             )
         )
 
