@@ -241,3 +241,23 @@ def test_api_gui_rows_show_each_turns_focused_app_and_last_api_result_and_other_
     assert [m["content"] for m in messages if m["role"] == "assistant"] == texts
     with pytest.raises(ValueError, match=r"Agent\.open_app\(\.\.\.\): app APIs exist only in the api_gui format"):
         build(SFTDataConfig(runs=[str(run)], format="qwen3vl", model=path, out=str(out)), processor)
+
+
+def test_rows_keep_the_element_table_each_step_read(model, tmp_path):
+    """An episode traced with an element table (`cua.env.observation`): each row's turn shows the table its step
+    read, after the screenshot, as the RL prompt does; a step without one shows none (the control)."""
+    run = tmp_path / "run"
+    writer = EpisodeWriter(run / "a")
+    tables = ["Elements on the screen:\ntag\ttext\nbutton\tONE", None]
+    for i, table in enumerate(tables):
+        text = CLICK.format(40 + i, 80)
+        parsed = parse_action(text, format="pyautogui", screen=SCREEN)
+        name = writer.screenshot(i, Image.new("RGB", SCREEN, (0, 10 * i, 0)))
+        writer.step(step_record(step=i + 1, screenshot=name, screen=SCREEN, model_text=text, action=parsed.to_dict(),
+                                valid=True, reward=0.0, elements_text=table))  # fmt: skip
+    writer.finish({"task": "click-test/seed-0", "env": "miniwob", "domain": "click-test", "task_id": "seed-0",
+                   "instruction": "Click the button.", "status": "success", "score": 1.0, "steps": 2})  # fmt: skip
+    write_json(run / "run.json", {"model": "oracle", "format": "pyautogui"})
+    _card, rows = make(model, tmp_path, [run])
+    users = [m["content"] for m in rows.iloc[0]["messages"].tolist() if m["role"] == "user"]
+    assert users[0].rstrip().endswith(tables[0]) and "Elements on the screen" not in users[1]
