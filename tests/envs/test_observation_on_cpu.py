@@ -25,7 +25,9 @@ from verl_cua.envs.observation import (
     mark_centre,
     mark_rows,
     observation_text,
+    table_diff,
     table_rows,
+    tree_feedback,
     trim,
 )
 
@@ -120,6 +122,21 @@ def test_a_mark_resolves_to_its_box_and_is_drawn_numbered():
     assert marked.getpixel((0, 0)) == (255, 255, 255) and screen.getpixel((59, 109)) == (255, 255, 255)  # a copy
     assert observation_text("screenshot", page, "dom") is None
     assert observation_text("som", page, "dom").startswith("Marks on the screenshot:\nmark\ttag")
+
+
+def test_the_teacher_is_told_the_last_step_s_change_or_the_final_table():
+    def table(*rows):
+        return "\n".join(["Elements on the screen:", "tag\ttext", *rows])
+
+    before, after = table("button\tOK", "label\tName:"), table("label\tName:", "dialog\tSaved")
+    assert table_diff(before, after) == "- button\tOK\n+ dialog\tSaved"
+    changed = tree_feedback([before, after])
+    assert changed == "The last step changed the screen's elements:\n- button\tOK\n+ dialog\tSaved"
+    same = tree_feedback([before, before])  # a step that changed nothing: the final table, its header first
+    assert same == "The screen's elements at the end:\ntag\ttext\nbutton\tOK\nlabel\tName:"
+    cut = table("button\tOK", "[cut at the 9-token budget: 3 of 4 rows left out]")
+    assert table_diff(cut, table("button\tOK", "[cut at the 9-token budget: 2 of 3 rows left out]")) == ""
+    assert tree_feedback([None, None]) == tree_feedback([]) == ""  # a screenshot-only run says nothing more
 
 
 @pytest.fixture(scope="module")

@@ -223,3 +223,30 @@ def with_elements(observation: str, image: Image.Image, elements: Sequence[Eleme
     text = observation_text(observation, elements, kind, budget)
     shown = draw_marks(image, elements) if observation == "som" else image
     return shown, {"elements": list(elements), "elements_text": text}
+
+
+def _rows(table: str) -> list[str]:
+    """A table's element rows: without its title, header and cut line."""
+    lines = table.splitlines()[2:]
+    return [line for line in lines if not line.startswith("[cut at the ")]
+
+
+def table_diff(before: str, after: str) -> str:
+    """The rows a step removed from (`- `) and added to (`+ `) the screen's element table; "" when it changed none."""
+    old, new = _rows(before), _rows(after)
+    kept_old, kept_new = set(new), set(old)
+    lines = [f"- {row}" for row in old if row not in kept_old] + [f"+ {row}" for row in new if row not in kept_new]
+    return "\n".join(lines)
+
+
+def tree_feedback(reads: Sequence[str | None]) -> str:
+    """What SDPO's teacher is told of the screen's elements at the end of a failed attempt (`reads`: the table or
+    marks of each observation, the first one's and each step's after): the last step's diff, or the final table
+    where that step changed none; "" without a table."""
+    if not reads or not reads[-1]:
+        return ""
+    final = reads[-1]
+    diff = table_diff(reads[-2], final) if len(reads) > 1 and reads[-2] else ""
+    if diff:
+        return f"The last step changed the screen's elements:\n{diff}"
+    return "The screen's elements at the end:\n" + "\n".join(final.splitlines()[1:])

@@ -110,6 +110,7 @@ def test_an_api_gui_episode_acts_through_agent_primitives_and_an_app_api_the_env
     assert "Agent.click(coordinates=[x, y], num_clicks=1" in context  # the api_gui system prompt
     assert context.count("Focused app: none.") == 4  # the first turn and each of the 3 after a reply
     assert "Elements on the screen" not in context and "Marks on" not in context  # the default: a screenshot alone
+    assert "elements" not in extra["cua_feedback"]
 
 
 def test_a_som_episode_shows_the_page_s_marks_every_turn_and_its_trace_keeps_them(tiny_model, chromium, tmp_path):
@@ -123,6 +124,8 @@ def test_a_som_episode_shows_the_page_s_marks_every_turn_and_its_trace_keeps_the
     assert context.count("Marks on the screenshot:\nmark\ttag") == 2 and "\tbutton\tClick Me!\t" in context
     steps = read_episode(out.extra_fields["cua_trace_dir"]).steps
     assert len(steps) == 2 and all(s["elements_text"] and s["elements_text"] in context for s in steps)
+    # the failed attempt's feedback (SDPO's teacher reads it): WAIT changed nothing, so the final marks
+    assert out.extra_fields["cua_feedback"].startswith("The screen's elements at the end:\nmark\ttag")
 
 
 def test_invalid_outputs_are_penalised_and_not_sent(tiny_model, chromium):

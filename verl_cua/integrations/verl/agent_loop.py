@@ -21,6 +21,7 @@ from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, turn_context
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
+from verl_cua.envs.observation import tree_feedback
 from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.estimator_plan import plan_for
@@ -69,6 +70,8 @@ class Episode:
     last_generate_seconds: float = 0.0
     aborted_requests: int = 0
     turn_hooks: list[TurnHook] = field(default_factory=list)  # the run's per-token signals (CoSo's weights)
+    reads: list[str | None] = field(default_factory=list)  # each observation's element table (None: screenshot only)
+    tree_feedback: bool = False  # feedback adds the table's last change (`cua.sdpo.tree_feedback`)
 
     @property
     def steps(self) -> int:
@@ -86,7 +89,8 @@ class Episode:
             parts.append(f"{self.invalid} outputs were not valid actions; the last error: {last}.")
         if self.truncated:
             parts.append("The episode ran out of its token budget.")
-        return " ".join(parts)
+        tree = tree_feedback(self.reads) if self.tree_feedback and not self.success else ""
+        return "\n".join(p for p in (" ".join(parts), tree) if p)
 
 
 def png_bytes(image: Image.Image | None) -> bytes | None:
@@ -103,6 +107,7 @@ class GUIAgentLoop(AgentLoopBase):
         cua = CuaConfig.from_mapping(OmegaConf.to_container(self.config.cua, resolve=True))
         self.env_cfg, self.action_cfg, self.trace_cfg = cua.env, cua.action, cua.trace
         self.anchor = cua.gigpo.anchor
+        self.tree_feedback = cua.sdpo.tree_feedback and cua.env.observation != "screenshot"
         self.format = self.action_cfg.format
         self.response_length = self.rollout_config.response_length
         plan = plan_for(OmegaConf.select(self.config, "algorithm.adv_estimator"), cua)
@@ -117,7 +122,8 @@ class GUIAgentLoop(AgentLoopBase):
         task = _row_task(kwargs)
         self._batch_step = kwargs.get("global_steps")
         service = env_service(self.env_cfg)
-        ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task), turn_hooks=self._episode_hooks())
+        ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task), turn_hooks=self._episode_hooks(),
+                     tree_feedback=self.tree_feedback)  # fmt: skip
         async with service.slot():
             lease = await service.call(service.pool.acquire, task=task)
             try:
@@ -331,6 +337,7 @@ class GUIAgentLoop(AgentLoopBase):
             ep.errors[-1] = str(result.info.get("error") or "the env refused the action")
             ep.invalid += 1
         ep.desktop_broken = ep.desktop_broken or bool(result.info.get("desktop_broken"))
+        ep.reads = [*(ep.reads or [read]), result.observation.extra.get("elements_text")]  # the first, then each after
         if ep.trace is not None:
             ep.trace.step(seen=seen, screen=screen, text=text, parsed=parsed, info=result.info, reward=result.reward,
                           model_s=ep.last_generate_seconds, env_s=ep.env_seconds - before, prompt=prompt,

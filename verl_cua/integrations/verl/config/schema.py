@@ -176,6 +176,12 @@ class SdpoConfig(Section):
     demo: bool = setting(True, "teacher context: the actions of a successful sibling, as text")
     feedback: bool = setting(True, "teacher context: the evaluator's feedback text")
     final_screenshot: bool = setting(True, "teacher context: the failed attempt's last screenshot, as an image")
+    tree_feedback: bool = setting(
+        True,
+        "teacher context, with cua.env.observation other than screenshot: the feedback adds the element table's "
+        "change over the failed attempt's last step (rows removed and added), or its final table where that step "
+        "changed none (the roadmap's accessibility-tree diff)",
+    )
     feedback_only_without_demo: bool = setting(
         True,
         "teacher context: the feedback text and the final screenshot only when no demo exists (the reference's "
