@@ -10,7 +10,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from PIL import Image
 
 from verl_cua.actions import ParsedAction, parse_action
-from verl_cua.envs.spec import OBSERVATIONS, EnvSpec
+from verl_cua.envs.observation import check_observation
+from verl_cua.envs.spec import EnvSpec
 from verl_cua.registry import Registry, resolve, same_definition
 
 INFO_KEYS = ("action_valid", "infra_failure", "error")
@@ -164,8 +165,7 @@ def observed_kwargs(name: str, kwargs: Mapping[str, Any], observation: str, toke
     """`kwargs` for env `name` with the observation type a run asked for (`cua.env.observation`, `--observation`):
     unchanged for `screenshot`, else with `observation` and `observation_tokens`; a type the env's record does not
     list, or one the prompts cannot show yet, is ValueError in one line naming the valid ones."""
-    if observation not in OBSERVATIONS:
-        raise ValueError(f"unknown observation {observation!r}; valid: {', '.join(OBSERVATIONS)}")
+    check_observation(observation)
     if observation == TEXT_ONLY:
         raise ValueError(
             "observation a11y_tree (the table without the screenshot) is not in the prompts yet; "

@@ -156,11 +156,8 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
         shot = _screenshot(record.dir / str(line.get("screenshot")), image_size)
         if shot is None:
             return "a screenshot is missing"
-        shown = {
-            "focused_app": line.get("focused_app"),
-            "api_result": api_result,
-            "elements_text": line.get("elements_text"),
-        }  # fmt: skip  (what the step read beside its screenshot)
+        shown = {"focused_app": line.get("focused_app"), "api_result": api_result}
+        shown["elements_text"] = line.get("elements_text")  # the table or marks the step read beside its screenshot
         context = turn_context(config.format, shown)
         steps.append(Step(shot, text, context))
         api_result = line.get("api_result")

@@ -127,5 +127,6 @@ def test_an_env_section_s_observation_reaches_make_env_and_a_bad_one_is_one_line
     assert read_settings("miniwob", None).env_kwargs("miniwob") == {}  # the default screenshot adds nothing
     settings = read_settings("miniwob", {"observation": "som", "observation_tokens": 500, "kwargs": {"wait_ms": 5}})
     assert settings.env_kwargs("miniwob") == {"wait_ms": 5, "observation": "som", "observation_tokens": 500}
-    with pytest.raises(ValueError, match="^env.miniwob.observation: unknown observation 'dom'; valid: screenshot,"):
+    bad = r"^env.miniwob.observation: unknown observation 'dom' \(did you mean som\?\); valid: screenshot,"
+    with pytest.raises(ValueError, match=bad):
         read_settings("miniwob", {"observation": "dom"})

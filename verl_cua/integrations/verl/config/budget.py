@@ -18,7 +18,7 @@ from verl_cua.actions.prompts import build_prompt, longest_turn_context, observa
 from verl_cua.envs import env_screen
 from verl_cua.envs.observation import CHARS_PER_TOKEN  # the env trims its element table by the same count
 from verl_cua.integrations.verl.config.fields import CuaConfigError
-from verl_cua.integrations.verl.config.schema import CuaConfig
+from verl_cua.integrations.verl.config.schema import CuaConfig, EnvConfig
 from verl_cua.integrations.verl.estimator_plan import plan_for
 
 INSTRUCTION_TOKENS = 200  # a task instruction (OSWorld's longest are ~150 tokens)
@@ -94,6 +94,11 @@ def image_tokens(screen: tuple[int, int], geometry: Geometry, max_pixels: int) -
 OBSERVATION_FRAME_TOKENS = 64  # the element table's title and header, and the line that says where it was cut
 
 
+def _table_tokens(env: EnvConfig) -> int:
+    """What `cua.env.observation`'s element table or marks may add to a turn: its budget and frame; 0 for none."""
+    return 0 if env.observation == "screenshot" else env.observation_tokens + OBSERVATION_FRAME_TOKENS
+
+
 def _tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
@@ -115,8 +120,7 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
     history_text = (env.max_steps - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
     step_prompt = system + INSTRUCTION_TOKENS + history_text + env.history_images * image
     context = _tokens(longest_turn_context(action.format))  # api_gui: the focused app's APIs and the last result
-    if env.observation != "screenshot":  # the element table or marks, trimmed to its budget, its title and its cut
-        context += env.observation_tokens + OBSERVATION_FRAME_TOKENS
+    context += _table_tokens(env)
     step_prompt += context
     turn = action.max_tokens_per_step + image + _tokens(observation_text(99, "x" * 80)) + context
     episode_response = env.max_steps * turn
@@ -154,7 +158,7 @@ def check_budget(config: Mapping[str, Any], budget: RowBudget | None = None) -> 
                 f"{env.history_images} screenshots at {pixels}: needs >= {need}; raise it, or lower history_images "
                 "or max_pixels"
             )
-        table = env.observation_tokens + OBSERVATION_FRAME_TOKENS if env.observation != "screenshot" else 0
+        table = _table_tokens(env)
         if table and budget.prompt_length < need + table:
             raise CuaConfigError(
                 f"data.max_prompt_length={budget.prompt_length} cannot hold the screenshots and the element table "
