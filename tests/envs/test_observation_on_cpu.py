@@ -10,8 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from verl_cua.actions import ParsedAction
-from verl_cua.actions.types import GUIAction
 from verl_cua.envs import make_env
 from verl_cua.envs.observation import (
     A11Y_HEADER,
@@ -147,8 +145,8 @@ def som_env(chromium):
 
 
 def test_the_page_s_marks_name_its_buttons_and_a_click_on_the_right_mark_solves_it(som_env):
-    """Reading solves click-button: the mark whose text the instruction names, clicked at its centre, succeeds; the
-    control, another mark of the page, does not."""
+    """Reading solves click-button: the model names the mark whose text the instruction names (`tag_N`), the env
+    clicks its centre, and it succeeds; the control, another mark of the page, does not."""
     for seed, right in ((1, True), (2, False)):
         obs = som_env.reset({"task": "click-button", "seed": seed})
         wanted = re.search(r'"(.+?)"', obs.instruction).group(1)
@@ -161,5 +159,15 @@ def test_the_page_s_marks_name_its_buttons_and_a_click_on_the_right_mark_solves_
         assert all(0 <= v < limit for v, limit in zip((x, y), obs.screen, strict=True))  # screenshot pixels (x2)
         first = [e for e in elements if e.leaf][0].box
         assert obs.screenshot.getpixel((first[0] + 1, first[1] + 5)) == (255, 0, 0)  # its number's tag is drawn
-        result = som_env.step(ParsedAction(valid=True, actions=[GUIAction("click", x=x, y=y)]))
-        assert result.reward == som_env.evaluate() == float(right) and (result.done or not right)
+        assert obs.extra["marks"][mark] == (x, y) and obs.extra["observation"] == "som"
+        result = som_env.step(f"```python\npyautogui.click(tag_{mark})\n```", format="pyautogui")
+        assert result.info["action_valid"] and result.reward == som_env.evaluate() == float(right)
+        assert result.done or not right
+
+
+def test_a_mark_the_page_does_not_show_is_refused_without_touching_it(som_env):
+    obs = som_env.reset({"task": "click-button", "seed": 3})
+    missing = len(obs.extra["marks"]) + 1
+    result = som_env.step(f"```python\npyautogui.click(tag_{missing})\n```", format="pyautogui")
+    assert not result.info["action_valid"] and f"tag_{missing} is not a mark on this screen" in result.info["error"]
+    assert result.observation is obs and not result.done

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from verl_cua.actions.types import ActionError
@@ -13,6 +14,7 @@ from verl_cua.actions.types import ActionError
 MAX_SIDE = 32768
 MAX_COORDINATE = 1e6  # beyond any format's range by orders of magnitude: garbage, not a near miss to clamp
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+MARK_NAME = re.compile(r"\s*tag_(\d{1,4})\s*")  # a set-of-marks point, `tag_3`: OSWorld's SoM agents' name for mark 3
 _POINT_TEXT = re.compile(r"\s*[(\[]?\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?){1,3}\s*[)\]]?\s*")
 
 ResizeLimits = dict[str, int]  # a Qwen-VL processor's smart_resize limits: factor, min_pixels, max_pixels
@@ -34,6 +36,27 @@ def check_size(size: object, what: str) -> tuple[int, int]:
     ):
         raise ValueError(f"{what} must be (width, height) with positive integers up to {MAX_SIDE}, got {size!r}")
     return int(size[0]), int(size[1])
+
+
+def check_marks(marks: object) -> dict[int, tuple[int, int]] | None:
+    """Validate the set-of-marks centres a caller passes (`{mark: (x, y)}` in screen pixels, or None); ValueError
+    with a one-line reason otherwise."""
+    if marks is None:
+        return None
+    if not isinstance(marks, Mapping):
+        raise ValueError(f"marks must be a mapping {{mark number: (x, y)}} or None, got {type(marks).__name__}")
+    out = {}
+    for number, point in marks.items():
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 10000:
+            raise ValueError(f"a mark number must be an integer in 1..9999, got {number!r:.30}")
+        if not (isinstance(point, (tuple, list)) and len(point) == 2 and all(_is_int(v) for v in point)):
+            raise ValueError(f"mark {number}'s centre must be (x, y) integers, got {point!r:.40}")
+        out[number] = (int(point[0]), int(point[1]))
+    return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _upstream_smart_resize():
@@ -85,13 +108,33 @@ def capped_resize(screen: tuple[int, int], limits: ResizeLimits, max_pixels: int
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """A point written as a set-of-marks name (`tag_3` in code, `"tag_3"` in JSON and boxes): mark 3's box centre,
+    which the coordinate space resolves from the marks of the observation the model acted on."""
+
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
 class CoordinateSpace:
-    """Maps a format's coordinates (its own range `width x height`) onto integer screen pixels."""
+    """Maps a format's coordinates (its own range `width x height`) onto integer screen pixels; `marks`: the
+    set-of-marks centres (screen pixels) of the observation being acted on, None where it shows no marks."""
 
     width: float
     height: float
     screen_w: int
     screen_h: int
+    marks: Mapping[int, tuple[int, int]] | None = field(default=None, compare=False, hash=False)
+
+    def mark(self, number: int) -> tuple[int, int]:
+        """Mark `number`'s centre in screen pixels; ActionError when the screen shows no such mark."""
+        if self.marks is None:
+            raise ActionError(f"tag_{number} names a mark, but this screen shows no marks (observation som has them)")
+        if number not in self.marks:
+            shown = f"tag_1 to tag_{len(self.marks)}" if self.marks else "none"
+            raise ActionError(f"tag_{number} is not a mark on this screen (its marks: {shown})")
+        x, y = self.marks[number]
+        return min(max(int(x), 0), self.screen_w - 1), min(max(int(y), 0), self.screen_h - 1)
 
     def to_screen(self, x: object, y: object, notes: list[str]) -> tuple[int, int]:
         """Scale one point; clamp into the screen, adding a note to `notes` if the format's range was exceeded."""
@@ -115,7 +158,12 @@ class CoordinateSpace:
         return _step(self.width, self.screen_w), _step(self.height, self.screen_h)
 
     def point(self, value: object, notes: list[str]) -> tuple[int, int]:
-        """A point given as `[x, y]`, `{"x": .., "y": ..}` or the string `"(x, y)"` (a 4-number box: its centre)."""
+        """A point given as `[x, y]`, `{"x": .., "y": ..}`, the string `"(x, y)"` (a 4-number box: its centre) or a
+        mark (`Mark`, the string `"tag_3"`: its box centre)."""
+        if isinstance(value, Mark):
+            return self.mark(value.number)
+        if isinstance(value, str) and len(value) <= 64 and (named := MARK_NAME.fullmatch(value)):
+            return self.mark(int(named.group(1)))
         if isinstance(value, str) and len(value) <= 64 and _POINT_TEXT.fullmatch(value):
             value = _NUMBER.findall(value)
         if isinstance(value, dict) and "x" in value and "y" in value:

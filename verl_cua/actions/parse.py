@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Mapping
 
 from verl_cua.actions.formats import FORMAT_REGISTRY, ParseContext, get_format
-from verl_cua.actions.geometry import check_size
+from verl_cua.actions.geometry import check_marks, check_size
 from verl_cua.actions.types import MAX_ACTIONS, ActionError, GUIAction, ParsedAction, invalid, one_line
 
 logger = logging.getLogger(__name__)
@@ -20,6 +22,7 @@ def parse_action(
     screen: tuple[int, int],
     image: tuple[int, int] | None = None,
     allow_raw_code: bool = False,
+    marks: Mapping[int, tuple[int, int]] | None = None,
 ) -> ParsedAction:
     """Parse one model output in `format` into screen-pixel actions.
 
@@ -27,8 +30,11 @@ def parse_action(
     A bad `format`, `screen` or `image` (caller errors) raises ValueError naming the valid choices.
     `allow_raw_code=True` lets pyautogui code that fails the allow-list through unchecked: only for
     disposable VMs; it is logged every time it is used.
+    `marks`: the set-of-marks centres `{n: (x, y)}` (screen pixels) of the observation the model acted on (an env's
+    `extra["marks"]`); a point written `tag_n` lands on mark n's centre. Without them `tag_n` is invalid.
     """
     screen = check_size(screen, "screen")
+    marks = check_marks(marks)
     if image is not None:
         image = check_size(image, "image")
     fmt_name = format
@@ -44,7 +50,8 @@ def parse_action(
             what = f"ambiguous: matches {', '.join(found)}" if found else "no known format detected"
             return invalid(f"format auto: {what}; pass format= one of {', '.join(sorted(FORMAT_REGISTRY))}")
         fmt_name, fmt = found[0], FORMAT_REGISTRY[found[0]]
-    ctx = ParseContext(screen=screen, space=fmt.coordinate_space(screen, image), allow_raw_code=allow_raw_code)
+    space = dataclasses.replace(fmt.coordinate_space(screen, image), marks=marks)
+    ctx = ParseContext(screen=screen, space=space, allow_raw_code=allow_raw_code)
     try:
         result = fmt.parse(text, ctx)
     except ActionError as exc:

@@ -10,6 +10,19 @@ from typing import Any
 from verl_cua.actions.formats import get_format
 from verl_cua.actions.geometry import check_size
 
+_TABLE = "a table of the screen's elements (tag, text, top-left corner and size, in screenshot pixels)"
+# OSWorld's observation types (`cua.env.observation`, registered here): what each adds to the system prompt
+OBSERVATION_GUIDES: dict[str, str] = {
+    "screenshot": "",
+    "a11y_tree": f"You get no screenshot: each turn shows {_TABLE} instead, and coordinates are its pixels.",
+    "screenshot_a11y_tree": f"Beside each screenshot you also get {_TABLE}.",
+    "som": (
+        "Each screenshot has the screen's elements outlined in red and numbered (marks), with the list of marks "
+        "beside it. Wherever an action takes a point you may name a mark instead, tag_N for mark N, and the action "
+        "lands on the centre of its box"
+    ),
+}
+
 
 @dataclass(frozen=True)
 class PromptSpec:
@@ -19,6 +32,7 @@ class PromptSpec:
     system: str
     tools: list[dict] | None
     coordinate_space: tuple[float, float]
+    observation: str = "screenshot"  # what each turn shows (OSWorld's type): a11y_tree shows no screenshot
 
     def user_text(self, instruction: str, context: str | None = None) -> str:
         """The first user turn's text (the screenshot goes beside it as an image part); `context`: `turn_context`."""
@@ -45,12 +59,28 @@ def longest_turn_context(format: str) -> str:
     return get_format(format).longest_turn_context()
 
 
-def build_prompt(format: str, *, screen: tuple[int, int], image: tuple[int, int] | None = None) -> PromptSpec:
-    """The prompt for `format` on a `screen`-sized desktop (`image`: the size the model sees, where it matters)."""
+def observation_guide(format: str, observation: str) -> str:
+    """What the system prompt says of `observation` (OSWorld's type) for `format`; "" for `screenshot`."""
+    if observation not in OBSERVATION_GUIDES:
+        raise ValueError(f"unknown observation {observation!r}; valid: {', '.join(OBSERVATION_GUIDES)}")
+    guide = OBSERVATION_GUIDES[observation]
+    if observation == "som":
+        example = getattr(get_format(format), "mark_example", "")  # optional in the spec
+        guide += f", e.g. {example}." if example else "."
+    return guide
+
+
+def build_prompt(format: str, *, screen: tuple[int, int], image: tuple[int, int] | None = None,
+                 observation: str = "screenshot") -> PromptSpec:  # fmt: skip
+    """The prompt for `format` on a `screen`-sized desktop (`image`: the size the model sees, where it matters;
+    `observation`: what each turn shows, OSWorld's type, which the system prompt explains)."""
+    guide = observation_guide(format, observation)
     screen = check_size(screen, "screen")
     if image is not None:
         image = check_size(image, "image")
     fmt = get_format(format)
     space = fmt.coordinate_space(screen, image)
     system, tools = fmt.system_prompt((int(space.width), int(space.height)))
-    return PromptSpec(format=format, system=system, tools=tools, coordinate_space=(space.width, space.height))
+    system = f"{system}\n{guide}" if guide else system
+    size = (space.width, space.height)
+    return PromptSpec(format=format, system=system, tools=tools, coordinate_space=size, observation=observation)

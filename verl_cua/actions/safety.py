@@ -11,6 +11,7 @@ import logging
 import math
 from dataclasses import dataclass
 
+from verl_cua.actions.geometry import MARK_NAME, Mark
 from verl_cua.actions.types import MAX_ACTIONS, ActionError
 
 logger = logging.getLogger(__name__)
@@ -147,7 +148,10 @@ def _check_call(call: ast.Call, aliases: dict[str, str]) -> SafeCall:
 
 
 def _literal(node: ast.AST, line: int, depth: int = 0):
-    """A literal argument value; names, calls, f-strings and everything else raise ActionError."""
+    """A literal argument value, or a `Mark` for a set-of-marks name (`tag_3`, OSWorld's SoM agents' point); other
+    names, calls, f-strings and everything else raise ActionError."""
+    if isinstance(node, ast.Name) and MARK_NAME.fullmatch(node.id):
+        return Mark(int(MARK_NAME.fullmatch(node.id).group(1)))
     if isinstance(node, ast.Constant):
         value = node.value
         if isinstance(value, (bool, str)) or value is None:

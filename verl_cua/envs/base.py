@@ -77,13 +77,15 @@ def step_info(*, action_valid: bool, infra_failure: bool = False, error: str | N
     return {"action_valid": action_valid, "infra_failure": infra_failure, "error": error, **extra}
 
 
-def to_parsed(action: ParsedAction | str, fmt: str | None, screen: tuple[int, int]) -> ParsedAction:
-    """Model text -> ParsedAction on `screen`; a ParsedAction passes through. No format is a caller error."""
+def to_parsed(action: ParsedAction | str, fmt: str | None, screen: tuple[int, int], marks: dict | None = None,
+              ) -> ParsedAction:  # fmt: skip
+    """Model text -> ParsedAction on `screen` (`marks`: the shown screen's set-of-marks centres, for `tag_N`); a
+    ParsedAction passes through. No format is a caller error."""
     if isinstance(action, ParsedAction):
         return action
     if fmt is None:
         raise EnvUsageError("step() got model text but no format: pass format= or make the env with action_format=")
-    return parse_action(action, format=fmt, screen=screen)
+    return parse_action(action, format=fmt, screen=screen, marks=marks)
 
 
 def begin_step(
@@ -100,7 +102,7 @@ def begin_step(
         raise EnvUsageError("step() before reset()")
     if done:
         return StepResult(last, 0.0, True, step_info(action_valid=True, error="episode over; reset() first"))
-    parsed = to_parsed(action, fmt, last.screen)
+    parsed = to_parsed(action, fmt, last.screen, last.extra.get("marks"))
     if not parsed.valid:
         return StepResult(last, 0.0, False, step_info(action_valid=False, error=parsed.error))
     try:

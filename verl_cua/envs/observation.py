@@ -221,8 +221,16 @@ def with_elements(observation: str, image: Image.Image, elements: Sequence[Eleme
     """What an env adds to an observation of type `observation` (not `screenshot`): the screenshot (marked for
     `som`) and the `extra` keys `elements` (their boxes) and `elements_text` (the table or marks, trimmed)."""
     text = observation_text(observation, elements, kind, budget)
-    shown = draw_marks(image, elements) if observation == "som" else image
-    return shown, {"elements": list(elements), "elements_text": text}
+    extra = {"observation": observation, "elements": list(elements), "elements_text": text}
+    if observation != "som":
+        return image, extra
+    centres = {n: e.centre for n, e in enumerate(marks(elements), 1)}
+    return draw_marks(image, elements), {**extra, "marks": centres}
+
+
+def observation_type(extra: Mapping[str, Any] | None) -> str:
+    """The observation type an observation's `extra` was made for (`with_elements` names it); `screenshot` else."""
+    return str((extra or {}).get("observation") or "screenshot")
 
 
 def _rows(table: str) -> list[str]:

@@ -7,9 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_cua.actions.prompts import OBSERVATION_GUIDES
 from verl_cua.registry import defined_in
 
-OBSERVATIONS = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")  # OSWorld's observation types
+OBSERVATIONS = tuple(OBSERVATION_GUIDES)  # OSWorld's observation types, registered with what the prompt says of each
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from verl_cua.actions import parse_action
 from verl_cua.actions.prompts import build_prompt, observation_text, turn_context
+from verl_cua.envs.observation import observation_type
 from verl_cua.envs.pool import EnvLease
 from verl_cua.envs.task_sets import TaskRef
 from verl_cua.envs.trajectory import EpisodeWriter, prompt_record, step_record
@@ -66,7 +67,7 @@ def run_episode(
     result["instruction"] = obs.instruction
     screen = obs.screen
     image = model_image_size(settings.format, screen, settings.max_pixels)
-    spec = build_prompt(settings.format, screen=screen, image=image)
+    spec = build_prompt(settings.format, screen=screen, image=image, observation=observation_type(obs.extra))
     first_text = spec.user_text(obs.instruction, turn_context(settings.format, obs.extra))
     shot, turn = _screen(writer, 0, obs.screenshot, image, first_text)
     result["final_screenshot"] = shot
@@ -80,7 +81,8 @@ def run_episode(
                 raise RunAborted(str(exc)) from None
             return finish("infra_failure", "endpoint" if exc.kind == "retryable" else "endpoint_rejected", str(exc))
         turns[-1].reply = reply
-        parsed = parse_action(reply.text, format=settings.format, screen=screen, image=image)
+        marks = obs.extra.get("marks")  # the set-of-marks centres of the screen the reply acted on (som)
+        parsed = parse_action(reply.text, format=settings.format, screen=screen, image=image, marks=marks)
         t = time.perf_counter()
         stepped = lease.step(parsed)
         env_s = time.perf_counter() - t

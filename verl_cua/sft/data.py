@@ -80,6 +80,7 @@ class Candidate:
     steps: list[Step]
     negatives: list[dict[str, Any]] = field(default_factory=list)
     fingerprint: str = ""
+    observation: str = "screenshot"  # what the run's model was shown each turn (OSWorld's type)
 
 
 def validate(config: SFTDataConfig) -> None:
@@ -179,6 +180,7 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
         steps=steps,
         negatives=negatives,
         fingerprint=hashlib.sha1(f"{first}\x00{texts}".encode()).hexdigest(),
+        observation=str(meta.get("observation") or "screenshot"),
     )
 
 
@@ -231,7 +233,7 @@ def verl_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, str]],
 
 def episode_rows(candidate: Candidate, format: str, image_size: tuple[int, int]) -> list[list[dict[str, Any]]]:
     """The chat messages of the rows one episode gives (one for `episode`, one per step for `step`)."""
-    spec = build_prompt(format, screen=candidate.screen, image=image_size)
+    spec = build_prompt(format, screen=candidate.screen, image=image_size, observation=candidate.observation)
     steps = candidate.steps
     messages = first_turn(spec, candidate.instruction, steps[0].image, steps[0].context)
     for i, step in enumerate(steps):
@@ -245,7 +247,7 @@ def step_rows(
     candidate: Candidate, format: str, image_size: tuple[int, int], history_images: int
 ) -> list[list[dict[str, Any]]]:
     """One row per step: the step prompt (earlier replies as text, the last screenshots) and the reply."""
-    spec = build_prompt(format, screen=candidate.screen, image=image_size)
+    spec = build_prompt(format, screen=candidate.screen, image=image_size, observation=candidate.observation)
     rows = []
     shots = [s.image for s in candidate.steps]
     for i, step in enumerate(candidate.steps):

@@ -33,5 +33,6 @@ def test_the_desktop_s_tree_becomes_marks_drawn_on_the_screenshot(som_env):
     bx, by, bw, bh = numbered[terminal[0] - 1].box
     assert bx <= x < bx + bw and by <= y < by + bh and x < obs.screen[0] and y < obs.screen[1]
     assert obs.screenshot.getpixel((bx + 1, by + 5)) == (255, 0, 0)  # its number's tag, drawn at the box's corner
-    after = som_env.step("pyautogui.press('shift')")  # every turn reads the tree again
-    assert after.info["action_valid"] and after.observation.extra["elements_text"].startswith("Marks on the screenshot")
+    after = som_env.step(f"pyautogui.click(tag_{terminal[0]})")  # the model names the mark; the env clicks its centre
+    assert after.info["action_valid"], after.info
+    assert after.observation.extra["elements_text"].startswith("Marks on the screenshot")  # each turn reads it again

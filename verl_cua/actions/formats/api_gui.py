@@ -16,7 +16,7 @@ from typing import Any
 
 from verl_cua.actions.apis import apis_for, lookup_api
 from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
-from verl_cua.actions.geometry import CoordinateSpace
+from verl_cua.actions.geometry import CoordinateSpace, Mark
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.safety import literal_value, parse_code
 from verl_cua.actions.types import ActionError, GUIAction
@@ -46,6 +46,7 @@ class APIGUIFormat(BaseFormat):
     """One line of code per turn: `Agent.click(coordinates=[x, y])` or `CalcTools.sort_column(...)`; screen pixels."""
 
     name = "api_gui"
+    mark_example = "Agent.click(coordinates=tag_3)"  # a point named by its set-of-marks mark
 
     def detect(self, text: str) -> bool:
         """A call on `Agent` or a tool class (`CalcTools.`); pyautogui code is not this format."""
@@ -243,6 +244,8 @@ def primitive_actions(method: str, a: dict, ctx: ParseContext) -> list[GUIAction
 
 def _point(a: dict, name: str, ctx: ParseContext) -> tuple[int, int]:
     value = a.get(name)
+    if isinstance(value, Mark):  # coordinates=tag_3: set-of-marks mark 3's centre
+        return ctx.space.mark(value.number)
     if not (isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)):
         raise ActionError(f"{name} must be [x, y] screen pixels, got {value!r:.40}")
     return ctx.space.to_screen(value[0], value[1], ctx.notes)

@@ -40,6 +40,8 @@ class OutputFormat(Protocol):
     name: str
     trainable: bool  # an open model is trained on it here (verl's and verl-agent's configs accept it)
     resize: ResizeLimits | None  # the model's image processor limits, where the format belongs to one model family
+    # optional, read with getattr: an action whose point is set-of-marks mark 3 (`tag_3`), as the format writes it
+    mark_example: str
 
     def detect(self, text: str) -> bool:
         """Cheap check used by `format="auto"`: does this text look like this format?"""
@@ -84,6 +86,7 @@ class BaseFormat:
     name = ""
     trainable = True
     resize: ResizeLimits | None = None
+    mark_example = ""  # no example: the prompt says "tag_N" in prose
 
     def user_text(self, instruction: str, context: str | None) -> str:
         """`Task: <instruction>`, then the turn's context on its own line."""

@@ -43,6 +43,7 @@ class ClaudeFormat(BaseFormat):
     """
 
     name = "claude"
+    mark_example = '{"action": "left_click", "coordinate": "tag_3"}'  # a point named by its set-of-marks mark
     trainable = False  # an API model: evaluated, never trained here
 
     def detect(self, text: str) -> bool:

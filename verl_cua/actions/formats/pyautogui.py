@@ -6,7 +6,7 @@ import re
 
 from verl_cua.actions.formats.api_gui import API_GUI_CALL
 from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
-from verl_cua.actions.geometry import CoordinateSpace
+from verl_cua.actions.geometry import CoordinateSpace, Mark
 from verl_cua.actions.keys import normalize_chord, normalize_key
 from verl_cua.actions.render import WAIT_SECONDS, render_pyautogui
 from verl_cua.actions.safety import SafeCall, check_code, log_raw_code
@@ -61,6 +61,7 @@ class PyAutoGUIFormat(BaseFormat):
     """Screen-pixel pyautogui code, checked by `verl_cua.actions.safety` and never executed here."""
 
     name = "pyautogui"
+    mark_example = "pyautogui.click(tag_3)"  # a point named by its set-of-marks mark
 
     def detect(self, text: str) -> bool:
         """A code fence, pyautogui calls, or a bare WAIT/DONE/FAIL."""
@@ -309,6 +310,10 @@ def _bind(call: SafeCall) -> dict:
 
 def _point(args: dict, call: SafeCall, space: CoordinateSpace, notes: list[str], *, required: bool):
     x, y = args.get("x"), args.get("y")
+    if isinstance(x, Mark) or isinstance(y, Mark):  # click(tag_3): the mark stands for the whole point
+        if not isinstance(x, Mark) or y is not None:
+            raise ActionError(f"line {call.line}: {call.func}() takes a mark alone, as its point: {call.func}(tag_3)")
+        return space.mark(x.number)
     if isinstance(x, list) and y is None:  # click((x, y))
         if len(x) != 2:
             raise ActionError(f"line {call.line}: {call.func}() point must be (x, y)")

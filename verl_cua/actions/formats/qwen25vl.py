@@ -18,6 +18,7 @@ class Qwen25VLFormat(BaseFormat):
     """Like qwen3vl, but `coordinate` is in the `image` the processor produced (default: smart_resize(screen))."""
 
     name = "qwen25vl"
+    mark_example = '{"action": "left_click", "coordinate": "tag_3"}'  # a point named by its set-of-marks mark
     resize = QWEN25VL_RESIZE
 
     def detect(self, text: str) -> bool:

@@ -20,6 +20,7 @@ class Qwen3VLFormat(BaseFormat):
     """`<tool_call>{"name": "computer_use", "arguments": {"action": ..., "coordinate": [x, y]}}</tool_call>`."""
 
     name = "qwen3vl"
+    mark_example = '{"action": "left_click", "coordinate": "tag_3"}'  # a point named by its set-of-marks mark
     resize = QWEN3VL_RESIZE
 
     def detect(self, text: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from verl_cua.actions.formats.base import BaseFormat, FormatResult, ParseContext, cannot, register_format
-from verl_cua.actions.geometry import UITARS_RESIZE, CoordinateSpace, smart_resize_size
+from verl_cua.actions.geometry import MARK_NAME, UITARS_RESIZE, CoordinateSpace, smart_resize_size
 from verl_cua.actions.keys import normalize_chord
 from verl_cua.actions.types import ActionError, GUIAction
 
@@ -69,6 +69,7 @@ class UITarsFormat(BaseFormat):
     """UI-TARS-1.5 action strings; `<|box_start|>`, `<point>x y</point>`, `point=`/`start_point=` all accepted."""
 
     name = "uitars"
+    mark_example = "click(start_box='tag_3')"  # a point named by its set-of-marks mark
     resize = UITARS_RESIZE
 
     def detect(self, text: str) -> bool:
@@ -195,8 +196,11 @@ def _unescape(raw: str) -> str:
 
 
 def parse_box(raw: str, space: CoordinateSpace, notes: list[str]) -> tuple[int, int]:
-    """`'(x,y)'`, `'<|box_start|>(x1,y1,x2,y2)<|box_end|>'`, `'<point>x y</point>'` -> screen point (box centre)."""
+    """`'(x,y)'`, `'<|box_start|>(x1,y1,x2,y2)<|box_end|>'`, `'<point>x y</point>'` -> screen point (box centre);
+    `'tag_3'` (set-of-marks) -> mark 3's centre."""
     stripped = _BOX_TAGS.sub(" ", raw)
+    if len(stripped) <= 64 and MARK_NAME.fullmatch(stripped):
+        return space.point(stripped, notes)
     if _BOX_TEXT.fullmatch(stripped) is None:
         raise ActionError(f"box must hold numbers only, got {raw!r:.60}")
     numbers = [float(v) for v in _NUMBER.findall(stripped)]

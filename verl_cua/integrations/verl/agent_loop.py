@@ -21,7 +21,8 @@ from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import build_prompt, turn_context
 from verl_cua.algos.gigpo import SCREEN_GRID, screen_anchor, screenshot_anchor, text_anchor
 from verl_cua.algos.success_buffer import task_instance
-from verl_cua.envs.observation import tree_feedback
+from verl_cua.envs.base import Observation
+from verl_cua.envs.observation import observation_type, tree_feedback
 from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.estimator_plan import plan_for
@@ -141,7 +142,7 @@ class GUIAgentLoop(AgentLoopBase):
             return obs, None
         ep.instruction = obs.instruction
         image_size = self._image_size(obs.screen)
-        spec = build_prompt(self.format, screen=obs.screen, image=image_size)
+        spec = build_prompt(self.format, screen=obs.screen, image=image_size, observation=observation_type(obs.extra))
         return obs, _Screen(obs.screen, image_size, spec)
 
     async def _run_episode(self, ep: Episode, lease, service, sampling_params) -> AgentLoopOutput:
@@ -177,8 +178,7 @@ class GUIAgentLoop(AgentLoopBase):
             prompt = None
             if ep.trace is not None:  # the first prompt whole, then each turn added after a reply
                 prompt = partial(trace_prompt, messages if step == 0 else messages[-1:], images, 0, "episode")
-            read = obs.extra.get("elements_text")
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1], prompt, read)
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, images[-1], prompt, obs)
             obs = result.observation
             shot = _shot(obs, image_size)
             ep.final_screenshot = shot
@@ -234,8 +234,7 @@ class GUIAgentLoop(AgentLoopBase):
             text = self._reply_text(out.token_ids)
             first = len(shots) - len(recent)  # the episode's number of the first screenshot this prompt holds
             prompt = None if ep.trace is None else partial(trace_prompt, messages, recent, first, "step")
-            read = obs.extra.get("elements_text")
-            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1], prompt, read)
+            result, parsed = await self._act(ep, service, lease, text, screen, image_size, recent[-1], prompt, obs)
             obs = result.observation
             shots.append(_shot(obs, image_size))
             ep.final_screenshot = shots[-1]
@@ -323,8 +322,11 @@ class GUIAgentLoop(AgentLoopBase):
             ep.env_seconds += time.perf_counter() - start
 
     async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image, prompt=None,
-                   read: str | None = None):  # fmt: skip
-        parsed = parse_action(text, format=self.format, screen=screen, image=image_size)
+                   shown: Observation | None = None):  # fmt: skip
+        """Parse `text` against the observation `shown` (its set-of-marks centres), step the env, record it."""
+        extra = shown.extra if shown is not None else {}
+        read = extra.get("elements_text")
+        parsed = parse_action(text, format=self.format, screen=screen, image=image_size, marks=extra.get("marks"))
         ep.actions.append(text)
         ep.errors.append(None if parsed.valid else parsed.error)
         ep.invalid += 0 if parsed.valid else 1

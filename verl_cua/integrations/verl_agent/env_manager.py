@@ -23,6 +23,7 @@ from verl_cua.actions.geometry import smart_resize_size
 from verl_cua.actions.prompts import PromptSpec, build_prompt, observation_text, turn_context
 from verl_cua.actions.types import one_line
 from verl_cua.envs import EnvLease, EnvPool, EnvUsageError, Observation, env_spec
+from verl_cua.envs.observation import observation_type
 from verl_cua.envs.task_sets import TaskRef
 from verl_cua.integrations.verl_agent.anchor import StepAnchor, screen_anchor, without_vision_markup
 from verl_cua.integrations.verl_agent.projection import gui_projection
@@ -82,6 +83,7 @@ class _EnvState:
     infra_failure: bool = False
     error: str | None = None
     context: str | None = None  # the format's per-turn text (api_gui: focused app, its APIs, last API result)
+    marks: dict | None = None  # the set-of-marks centres of the screen shown (observation som), for tag_N points
 
 
 class GUIEnvironmentManager:
@@ -138,6 +140,7 @@ class GUIEnvironmentManager:
             format=self.settings.format,
             screens=[self._states[i].screen for i in live],
             images=[self._states[i].image_size for i in live],
+            marks=[self._states[i].marks for i in live],
         )
         rewards = np.zeros(len(self._states), dtype=np.float32)
         valid_flags = np.ones(len(self._states), dtype=bool)
@@ -221,7 +224,8 @@ class GUIEnvironmentManager:
         st.image_size = smart_resize_size(
             st.screen, self.settings.factor, MIN_PIXELS, max(MIN_PIXELS, int(self.settings.max_pixels))
         )
-        st.spec = build_prompt(self.settings.format, screen=st.screen, image=st.image_size)
+        shown = observation_type(obs.extra)
+        st.spec = build_prompt(self.settings.format, screen=st.screen, image=st.image_size, observation=shown)
         self._see(st, obs)
 
     def _step_one(self, st: _EnvState, text: str, parsed: ParsedAction) -> float:
@@ -250,6 +254,7 @@ class GUIEnvironmentManager:
         st.image = np.asarray(shot, dtype=np.uint8)
         st.anchor = screen_anchor(st.image, st.steps)
         st.context = turn_context(self.settings.format, obs.extra)
+        st.marks = obs.extra.get("marks")
 
     def _fail(self, st: _EnvState, error: str | None) -> None:
         st.infra_failure, st.done, st.won, st.error = True, True, False, error or "infra failure"

@@ -115,7 +115,7 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
         raise CuaConfigError(str(exc)) from None
     size, per_image = image_tokens(screen, geometry, env.max_pixels)
     image = per_image + TURN_SCAFFOLD_TOKENS
-    spec = build_prompt(action.format, screen=screen, image=size)
+    spec = build_prompt(action.format, screen=screen, image=size, observation=env.observation)
     system = _tokens(spec.system) + TURN_SCAFFOLD_TOKENS
     history_text = (env.max_steps - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
     step_prompt = system + INSTRUCTION_TOKENS + history_text + env.history_images * image
