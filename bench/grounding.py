@@ -8,8 +8,9 @@ layouts (real Chromium screenshots; targets from the DOM) this samples the polic
 * `cross`: the share of the clicks the policy made on *other* layouts that hit this layout's target;
 * `gap` = own - cross, with a bootstrap interval over layouts. A policy that never looks makes the same clicks on
   every layout, so its gap is 0 whatever its spread; a positive gap is evidence of looking;
-* `swap`: the layout's prompt with another layout's screenshot, scored on this layout (a policy that looks falls
-  to `cross`, a blind one stays at `own`), and `swap drop` = own - swap.
+* `swap`: the layout's prompt with another layout's observation (its screenshot, and with `--observation` other
+  than `screenshot` its element table or marks), scored on this layout (a policy that looks falls to `cross`, a
+  blind one stays at `own`), and `swap drop` = own - swap.
 
 Clicks are scored geometrically (`verl_cua.eval.grounding`: the env's click point, `(x + 0.5) / scale`, inside the
 target's box), which is what the page does (a test holds the two to agree). Held-out success without a positive gap
@@ -27,25 +28,26 @@ from pathlib import Path
 import numpy as np
 
 from bench.requires import require
+from verl_cua.envs.observation import DEFAULT_BUDGET
 from verl_cua.eval.grounding import Box, Click, area_point, describe, gap_interval, hit_matrix, own_cross
 
 NEEDS = ("torch", "verl", "miniwob")  # the policy (transformers on torch, verl's processor) and the pages
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
 
 
-def area_click(text: str, screen: tuple[int, int], scale: int) -> Click:
-    """The task-area point a pyautogui output clicks (MiniWoB++ clicks a pixel's centre), or None unless the output
-    is exactly one click."""
+def area_click(text: str, screen: tuple[int, int], scale: int, marks: dict | None = None) -> Click:
+    """The task-area point a pyautogui output clicks (MiniWoB++ clicks a pixel's centre; `marks`: the set-of-marks
+    centres its observation showed), or None unless the output is exactly one click."""
     from verl_cua.actions import parse_action
 
-    parsed = parse_action(text, format="pyautogui", screen=screen)
+    parsed = parse_action(text, format="pyautogui", screen=screen, marks=marks)
     if not parsed.valid or len(parsed.actions) != 1 or parsed.actions[0].kind != "click":
         return None
     return area_point(parsed.actions[0].x, parsed.actions[0].y, scale)
 
 
 def derangement(n: int, seed: int = 0) -> list[int]:
-    """A permutation of range(n) (n >= 2) that moves every index: whose screenshot each layout gets in the swap."""
+    """A permutation of range(n) (n >= 2) that moves every index: whose observation each layout gets in the swap."""
     rng = np.random.default_rng(seed)
     shift = int(rng.integers(1, n))
     order = rng.permutation(n)
@@ -56,8 +58,8 @@ def derangement(n: int, seed: int = 0) -> list[int]:
 
 
 def policy_sampler(model_path: str, device: str = "cpu", seed: int = 0) -> Callable[[object, object, int], list[str]]:
-    """`sample(obs, screenshot, n)`: n of the policy's outputs (temperature 1, no top-k/top-p) for the prompt of
-    `obs` showing `screenshot`, as verl's validation samples them."""
+    """`sample(obs, shown, n)`: n of the policy's outputs (temperature 1, no top-k/top-p) for the prompt of `obs`
+    showing the observation `shown` (its screenshot and table), as verl's validation samples them."""
     import torch
     from transformers import AutoModelForImageTextToText
     from verl.utils import hf_processor, hf_tokenizer
@@ -69,8 +71,8 @@ def policy_sampler(model_path: str, device: str = "cpu", seed: int = 0) -> Calla
     image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
     torch.manual_seed(seed)
 
-    def sample(obs, screenshot, n: int) -> list[str]:
-        prompt, mm = student_prompt(processor, obs, screenshot)
+    def sample(obs, shown, n: int) -> list[str]:
+        prompt, mm = student_prompt(processor, obs, shown)
         kwargs = model_inputs(model, prompt, mm, image_pad)
         with torch.no_grad():
             out = model.generate(
@@ -82,14 +84,15 @@ def policy_sampler(model_path: str, device: str = "cpu", seed: int = 0) -> Calla
     return sample
 
 
-def layouts(seeds: str, task: str = "click-test") -> tuple[list[tuple[object, Box]], int]:
-    """Each layout's first observation (real Chromium) and its target's box in task-area pixels; the screenshot's
-    scale."""
+def layouts(seeds: str, task: str = "click-test", observation: str = "screenshot", tokens: int = DEFAULT_BUDGET,
+            ) -> tuple[list[tuple[object, Box]], int]:  # fmt: skip
+    """Each layout's first observation (real Chromium; `observation`: OSWorld's type, its table trimmed to `tokens`)
+    and its target's box in task-area pixels; the screenshot's scale."""
     from verl_cua.envs.miniwob import MiniWoBEnv
     from verl_cua.envs.miniwob_targets import target_box
     from verl_cua.envs.task_sets import resolve_tasks
 
-    env = MiniWoBEnv(task)
+    env = MiniWoBEnv(task, observation=observation, observation_tokens=tokens)
     pages = []
     try:
         for ref in resolve_tasks("miniwob", [task], seeds):
@@ -101,30 +104,33 @@ def layouts(seeds: str, task: str = "click-test") -> tuple[list[tuple[object, Bo
 
 
 def sample_clicks(
-    model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0
-) -> dict:
-    """The policy's sampled clicks per layout with its own screenshot and with a swapped one, and the targets."""
+    model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0,
+    observation: str = "screenshot", tokens: int = DEFAULT_BUDGET,
+) -> dict:  # fmt: skip
+    """The policy's sampled clicks per layout with its own observation and with a swapped one (another layout's
+    screenshot and table under this layout's task), and the targets."""
     sample = policy_sampler(model_path, device, seed)
-    pages, scale = layouts(seeds, task)
+    pages, scale = layouts(seeds, task, observation, tokens)
 
-    def clicks(obs, screenshot) -> list[Click]:
-        return [area_click(t, obs.screen, scale) for t in sample(obs, screenshot, samples)]
+    def clicks(obs, shown) -> list[Click]:
+        return [area_click(t, obs.screen, scale, shown.extra.get("marks")) for t in sample(obs, shown, samples)]
 
     swap = derangement(len(pages), seed)
     return {
         "boxes": [box for _, box in pages],
-        "own": [clicks(obs, obs.screenshot) for obs, _ in pages],
-        "swap": [clicks(obs, pages[j][0].screenshot) for (obs, _), j in zip(pages, swap, strict=True)],
+        "own": [clicks(obs, obs) for obs, _ in pages],
+        "swap": [clicks(obs, pages[j][0]) for (obs, _), j in zip(pages, swap, strict=True)],
         "swap_from": swap,
     }
 
 
 def grounding(model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, **kw) -> dict:
-    """own, cross, gap (with its interval), swap and swap drop of the policy at `model_path` on layouts `seeds`."""
+    """own, cross, gap (with its interval), swap and swap drop of the policy at `model_path` on layouts `seeds`
+    (`kw`: device, seed, observation, tokens)."""
     drawn = sample_clicks(model_path, seeds, task, samples, **kw)
     boxes = drawn["boxes"]
     result = gap_interval(hit_matrix(drawn["own"], boxes))
-    result["swap"] = own_cross(hit_matrix(drawn["swap"], boxes))[0]  # layout i's prompt, another's screenshot
+    result["swap"] = own_cross(hit_matrix(drawn["swap"], boxes))[0]  # layout i's task, another's observation
     result["swap_drop"] = result["own"] - result["swap"]
     result["samples"] = samples  # gap_interval already counts the layouts
     return result
@@ -138,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="100000-100063", help="held-out layouts (the learnable setting's)")
     ap.add_argument("--samples", type=int, default=SAMPLES, help="sampled clicks per layout")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--observation", default="screenshot", help="what the policy reads (cua.env.observation)")
+    ap.add_argument("--observation-tokens", type=int, default=DEFAULT_BUDGET)
     ap.add_argument("--out", default=None, help="write the figures here as JSON")
     args = ap.parse_args(argv)
     require("bench.grounding", NEEDS)
@@ -145,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         from verl_cua.testing.learning import learnable_model
 
         args.model = str(learnable_model((args.task,)))
-    g = grounding(args.model, args.seeds, args.task, args.samples, device=args.device)
+    g = grounding(args.model, args.seeds, args.task, args.samples, device=args.device, observation=args.observation,
+                  tokens=args.observation_tokens)  # fmt: skip
     print(f"bench.grounding: {args.model}, {g['layouts']} {args.task} layouts x {args.samples} clicks")
     print(f"  {describe(g)}")
     if args.out:

@@ -10,6 +10,8 @@
 # never looks at the screenshot can reach 0.58 on these layouts (docs/learning.md).
 # Swap the estimator like any recipe: `bash recipes/run_tiny_grpo_miniwob_cpu.sh algorithm.adv_estimator=sdpo`.
 # ICL=0.6 starts from a model whose SDPO teacher can read a demo (docs/learning.md; ~14 min to build, cached).
+# OBSERVATION=screenshot_a11y_tree (or som) is the reading setting: the page's elements beside the screenshot and a
+# warm start that reads them (`verl_cua.testing.reading`: synthetic tables, random rows; ~15 min to build, cached).
 # Needs the venv and system packages of `bash recipes/quickstart.sh`. Any Hydra override appended wins.
 set -xeuo pipefail
 
@@ -19,6 +21,9 @@ VENV=${VENV:-.venv}
 MODEL_PATH=${MODEL_PATH:-}                        # empty: build the warm-started tiny model (~1.5 min, cached)
 TASKS=${TASKS:-click-test}
 ICL=${ICL:-0}                                     # share of warm-start steps in SDPO's teacher context
+OBSERVATION=${OBSERVATION:-screenshot}            # OSWorld's observation type (cua.env.observation)
+OBSERVATION_TOKENS=${OBSERVATION_TOKENS:-300}     # the element table's budget per turn (MiniWoB++ pages: < 200)
+MAX_STEPS=${MAX_STEPS:-1}                         # actions per episode (click-button-sequence: 3)
 TRAIN_SEEDS=${TRAIN_SEEDS:-0-999}                 # layouts trained on
 HELDOUT_SEEDS=${HELDOUT_SEEDS:-100000-100063}     # layouts never trained on
 PROMPTS_PER_STEP=${PROMPTS_PER_STEP:-4}           # layouts per step
@@ -40,7 +45,8 @@ if [ ! -x "${PY}" ]; then
     exit 1
 fi
 if [ -z "${MODEL_PATH}" ]; then
-    MODEL_PATH=$("${PY}" -m verl_cua.testing.learning model --tasks "${TASKS}" --icl "${ICL}")
+    MODEL_PATH=$("${PY}" -m verl_cua.testing.learning model --tasks "${TASKS}" --icl "${ICL}" \
+        --observation "${OBSERVATION}")
 fi
 mkdir -p "${OUT}"
 OUT=$(cd "${OUT}" && pwd)
@@ -67,7 +73,9 @@ VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     actor_rollout_ref.rollout.val_kwargs.temperature=1.0 \
     actor_rollout_ref.rollout.val_kwargs.n="${HELDOUT_SAMPLES}" \
     cua.env.name=miniwob \
-    cua.env.max_steps=1 \
+    cua.env.max_steps="${MAX_STEPS}" \
+    cua.env.observation="${OBSERVATION}" \
+    cua.env.observation_tokens="${OBSERVATION_TOKENS}" \
     cua.action.format=pyautogui \
     cua.action.max_tokens_per_step=24 \
     cua.trace.dir="${TRACE_DIR}" \

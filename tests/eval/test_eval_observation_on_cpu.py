@@ -46,5 +46,17 @@ def test_a_type_the_env_does_not_give_is_one_line_before_anything_starts(tmp_pat
         run_eval(EvalConfig(env=name, tasks="t", model="m", format="pyautogui", out=str(tmp_path), observation="som"))
     assert str(err.value) == "env 'screens-only' gives no som observation; it gives: screenshot"
     assert observed_kwargs(name, {"a": 1}, "screenshot", 10) == {"a": 1}  # the default adds nothing a plug-in lacks
-    with pytest.raises(ValueError, match="^observation a11y_tree .* is not in the prompts yet; screenshot_a11y_tree"):
-        observed_kwargs("miniwob", {}, "a11y_tree", 10)
+    assert observed_kwargs("miniwob", {}, "a11y_tree", 10) == {"observation": "a11y_tree", "observation_tokens": 10}
+
+
+def test_a11y_tree_sends_the_table_and_no_screenshot_and_keeps_the_screenshot_on_disk(tmp_path, chat_server, chromium):
+    server = chat_server({"Click": ["```python\npyautogui.click(1, 1)\n```", "DONE"]})
+    run_eval(EvalConfig(env="miniwob", tasks="click-test", seeds="0", model="scripted", format="pyautogui",
+                        out=str(tmp_path / "tree"), base_url=server.url, max_steps=2, observation="a11y_tree"))
+    first, second = (r["body"] for r in server.requests)
+    text = first_user_text(first["messages"])
+    assert "Elements on the screen:\ntag\ttext" in text and "\tClick Me!\t" in text
+    assert "You get no screenshot" in first["messages"][0]["content"]  # the system prompt says so
+    assert request_images(first) == [] and request_images(second) == []  # no turn carries an image
+    steps = [json.loads(line) for line in (tmp_path / "tree" / "click-test" / "seed-0" / "trajectory.jsonl").open()]
+    assert steps[0]["screenshot"] and (tmp_path / "tree" / "click-test" / "seed-0" / steps[0]["screenshot"]).is_file()

@@ -21,20 +21,22 @@ HISTORY_CHARS = 400  # an earlier reply is cut to this many characters in a step
 
 
 def first_turn(spec: PromptSpec, instruction: str, image: Any, context: str | None = None) -> list[dict[str, Any]]:
-    """The episode layout's opening: the system prompt, then the first screenshot with the task (and `context`,
-    what the format adds each turn: `verl_cua.actions.prompts.turn_context`)."""
+    """The episode layout's opening: the system prompt, then the first screenshot (none for a text-only observation,
+    `spec.screenshot`) with the task (and `context`, what the turn shows as text: `prompts.turn_context`)."""
     text = spec.user_text(instruction, context)
-    return [
-        {"role": "system", "content": spec.system},
-        {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": text}]},
-    ]
+    return [{"role": "system", "content": spec.system}, _user(image if spec.screenshot else None, text)]
 
 
 def observation_turn(step: int, error: str | None, image: Any, context: str | None = None) -> dict[str, Any]:
-    """The episode layout's user turn after `step` (1-based): the new screenshot, why the last reply was invalid, and
-    the format's per-turn `context`."""
-    text = observation_text(step, error, context)
-    return {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": text}]}
+    """The episode layout's user turn after `step` (1-based): the new screenshot (None: a text-only observation, no
+    image), why the last reply was invalid, and the turn's `context`."""
+    return _user(image, observation_text(step, error, context))
+
+
+def _user(image: Any, text: str) -> dict[str, Any]:
+    """A user turn: the image part (when there is one), then the text."""
+    image_part = [] if image is None else [{"type": "image", "image": image}]
+    return {"role": "user", "content": [*image_part, {"type": "text", "text": text}]}
 
 
 def step_prompt(
@@ -45,8 +47,8 @@ def step_prompt(
     recent: list[Any],
     context: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The step layout's prompt: the task, earlier `replies` as text (marked when invalid), the `recent` screenshots,
-    and the format's per-turn `context` for this step."""
+    """The step layout's prompt: the task, earlier `replies` as text (marked when invalid), the `recent` screenshots
+    (none for a text-only observation), and the turn's `context` for this step (the format's, the element table)."""
     history = "".join(
         f"\nStep {i + 1}: {reply.strip()[:HISTORY_CHARS]}" + (" (invalid)" if bad else "")
         for i, (reply, bad) in enumerate(zip(replies, invalid, strict=False))
@@ -54,7 +56,7 @@ def step_prompt(
     text = spec.user_text(instruction) + (f"\nPrevious actions:{history}" if history else "")
     text += f"\n{context}" if context else ""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    content += [{"type": "image", "image": image} for image in recent]
+    content += [{"type": "image", "image": image} for image in spec.shown(recent)]
     return [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]
 
 

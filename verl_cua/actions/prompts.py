@@ -11,6 +11,7 @@ from verl_cua.actions.formats import get_format
 from verl_cua.actions.geometry import check_size
 
 _TABLE = "a table of the screen's elements (tag, text, top-left corner and size, in screenshot pixels)"
+TEXT_ONLY = "a11y_tree"  # the observation type whose prompts hold no screenshot
 # OSWorld's observation types (`cua.env.observation`, registered here): what each adds to the system prompt
 OBSERVATION_GUIDES: dict[str, str] = {
     "screenshot": "",
@@ -33,6 +34,15 @@ class PromptSpec:
     tools: list[dict] | None
     coordinate_space: tuple[float, float]
     observation: str = "screenshot"  # what each turn shows (OSWorld's type): a11y_tree shows no screenshot
+
+    @property
+    def screenshot(self) -> bool:
+        """Whether the model is shown screenshots (every observation type but `a11y_tree`, the table alone)."""
+        return self.observation != TEXT_ONLY
+
+    def shown(self, images: list[Any]) -> list[Any]:
+        """The screenshots the model is given of `images`: all of them, or none for a text-only observation."""
+        return list(images) if self.screenshot else []
 
     def user_text(self, instruction: str, context: str | None = None) -> str:
         """The first user turn's text (the screenshot goes beside it as an image part); `context`: `turn_context`."""

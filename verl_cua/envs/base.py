@@ -160,19 +160,11 @@ def env_start_timeout(name: str, kwargs: dict[str, Any], pool_size: int, default
     return default if timeout is None else float(timeout)
 
 
-TEXT_ONLY = "a11y_tree"  # the type whose prompt would drop the screenshot; the prompts do not do that yet
-
-
 def observed_kwargs(name: str, kwargs: Mapping[str, Any], observation: str, tokens: int) -> dict[str, Any]:
     """`kwargs` for env `name` with the observation type a run asked for (`cua.env.observation`, `--observation`):
     unchanged for `screenshot`, else with `observation` and `observation_tokens`; a type the env's record does not
-    list, or one the prompts cannot show yet, is ValueError in one line naming the valid ones."""
+    list is ValueError in one line naming the valid ones."""
     check_observation(observation)
-    if observation == TEXT_ONLY:
-        raise ValueError(
-            "observation a11y_tree (the table without the screenshot) is not in the prompts yet; "
-            "screenshot_a11y_tree shows the same table beside the screenshot"
-        )
     if observation == "screenshot":
         return dict(kwargs)
     given = env_spec(name).observations

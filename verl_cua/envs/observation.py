@@ -18,6 +18,7 @@ from xml.etree import ElementTree as ET
 
 from PIL import Image, ImageDraw
 
+from verl_cua.actions.prompts import TEXT_ONLY
 from verl_cua.envs.spec import OBSERVATIONS
 
 STATE_NS = "https://accessibility.ubuntu.example.org/ns/state"
@@ -73,7 +74,7 @@ def shows_elements(observation: str) -> bool:
 
 def shows_screenshot(observation: str) -> bool:
     """Whether `observation` shows the screenshot (every type but `a11y_tree`)."""
-    return check_observation(observation) != "a11y_tree"
+    return check_observation(observation) != TEXT_ONLY
 
 
 def cell(text: Any) -> str:

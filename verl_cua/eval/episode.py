@@ -69,7 +69,7 @@ def run_episode(
     image = model_image_size(settings.format, screen, settings.max_pixels)
     spec = build_prompt(settings.format, screen=screen, image=image, observation=observation_type(obs.extra))
     first_text = spec.user_text(obs.instruction, turn_context(settings.format, obs.extra))
-    shot, turn = _screen(writer, 0, obs.screenshot, image, first_text)
+    shot, turn = _screen(writer, 0, obs.screenshot, image, first_text, spec.screenshot)
     result["final_screenshot"] = shot
     turns = [turn]
     end_reason = "max_steps"
@@ -94,7 +94,8 @@ def run_episode(
         refused = parsed.valid and not stepped.info.get("action_valid", True)  # parsed, but this env cannot do it
         result["invalid_actions"] += 0 if parsed.valid and not refused else 1
         infra = bool(stepped.info.get("infra_failure"))
-        shown = [{"type": "image", "image": shot}, {"type": "text", "text": turns[-1].text}]
+        shown = [{"type": "image", "image": shot}] if spec.screenshot else []  # a11y_tree: the table alone
+        shown.append({"type": "text", "text": turns[-1].text})
         asked = [{"role": "system", "content": spec.system}] if step == 1 else []  # then the turn after each reply
         asked.append({"role": "user", "content": shown})
         writer.step(
@@ -124,7 +125,8 @@ def run_episode(
         context = turn_context(settings.format, stepped.observation.extra)
         if stepped.observation is not obs:  # an invalid action leaves the screen as it was: no new file
             obs = stepped.observation
-            shot, turn = _screen(writer, step, obs.screenshot, image, observation_text(step, error, context))
+            shot, turn = _screen(writer, step, obs.screenshot, image, observation_text(step, error, context),
+                                 spec.screenshot)  # fmt: skip
         else:
             text = observation_text(step, error, context)
             turn = Turn(image=turns[-1].image, text=text, image_png=turns[-1].image_png)
@@ -145,10 +147,14 @@ def run_episode(
     return finish("success" if score >= settings.success_threshold else "failure", end_reason)
 
 
-def _screen(writer: EpisodeWriter, index: int, screenshot, size: tuple[int, int], text: str) -> tuple[str, Turn]:
-    """Save a screenshot and make the turn that shows it; one PNG encoding serves both when the model gets the
-    screenshot as it is (1080p PNG encoding is the largest cost of a step here)."""
-    image = for_model(screenshot, size)
+def _screen(writer: EpisodeWriter, index: int, screenshot, size: tuple[int, int], text: str, show: bool = True,
+            ) -> tuple[str, Turn]:  # fmt: skip
+    """Save a screenshot and make the turn that shows it (`show` False: a text-only observation, the turn has no
+    image); one PNG encoding serves both when the model gets the screenshot as it is (1080p PNG encoding is the
+    largest cost of a step here)."""
     png = png_bytes(screenshot)
     name = writer.screenshot(index, png)
+    if not show:
+        return name, Turn(image=None, text=text)
+    image = for_model(screenshot, size)
     return name, Turn(image=image, text=text, image_png=png if image is screenshot else None)

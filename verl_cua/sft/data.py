@@ -239,7 +239,8 @@ def episode_rows(candidate: Candidate, format: str, image_size: tuple[int, int])
     for i, step in enumerate(steps):
         messages.append({"role": "assistant", "content": step.text})
         if i + 1 < len(steps):
-            messages.append(observation_turn(i + 1, None, steps[i + 1].image, steps[i + 1].context))
+            shown = steps[i + 1].image if spec.screenshot else None  # a11y_tree: the table alone
+            messages.append(observation_turn(i + 1, None, shown, steps[i + 1].context))
     return [messages]
 
 

@@ -3,6 +3,7 @@ locally, warm-started by SFT into click syntax only. Its answers are drawn unifo
 whatever the page shows, so it starts with valid actions and no idea where to click.
 
     python -m verl_cua.testing.learning model [--tasks click-test] [--family qwen25vl]   # prints the model's path
+    python -m verl_cua.testing.learning model --observation screenshot_a11y_tree --icl 0.6  # the reading model
 
 stdout holds the path alone (the quickstart captures it with $(...)); the first build's progress (step, loss,
 elapsed, the seconds left) goes to stderr.
@@ -24,13 +25,23 @@ INSTRUCTIONS = {"click-test": "Click the button.", "focus-text": "Focus into the
 
 
 def learnable_model(
-    tasks: tuple[str, ...] = ("click-test",), family: str = FAMILY, warm_steps: int = WARM_STEPS, icl: float = 0.0
+    tasks: tuple[str, ...] = ("click-test",),
+    family: str = FAMILY,
+    warm_steps: int = WARM_STEPS,
+    icl: float = 0.0,
+    observation: str = "screenshot",
 ) -> Path:
     """The tiny random `family` model warm-started into `pyautogui.click(x, y)` syntax (built once, then cached);
     `icl`: the share of warm-start steps in SDPO's teacher context, after `INDUCTION_STEPS` of text-only copying
-    (`verl_cua.testing.warm_start`): a model whose SDPO teacher can read a demo."""
+    (`verl_cua.testing.warm_start`): a model whose SDPO teacher can read a demo. `observation` other than
+    `screenshot`: the reading model (`verl_cua.testing.reading`: copying, then synthetic tables; no task's text)."""
     from verl_cua.testing.tiny_models import build_tiny_model
     from verl_cua.testing.warm_start import warm_start
+
+    if observation != "screenshot":
+        from verl_cua.testing.reading import reading_model
+
+        return reading_model(family, observation, icl)
 
     unknown = [t for t in tasks if t not in INSTRUCTIONS]
     if unknown:
@@ -53,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--family", default=FAMILY)
     model.add_argument("--warm-steps", type=int, default=WARM_STEPS)
     model.add_argument("--icl", type=float, default=0.0, help="share of warm-start steps in SDPO's teacher context")
+    model.add_argument("--observation", default="screenshot", help="screenshot_a11y_tree or som: the reading model")
     args = ap.parse_args(argv)
     try:
-        print(learnable_model(tuple(args.tasks.split(",")), args.family, args.warm_steps, args.icl))
+        print(learnable_model(tuple(args.tasks.split(",")), args.family, args.warm_steps, args.icl, args.observation))
     except ValueError as exc:
         print(f"verl_cua.testing.learning: {exc}", file=sys.stderr)
         return 2

@@ -27,15 +27,29 @@ def response_log_probs(model, input_ids, mm: dict, n_response: int, image_pad: i
     return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[-n_response:, 0].cpu()
 
 
-def student_prompt(processor, obs, screenshot=None, action_format: str = "pyautogui"):
-    """The policy's prompt for a MiniWoB++ observation as the trainer builds it: (1-D input_ids, images' inputs);
-    `screenshot` replaces the observation's own (the screenshot-swap check)."""
-    from verl_cua.actions.prompts import build_prompt
+def student_prompt(processor, obs, shown=None, action_format: str = "pyautogui"):
+    """The policy's first prompt for an observation as the trainer builds it (`first_turn`: the system prompt for
+    the observation's type, the screenshot, the task and the element table or marks): (1-D input_ids, images'
+    inputs). `shown`: another observation whose screenshot and table replace `obs`'s (the observation swap)."""
+    from verl_cua.actions.conversation import first_turn
+    from verl_cua.actions.prompts import build_prompt, turn_context
+    from verl_cua.envs.observation import observation_type
 
-    spec = build_prompt(action_format, screen=obs.screen)
-    content = [{"type": "image"}, {"type": "text", "text": spec.user_text(obs.instruction)}]
-    messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": content}]
-    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    image = obs.screenshot if screenshot is None else screenshot
-    inputs = processor(text=[text], images=[image], return_tensors="pt")
+    shown = obs if shown is None else shown
+    spec = build_prompt(action_format, screen=obs.screen, observation=observation_type(shown.extra))
+    messages = first_turn(spec, obs.instruction, shown.screenshot, turn_context(action_format, shown.extra))
+    inputs = chat_inputs(processor, messages, [shown.screenshot])
     return inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}
+
+
+def chat_inputs(processor, messages: list[dict], images: list) -> dict:
+    """The trainer's chat `messages` (image parts hold their images) through the processor's chat template, with
+    `images` in order: what `processor(text=[prompt], images=images)` returns."""
+    parts = [
+        {**m, "content": [{"type": "image"} if p["type"] == "image" else p for p in m["content"]]}
+        if isinstance(m["content"], list)
+        else m
+        for m in messages
+    ]
+    prompt = processor.apply_chat_template(parts, tokenize=False, add_generation_prompt=True)
+    return dict(processor(text=[prompt], images=images or None, return_tensors="pt"))

@@ -160,6 +160,11 @@ def _train(
         optim.step()
         optim.zero_grad()
         progress.update(step + 1, f"loss {float(loss):.3f}")
+    save_like(model, src, dst)
+
+
+def save_like(model, src: Path, dst: Path) -> None:
+    """Save `model`'s weights and config into `dst` with `src`'s processor and tokenizer files."""
     model.save_pretrained(dst)
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin")) and f.name != "config.json":

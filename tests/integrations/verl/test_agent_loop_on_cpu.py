@@ -128,6 +128,27 @@ def test_a_som_episode_shows_the_page_s_marks_every_turn_and_its_trace_keeps_the
     assert out.extra_fields["cua_feedback"].startswith("The screen's elements at the end:\nmark\ttag")
 
 
+def test_an_a11y_tree_episode_shows_the_table_and_no_screenshot_in_either_layout(tiny_model, chromium):
+    """cua.env.observation=a11y_tree: the element table each turn and no image anywhere (no image tokens, no
+    multi-modal data for verl), in the episode and the step layouts; the control, som, holds its screenshots; a
+    mark named by the model (tag_N) lands on that mark."""
+    image_pad = "<|image_pad|>"
+    out, _server, tok = run_loop(tiny_model, ["WAIT", "WAIT"], "cua.env.max_steps=2", "cua.env.observation=a11y_tree")
+    context = tok.decode(out.prompt_ids + out.response_ids)
+    assert context.count("Elements on the screen:\ntag\ttext") == 2 and "You get no screenshot" in context
+    assert image_pad not in context and out.multi_modal_data == {}
+    assert out.extra_fields["cua_final_screenshot"] is None  # SDPO's teacher gets the final table instead
+    rows, _server, tok = run_loop(tiny_model, ["WAIT", "WAIT"], "cua.env.max_steps=2", "cua.env.rows=step",
+                                  "cua.env.observation=a11y_tree")  # fmt: skip
+    assert [o.multi_modal_data for o in rows] == [{}, {}]
+    assert all(image_pad not in tok.decode(o.prompt_ids) and "Elements on the screen" in tok.decode(o.prompt_ids)
+               for o in rows)  # fmt: skip
+    control, _server, tok = run_loop(tiny_model, ["```python\npyautogui.click(tag_1)\n```"], "cua.env.max_steps=1",
+                                     "cua.env.observation=som")  # fmt: skip
+    assert image_pad in tok.decode(control.prompt_ids) and len(control.multi_modal_data["images"]) == 1
+    assert control.extra_fields["cua_success"] and control.extra_fields["cua_invalid_actions"] == 0  # tag_1: the button
+
+
 def test_invalid_outputs_are_penalised_and_not_sent(tiny_model, chromium):
     out, _server, _tok = run_loop(tiny_model, ["I think I should click.", "pyautogui.click("], "cua.env.max_steps=2")
     extra = out.extra_fields

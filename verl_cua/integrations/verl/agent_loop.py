@@ -62,6 +62,7 @@ class Episode:
     desktop_broken: bool = False  # the agent broke its desktop after acting: a failure scored 0, never masked
     truncated: bool = False
     final_screenshot: Image.Image | None = None
+    screenshot: bool = True  # the model was shown screenshots (not a text-only observation): the teacher's may be
     env_seconds: float = 0.0
     generate_seconds: float = 0.0
     weight_versions: list[int] = field(default_factory=list)
@@ -143,6 +144,7 @@ class GUIAgentLoop(AgentLoopBase):
         ep.instruction = obs.instruction
         image_size = self._image_size(obs.screen)
         spec = build_prompt(self.format, screen=obs.screen, image=image_size, observation=observation_type(obs.extra))
+        ep.screenshot = spec.screenshot
         return obs, _Screen(obs.screen, image_size, spec)
 
     async def _run_episode(self, ep: Episode, lease, service, sampling_params) -> AgentLoopOutput:
@@ -152,8 +154,8 @@ class GUIAgentLoop(AgentLoopBase):
         screen, image_size, spec = opened
         shot = _shot(obs, image_size)
         messages = first_turn(spec, ep.instruction, shot, turn_context(self.format, obs.extra))
-        images = [shot]
-        prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
+        images = [shot]  # every screenshot (traces, anchors); the model is shown spec.shown(images)
+        prompt_ids = await self.ct_build_initial_tokens(messages, images=spec.shown(images))
         runtime, mask, logprobs = list(prompt_ids), [], None
         for step in range(self.env_cfg.max_steps):
             budget = self.response_length - len(mask)
@@ -161,7 +163,7 @@ class GUIAgentLoop(AgentLoopBase):
                 ep.truncated = True
                 break
             ep.anchors.append(self._anchor(obs, images[-1]))
-            out = await self._generate(ep, runtime, images, sampling_params, budget)
+            out = await self._generate(ep, runtime, spec.shown(images), sampling_params, budget)
             if out is None:
                 break
             if logprobs is None and out.log_probs:
@@ -185,7 +187,8 @@ class GUIAgentLoop(AgentLoopBase):
             if result.info.get("infra_failure") or result.done or parsed.terminal or step + 1 >= self.env_cfg.max_steps:
                 break
             previous = [*messages, {"role": "assistant", "content": text}]
-            turn = observation_turn(step + 1, ep.errors[-1], shot, turn_context(self.format, obs.extra))
+            shown = shot if spec.screenshot else None  # a text-only observation: the table alone
+            turn = observation_turn(step + 1, ep.errors[-1], shown, turn_context(self.format, obs.extra))
             merged2, mask2, logprobs2 = await self.ct_merge_context_msg(
                 previous, [*previous, turn], runtime, mask, logprobs
             )
@@ -204,7 +207,7 @@ class GUIAgentLoop(AgentLoopBase):
             response_ids=runtime[len(prompt_ids) :],
             response_mask=mask,
             response_logprobs=logprobs,
-            multi_modal_data={"images": images},
+            multi_modal_data=_media(spec.shown(images)),
             reward_score=self._finish_trace(ep),
             num_turns=2 * ep.steps + 1,
             metrics={"generate_sequences": ep.generate_seconds, "tool_calls": ep.env_seconds},
@@ -223,12 +226,12 @@ class GUIAgentLoop(AgentLoopBase):
             invalid = [e is not None for e in ep.errors]
             context = turn_context(self.format, obs.extra)
             messages = step_prompt(spec, ep.instruction, ep.actions, invalid, recent, context)
-            prompt_ids = await self.ct_build_initial_tokens(messages, images=list(recent))
+            prompt_ids = await self.ct_build_initial_tokens(messages, images=spec.shown(recent))
             ep.anchors.append(self._anchor(obs, shots[-1]))
-            out = await self._generate(ep, prompt_ids, recent, sampling_params, self.response_length)
+            out = await self._generate(ep, prompt_ids, spec.shown(recent), sampling_params, self.response_length)
             if out is None:
                 break
-            rows.append((prompt_ids, out, recent))
+            rows.append((prompt_ids, out, spec.shown(recent)))
             for hook in ep.turn_hooks:
                 hook.on_turn(out.token_ids, screen, image_size)
             text = self._reply_text(out.token_ids)
@@ -252,7 +255,7 @@ class GUIAgentLoop(AgentLoopBase):
                     response_ids=list(out.token_ids)[: self.response_length],
                     response_mask=[1] * min(len(out.token_ids), self.response_length),
                     response_logprobs=list(out.log_probs)[: self.response_length] if out.log_probs else None,
-                    multi_modal_data={"images": list(recent)},
+                    multi_modal_data=_media(recent),
                     reward_score=reward,
                     num_turns=2,
                     metrics={"generate_sequences": ep.generate_seconds, "tool_calls": ep.env_seconds},
@@ -413,7 +416,7 @@ class GUIAgentLoop(AgentLoopBase):
             "cua_truncated": bool(ep.truncated),
             "cua_actions": list(ep.actions),
             "cua_feedback": ep.feedback(),
-            "cua_final_screenshot": png_bytes(ep.final_screenshot),
+            "cua_final_screenshot": png_bytes(ep.final_screenshot) if ep.screenshot else None,  # a11y_tree: none
             "cua_rows": rows,
             "cua_anchors": list(ep.anchors),
             "cua_env_seconds": ep.env_seconds,
@@ -472,6 +475,11 @@ class _Screen(NamedTuple):
     screen: tuple[int, int]
     image_size: tuple[int, int]
     spec: Any
+
+
+def _media(images: list) -> dict[str, list]:
+    """verl's `multi_modal_data` for the screenshots a prompt holds: none (a text-only observation) is no entry."""
+    return {"images": list(images)} if images else {}
 
 
 def _shot(obs: Any, image_size: tuple[int, int]) -> Image.Image:

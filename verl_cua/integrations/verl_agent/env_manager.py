@@ -278,10 +278,11 @@ class GUIEnvironmentManager:
             self._release(st)
 
     # -- what the model gets ------------------------------------------------------------------------------------
-    def _observations(self) -> dict[str, list]:
+    def _observations(self) -> dict[str, list | None]:
+        shown = any(st.spec is None or st.spec.screenshot for st in self._states)  # a11y_tree: text, as ALFWorld's
         return {
             "text": self.build_text_obs(),
-            "image": [st.image for st in self._states],
+            "image": [st.image for st in self._states] if shown else None,
             "anchor": [st.anchor for st in self._states],
         }
 
@@ -296,7 +297,8 @@ class GUIEnvironmentManager:
             parts += ["", observation_text(st.steps, without_vision_markup(st.last_error or "") or None)]
         if st.context:
             parts += ["", without_vision_markup(st.context)]
-        parts.append("<image>")
+        if st.spec.screenshot:
+            parts.append("<image>")
         return "\n".join(parts)
 
     def _info(self, st: _EnvState, *, valid: bool) -> dict[str, Any]:

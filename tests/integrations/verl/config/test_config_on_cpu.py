@@ -262,8 +262,7 @@ def test_the_observation_key_names_the_valid_types_and_the_budget_counts_its_tab
 
     with pytest.raises(CuaConfigError, match="^cua.env.observation='dom' is not valid; valid: screenshot, a11y_tree"):
         validate_cua_config({"env": {"observation": "dom"}})
-    with pytest.raises(CuaConfigError, match="^cua.env.observation=a11y_tree: .* not in the prompts yet"):
-        validate_cua_config({"env": {"observation": "a11y_tree"}})
+    validate_cua_config({"env": {"observation": "a11y_tree"}})  # the table alone: prompts without a screenshot
     name = scratch_env("screens-only", EnvSpec(screen=lambda kwargs: (100, 100)))
     with pytest.raises(CuaConfigError, match="^cua.env.observation=som: env 'screens-only' gives no som observation"):
         validate_cua_config({"env": {"name": name, "observation": "som"}})

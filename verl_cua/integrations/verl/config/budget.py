@@ -114,8 +114,8 @@ def row_budget(config: Mapping[str, Any], geometry: Geometry | None = None) -> R
     except ValueError as exc:  # an env registered without its screen size, or none of that name
         raise CuaConfigError(str(exc)) from None
     size, per_image = image_tokens(screen, geometry, env.max_pixels)
-    image = per_image + TURN_SCAFFOLD_TOKENS
     spec = build_prompt(action.format, screen=screen, image=size, observation=env.observation)
+    image = per_image + TURN_SCAFFOLD_TOKENS if spec.screenshot else 0  # a11y_tree: no screenshot in any prompt
     system = _tokens(spec.system) + TURN_SCAFFOLD_TOKENS
     history_text = (env.max_steps - 1) * (_tokens("Step 99: ") + ACTION_HISTORY_CHARS // CHARS_PER_TOKEN)
     step_prompt = system + INSTRUCTION_TOKENS + history_text + env.history_images * image
