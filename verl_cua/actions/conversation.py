@@ -46,14 +46,19 @@ def step_prompt(
     invalid: list[bool],
     recent: list[Any],
     context: str | None = None,
+    earlier: list[str | None] | None = None,
 ) -> list[dict[str, Any]]:
     """The step layout's prompt: the task, earlier `replies` as text (marked when invalid), the `recent` screenshots
-    (none for a text-only observation), and the turn's `context` for this step (the format's, the element table)."""
+    (none for a text-only observation), and the turn's `context` for this step (the format's, the element table).
+    `earlier`: the text observations (element tables) of the window's older turns, oldest first, the last one the
+    observation before the latest reply: the same window as the screenshots (`cua.env.history_images`)."""
     history = "".join(
         f"\nStep {i + 1}: {reply.strip()[:HISTORY_CHARS]}" + (" (invalid)" if bad else "")
         for i, (reply, bad) in enumerate(zip(replies, invalid, strict=False))
     )
     text = spec.user_text(instruction) + (f"\nPrevious actions:{history}" if history else "")
+    first = len(replies) - len(earlier or []) + 1  # the step the oldest of `earlier` came before
+    text += "".join(f"\nBefore step {first + i}: {read}" for i, read in enumerate(earlier or []) if read)
     text += f"\n{context}" if context else ""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
     content += [{"type": "image", "image": image} for image in spec.shown(recent)]

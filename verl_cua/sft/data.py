@@ -62,6 +62,7 @@ class Step:
     image: Image.Image
     text: str
     context: str | None = None  # the format's per-turn text beside the screenshot (api_gui: focused app, its APIs)
+    read: str | None = None  # the element table or marks the step read (an observation type beyond `screenshot`)
 
 
 @dataclass
@@ -160,7 +161,7 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
         shown = {"focused_app": line.get("focused_app"), "api_result": api_result}
         shown["elements_text"] = line.get("elements_text")  # the table or marks the step read beside its screenshot
         context = turn_context(config.format, shown)
-        steps.append(Step(shot, text, context))
+        steps.append(Step(shot, text, context, shown["elements_text"]))
         api_result = line.get("api_result")
     if not steps:
         return "no valid steps"
@@ -254,7 +255,8 @@ def step_rows(
     for i, step in enumerate(candidate.steps):
         replies = [s.text for s in candidate.steps[:i]]
         recent = shots[max(0, i + 1 - history_images) : i + 1]
-        prompt = step_prompt(spec, candidate.instruction, replies, [False] * i, recent, step.context)
+        earlier = [s.read for s in candidate.steps[max(0, i + 1 - history_images) : i]]  # the window's older tables
+        prompt = step_prompt(spec, candidate.instruction, replies, [False] * i, recent, step.context, earlier)
         rows.append([*prompt, {"role": "assistant", "content": step.text}])
     return rows
 

@@ -139,10 +139,13 @@ def test_an_a11y_tree_episode_shows_the_table_and_no_screenshot_in_either_layout
     assert image_pad not in context and out.multi_modal_data == {}
     assert out.extra_fields["cua_final_screenshot"] is None  # SDPO's teacher gets the final table instead
     rows, _server, tok = run_loop(tiny_model, ["WAIT", "WAIT"], "cua.env.max_steps=2", "cua.env.rows=step",
-                                  "cua.env.observation=a11y_tree")  # fmt: skip
+                                  "cua.env.observation=a11y_tree", "cua.env.history_images=2")  # fmt: skip
     assert [o.multi_modal_data for o in rows] == [{}, {}]
-    assert all(image_pad not in tok.decode(o.prompt_ids) and "Elements on the screen" in tok.decode(o.prompt_ids)
-               for o in rows)  # fmt: skip
+    prompts = [tok.decode(o.prompt_ids) for o in rows]
+    assert all(image_pad not in p and "Elements on the screen" in p for p in prompts)
+    # the window of observations: the second step's prompt holds the table before step 1 and the current one
+    assert "Before step 1" not in prompts[0] and prompts[1].count("Elements on the screen:") == 2
+    assert "Before step 1: Elements on the screen:" in prompts[1]
     control, _server, tok = run_loop(tiny_model, ["```python\npyautogui.click(tag_1)\n```"], "cua.env.max_steps=1",
                                      "cua.env.observation=som")  # fmt: skip
     assert image_pad in tok.decode(control.prompt_ids) and len(control.multi_modal_data["images"]) == 1

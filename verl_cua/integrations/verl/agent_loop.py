@@ -225,7 +225,8 @@ class GUIAgentLoop(AgentLoopBase):
             recent = shots[-self.env_cfg.history_images :]
             invalid = [e is not None for e in ep.errors]
             context = turn_context(self.format, obs.extra)
-            messages = step_prompt(spec, ep.instruction, ep.actions, invalid, recent, context)
+            earlier = ep.reads[-len(recent) : -1] if len(recent) > 1 and ep.reads else []  # the window's older tables
+            messages = step_prompt(spec, ep.instruction, ep.actions, invalid, recent, context, earlier)
             prompt_ids = await self.ct_build_initial_tokens(messages, images=spec.shown(recent))
             ep.anchors.append(self._anchor(obs, shots[-1]))
             out = await self._generate(ep, prompt_ids, spec.shown(recent), sampling_params, self.response_length)

@@ -55,7 +55,11 @@ class EnvConfig(Section):
         low=0,
     )
     max_steps: int = setting(5, "model turns an episode may take", low=1)
-    history_images: int = setting(3, "screenshots kept in the prompt with rows=step; older turns stay as text", low=1)
+    history_images: int = setting(
+        3,
+        "observations kept in the prompt with rows=step (screenshots, and element tables); older turns stay as text",
+        low=1,
+    )
     rows: str = setting(
         "episode",
         "the training row layout: episode puts a whole episode in one row, step makes one row per step",
