@@ -37,6 +37,7 @@ from pathlib import Path
 from bench.curve import mark_blind, save, success_axes, trailing_mean
 from bench.grounding import describe, grounding
 from bench.requires import require
+from verl_cua.envs.observation import DEFAULT_BUDGET
 from verl_cua.envs.trajectory import write_json
 from verl_cua.metrics_log import read_records
 
@@ -211,6 +212,13 @@ def print_table(summary: dict[str, dict], blind: dict, anchor: str = "grpo", ini
         f"(best single point {tuple(blind['point'])}, {blind['train_rate']:.2f} of the training layouts); "
         f"uniform random clicks: {blind['uniform_rate']:.2f}"
     )
+    by_text = blind.get("by_instruction")
+    if by_text:
+        console.print(
+            f"blind baseline conditioned on the instruction (best point per instruction text): "
+            f"{by_text['heldout_rate']:.2f} ({by_text['instructions']} training instructions, "
+            f"{by_text['heldout_seen']:.0%} of the held-out layouts' instructions among them)"
+        )
     if initial is not None:
         console.print(f"initial model: {describe(initial)}")
     console.print(
@@ -286,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     from verl_cua.testing.learning import learnable_model
 
     tasks = tuple(setting["TASKS"].split(","))
-    setting["MODEL_PATH"] = str(learnable_model(tasks, icl=float(setting.get("ICL", 0))))  # shared by every run
+    observation = setting.get("OBSERVATION", "screenshot")  # the reading setting: OBSERVATION=screenshot_a11y_tree
+    setting["MODEL_PATH"] = str(learnable_model(tasks, icl=float(setting.get("ICL", 0)), observation=observation))
     episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])
     previous = json.loads((out / "learn.json").read_text()) if (out / "learn.json").is_file() else {}
     same = previous.get("setting") == setting  # a rerun in the same OUT resumes: finished runs are kept
@@ -295,10 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     gate = previous.get("gate") if same else None
     initial = previous.get("initial_grounding") if same else None
     if initial is None:  # the starting policy's gap: what training must add to
-        initial = grounding(setting["MODEL_PATH"], setting["HELDOUT_SEEDS"], tasks[0])
+        initial = grounding(setting["MODEL_PATH"], setting["HELDOUT_SEEDS"], tasks[0], **_observed(setting))
         print(f"bench.learn: initial model: {describe(initial)}", file=sys.stderr, flush=True)
     if gate is None and any(_is_sdpo(n) for n in names):
-        gate = teacher_gate(setting["MODEL_PATH"], tasks[0])
+        gate = teacher_gate(setting["MODEL_PATH"], tasks[0], **_observed(setting))
         print(f"bench.learn: SDPO teacher gate: {_gate_line(gate)}", file=sys.stderr, flush=True)
         _write(out, setting, blind, runs, gate, initial)
     for seed in range(seeds):
@@ -331,10 +340,16 @@ def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
     if not (model / "config.json").is_file():
         merge = ["-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor)]
         subprocess.run([sys.executable, *merge, "--target_dir", str(model)], check=True, capture_output=True)
-    result = grounding(str(model), setting["HELDOUT_SEEDS"], setting["TASKS"].split(",")[0])
+    result = grounding(str(model), setting["HELDOUT_SEEDS"], setting["TASKS"].split(",")[0], **_observed(setting))
     print(f"bench.learn: {run_dir.name}: {describe(result)}", file=sys.stderr, flush=True)
     write_json(done, result)
     return result
+
+
+def _observed(setting: dict) -> dict:
+    """`bench.grounding`'s observation arguments for the setting: what its policies read (and the swap swaps)."""
+    tokens = int(setting.get("OBSERVATION_TOKENS", DEFAULT_BUDGET))
+    return {"observation": setting.get("OBSERVATION", "screenshot"), "tokens": tokens}
 
 
 def _is_sdpo(name: str) -> bool:
@@ -342,11 +357,12 @@ def _is_sdpo(name: str) -> bool:
     return any(o.startswith("algorithm.adv_estimator=sdpo") for o in ESTIMATORS[name])
 
 
-def teacher_gate(model: str, task: str, layouts: int = GATE_LAYOUTS) -> dict:
-    """`bench.sdpo_context`'s gate on the runs' initial model: its mean figures and what fails (empty: it passes)."""
+def teacher_gate(model: str, task: str, layouts: int = GATE_LAYOUTS, **observed) -> dict:
+    """`bench.sdpo_context`'s gate on the runs' initial model (`observed`: what its prompts show): its mean figures
+    and what fails (empty: it passes)."""
     from bench.sdpo_context import gate_failures, probe
 
-    result = probe(model, layouts, task=task)
+    result = probe(model, layouts, task=task, **observed)
     return {"means": {k: statistics.fmean(v) for k, v in result.items()}, "failures": gate_failures(result)}
 
 

@@ -62,8 +62,10 @@ def _far_corner(box: tuple[float, ...], scale: float, screen: tuple[int, int]) -
     return max(corners, key=lambda c: (c[0] - cx) ** 2 + (c[1] - cy) ** 2)
 
 
-def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click-test") -> dict[str, list[float]]:
-    """Per-layout mean per-token differences (teacher - student) of the correct click's log-probs, by block kind."""
+def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click-test", observation: str = "screenshot",
+          tokens: int = 2000) -> dict[str, list[float]]:  # fmt: skip
+    """Per-layout mean per-token differences (teacher - student) of the correct click's log-probs, by block kind;
+    `observation`: what the prompts show (OSWorld's type; the reading setting's table), trimmed to `tokens`."""
     import torch
     from transformers import AutoModelForImageTextToText
     from verl.utils import hf_processor, hf_tokenizer
@@ -87,7 +89,7 @@ def probe(model_path: str, layouts: int, device: str = "cpu", task: str = "click
         "information": [],
         "teacher success": [],
     }
-    env = MiniWoBEnv(task)
+    env = MiniWoBEnv(task, observation=observation, observation_tokens=tokens)
     try:
         for ref in resolve_tasks("miniwob", [task], f"200000-{200000 + layouts - 1}"):
             obs = env.reset(ref.task)

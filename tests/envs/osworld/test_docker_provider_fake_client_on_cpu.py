@@ -44,6 +44,16 @@ WRITE_HELLO = {
     "evaluator": EVALUATOR,
 }
 NO_SETUP = {"id": "docker-no-setup", "instruction": "Look at the screen.", "config": [], "evaluator": EVALUATOR}
+# the AT-SPI tree the fake VM's /accessibility serves: a window with a push button and a text field
+STATE = "https://accessibility.ubuntu.example.org/ns/state"
+COMPONENT = "https://accessibility.ubuntu.example.org/ns/component"
+SHOWN = 'st:showing="true" st:visible="true"'
+TREE = (
+    f'<desktop-frame xmlns:st="{STATE}" xmlns:cp="{COMPONENT}"><application name="gedit">'
+    f'<push-button name="Save" {SHOWN} cp:screencoord="(200, 20)" cp:size="(60, 30)"></push-button>'
+    f'<entry name="Search" {SHOWN} cp:screencoord="(10, 100)" cp:size="(120, 24)">find me</entry>'
+    "</application></desktop-frame>"
+)
 
 
 class FakeVM:
@@ -78,6 +88,8 @@ class FakeVM:
                     return self._send(200, vm.png, "image/png")
                 if self.path == "/terminal":
                     return self._send(200, json.dumps({"output": ""}).encode())
+                if self.path == "/accessibility":
+                    return self._send(200, json.dumps({"AT": TREE}).encode())
                 return self._send(404, b"{}")
 
             def do_POST(self):
@@ -289,6 +301,38 @@ def test_fake_client_reset_step_evaluate_and_revert_to_a_fresh_container(docker_
     finally:
         env.close()
     assert second.stopped and second.removed and client.running == client.running[:1]
+
+
+def test_fake_client_som_reads_the_vm_s_tree_and_a_named_mark_clicks_its_centre(docker_fakes):
+    """A VM provider's desktop gives the same observation as the local one: the tree from the VM's /accessibility,
+    the marks listed and drawn, and `tag_N` sent to the VM as a click at that mark's centre; the control, the default
+    observation, asks the VM for no tree."""
+    client, _clock = docker_fakes
+    env = _docker_env(action_format="pyautogui", observation="som")
+    try:
+        obs = env.reset(NO_SETUP)
+        vm = client.runs[0].vm
+        assert ("GET", "/accessibility", None) in vm.requests
+        text = obs.extra["elements_text"]
+        assert "[1]\tpush-button\tSave\t(200, 20)\t(60, 30)" in text and "[2]\tentry\tSearch" in text, text
+        assert obs.screenshot.getpixel((201, 25)) == (255, 0, 0)  # mark 1's number, drawn at its box's corner
+        sent = len(vm.executed())
+        result = env.step("```python\npyautogui.click(tag_2)\n```")
+        assert result.info["action_valid"], result.info
+        (body,) = vm.executed()[sent:]
+        assert "pyautogui.click(70, 112)" in body["command"][2]  # the centre of (10, 100, 120, 24)
+        missing = env.step("```python\npyautogui.click(tag_3)\n```")
+        assert not missing.info["action_valid"] and "tag_3 is not a mark" in missing.info["error"]
+        assert len(vm.executed()) == sent + 1  # the invalid mark was not sent
+    finally:
+        env.close()
+    plain = _docker_env(action_format="pyautogui")
+    try:
+        plain.reset(NO_SETUP)
+        assert ("GET", "/accessibility", None) not in client.runs[-1].vm.requests
+        assert "elements_text" not in plain.reset(NO_SETUP).extra
+    finally:
+        plain.close()
 
 
 def test_fake_client_without_an_engine_is_an_infra_failure(docker_fakes, monkeypatch):
