@@ -19,10 +19,26 @@ def dom_elements(env: MiniWoBEnv) -> list[dict]:
     return out
 
 
+# The elements a task's clicks must hit, in order: (DOM tag, text or None for any)
+TARGETS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "click-test": (("BUTTON", None),),
+    "focus-text": (("INPUT_text", None),),
+    "click-button-sequence": (("BUTTON", "ONE"), ("BUTTON", "TWO")),  # two clicks, in this order
+}
+
+
+def target_boxes(env: MiniWoBEnv, task: str) -> list[tuple[float, float, float, float]]:
+    """(left, top, right, bottom) in task-area CSS pixels of each element the task's clicks must hit, in order."""
+    if task not in TARGETS:
+        raise ValueError(f"no click targets known for {task!r}; supported: {', '.join(TARGETS)}")
+    elements = dom_elements(env)
+    boxes = []
+    for tag, text in TARGETS[task]:
+        e = next(e for e in elements if e["tag"] == tag and (text is None or str(e.get("text", "")).strip() == text))
+        boxes.append((e["left"], e["top"], e["left"] + e["width"], e["top"] + e["height"]))
+    return boxes
+
+
 def target_box(env: MiniWoBEnv, task: str) -> tuple[float, float, float, float]:
-    """(left, top, right, bottom) in task-area CSS pixels of the one element a click must hit (single-target tasks)."""
-    tags = {"click-test": "BUTTON", "focus-text": "INPUT_text"}
-    if task not in tags:
-        raise ValueError(f"no single click target for {task!r}; supported: {', '.join(tags)}")
-    element = next(e for e in dom_elements(env) if e["tag"] == tags[task])
-    return element["left"], element["top"], element["left"] + element["width"], element["top"] + element["height"]
+    """(left, top, right, bottom) in task-area CSS pixels of the element the task's first click must hit."""
+    return target_boxes(env, task)[0]

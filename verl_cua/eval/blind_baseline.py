@@ -19,19 +19,49 @@ def target_boxes(task: str, seeds: str, limit: int | None = None) -> list[tuple[
 
 
 def targets(task: str, seeds: str, limit: int | None = None) -> list[tuple[str, tuple[float, float, float, float]]]:
-    """(instruction, target box in task-area pixels) for each seed of `task` (the first `limit` seeds)."""
+    """(instruction, first target box in task-area pixels) for each seed of `task` (the first `limit` seeds)."""
+    return [(text, boxes[0]) for text, boxes in sequence_targets(task, seeds, limit)]
+
+
+def sequence_targets(task: str, seeds: str, limit: int | None = None) -> list[tuple[str, list]]:
+    """(instruction, every target box in click order) for each seed of `task` (the first `limit` seeds)."""
     from verl_cua.envs.miniwob import MiniWoBEnv
-    from verl_cua.envs.miniwob_targets import target_box
+    from verl_cua.envs.miniwob_targets import target_boxes
 
     env = MiniWoBEnv(task)
     try:
         found = []
         for ref in resolve_tasks("miniwob", [task], seeds)[:limit]:
             obs = env.reset(ref.task)
-            found.append((obs.instruction, target_box(env, task)))
+            found.append((obs.instruction, target_boxes(env, task)))
         return found
     finally:
         env.close()
+
+
+def sequence_baseline(train: list[list], heldout: list[list], candidates: int = 400) -> dict:
+    """The best fixed sequence of clicks, one per target (a blind policy of a multi-click task such as
+    click-button-sequence): the first point among the `candidates` best for the first target, each next point the
+    best on the training layouts the sequence so far solves; its success on the held-out layouts (every click in
+    its target, in order). A search, so a lower bound of the best fixed sequence."""
+    import numpy as np
+
+    first = hit_rates([boxes[0] for boxes in train])
+    order = np.argsort(first.ravel())[::-1][:candidates]
+    best: tuple[float, list] = (-1.0, [])
+    for flat in order:
+        y, x = divmod(int(flat), first.shape[1])
+        points, alive = [(x, y)], [b for b in train if _inside((x, y), b[0])]
+        for k in range(1, len(train[0])):
+            if not alive:
+                break
+            points.append(_best(hit_rates([b[k] for b in alive])))
+            alive = [b for b in alive if _inside(points[-1], b[k])]
+        rate = len(alive) / len(train)
+        if len(points) == len(train[0]) and rate > best[0]:
+            best = (rate, points)
+    solved = [all(_inside(p, b) for p, b in zip(best[1], boxes, strict=True)) for boxes in heldout]
+    return {"points": [list(p) for p in best[1]], "train_rate": best[0], "heldout_rate": sum(solved) / len(solved)}
 
 
 def hit_rates(boxes: list[tuple[float, float, float, float]], size: tuple[int, int] = (160, 210)):
@@ -50,11 +80,25 @@ def blind_baseline(
 ) -> dict:
     """The best single click point on (at most `max_train` of) the training layouts of `tasks`, and its success on
     the held-out ones."""
-    train_pairs = [pair for task in tasks for pair in targets(task, train_seeds, max_train)]
-    heldout_pairs = [pair for task in tasks for pair in targets(task, heldout_seeds)]
+    train_seq = {task: sequence_targets(task, train_seeds, max_train) for task in tasks}
+    heldout_seq = {task: sequence_targets(task, heldout_seeds) for task in tasks}
+    train_pairs = [(text, boxes[0]) for task in tasks for text, boxes in train_seq[task]]
+    heldout_pairs = [(text, boxes[0]) for task in tasks for text, boxes in heldout_seq[task]]
     train, heldout = [box for _, box in train_pairs], [box for _, box in heldout_pairs]
     on_train, on_heldout = hit_rates(train), hit_rates(heldout)
     x, y = _best(on_train)
+    if len(tasks) == 1 and len(train_seq[tasks[0]][0][1]) > 1:  # a multi-click task: the best fixed sequence
+        seq = sequence_baseline([b for _, b in train_seq[tasks[0]]], [b for _, b in heldout_seq[tasks[0]]])
+        return {
+            "point": seq["points"][0],
+            "points": seq["points"],
+            "train_rate": seq["train_rate"],
+            "heldout_rate": seq["heldout_rate"],
+            "uniform_rate": float(on_heldout.mean()),  # a random first click's hit rate
+            "train_layouts": len(train),
+            "heldout_layouts": len(heldout),
+            "by_instruction": None,  # one instruction for every layout: the same figure
+        }
     return {
         "point": [x, y],
         "train_rate": float(on_train[y, x]),
