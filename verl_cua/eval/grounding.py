@@ -74,7 +74,7 @@ def verdict(g: dict) -> str:
 
 def describe(g: dict) -> str:
     """One line: the gap and its interval, own and cross (and the swap check when measured), and the verdict."""
-    swap = f"; swapped screenshot {g['swap']:.3f} (drop {g['swap_drop']:+.3f})" if "swap" in g else ""
+    swap = f"; swapped observation {g['swap']:.3f} (drop {g['swap_drop']:+.3f})" if "swap" in g else ""
     return (
         f"grounding gap {g['gap']:+.3f} [{g['gap_low']:+.3f}, {g['gap_high']:+.3f}] (own {g['own']:.3f}, "
         f"cross {g['cross']:.3f}, {g['layouts']} layouts){swap}: {verdict(g)}"

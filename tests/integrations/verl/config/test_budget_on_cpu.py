@@ -128,7 +128,13 @@ def test_an_element_table_s_tokens_count_in_every_prompt_and_turn():
     grpo = {"algorithm": {"adv_estimator": "grpo"}}
     plain = row_budget({**_plain(_config()), **grpo})
     som = row_budget({**_plain(_config("cua.env.observation=som", "cua.env.observation_tokens=1500")), **grpo})
-    assert som.step_prompt - plain.step_prompt == som.turn - plain.turn == 1500 + OBSERVATION_FRAME_TOKENS
+    per_table = 1500 + OBSERVATION_FRAME_TOKENS
+    assert som.turn - plain.turn == per_table
+    guide = som.system_tokens - plain.system_tokens  # the system prompt's sentence on the marks
+    assert 0 < guide < 200 and som.step_prompt - plain.step_prompt == guide + 3 * per_table  # a window of 3 tables
+    text = row_budget({**_plain(_config("cua.env.observation=a11y_tree", "cua.env.observation_tokens=1500")), **grpo})
+    assert som.turn - text.turn > plain.image_tokens  # each turn: the table, and no screenshot
+    assert text.step_prompt < som.step_prompt - 3 * plain.image_tokens  # a11y_tree: no screenshot in any prompt
     table = ("cua.env.observation=screenshot_a11y_tree", "cua.env.observation_tokens=3000")
     with pytest.raises(CuaConfigError, match="^data.max_prompt_length=5000 cannot hold the screenshots and the elem"):
         prepare_config(_config("data.max_prompt_length=5000", *table))  # the table no longer fits
