@@ -12,6 +12,10 @@ layouts (real Chromium screenshots; targets from the DOM) this samples the polic
   than `screenshot` its element table or marks), scored on this layout (a policy that looks falls to `cross`, a
   blind one stays at `own`), and `swap drop` = own - swap.
 
+An output is played on the layout it is scored on: with `--observation som`, a mark it names (`tag_N`) lands on
+that layout's mark N, so `cross` and `swap` are measured in mark space (naming the same mark everywhere has a gap of
+0, as clicking the same point does).
+
 Clicks are scored geometrically (`verl_cua.eval.grounding`: the env's click point, `(x + 0.5) / scale`, inside the
 target's box), which is what the page does (a test holds the two to agree). Held-out success without a positive gap
 is what docs/learning.md calls the learned prior. `bench.learn` runs this on every trained policy.
@@ -29,7 +33,7 @@ import numpy as np
 
 from bench.requires import require
 from verl_cua.envs.observation import DEFAULT_BUDGET
-from verl_cua.eval.grounding import Box, Click, area_point, describe, gap_interval, hit_matrix, own_cross
+from verl_cua.eval.grounding import Box, Click, area_point, describe, gap_interval, hits, own_cross
 
 NEEDS = ("torch", "verl", "miniwob")  # the policy (transformers on torch, verl's processor) and the pages
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
@@ -107,30 +111,40 @@ def sample_clicks(
     model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0,
     observation: str = "screenshot", tokens: int = DEFAULT_BUDGET,
 ) -> dict:  # fmt: skip
-    """The policy's sampled clicks per layout with its own observation and with a swapped one (another layout's
-    screenshot and table under this layout's task), and the targets."""
+    """The policy's sampled outputs per layout with its own observation and with a swapped one (another layout's
+    screenshot and table under this layout's task), the pages and the targets."""
     sample = policy_sampler(model_path, device, seed)
     pages, scale = layouts(seeds, task, observation, tokens)
-
-    def clicks(obs, shown) -> list[Click]:
-        return [area_click(t, obs.screen, scale, shown.extra.get("marks")) for t in sample(obs, shown, samples)]
-
     swap = derangement(len(pages), seed)
     return {
+        "pages": [obs for obs, _ in pages],
+        "scale": scale,
         "boxes": [box for _, box in pages],
-        "own": [clicks(obs, obs) for obs, _ in pages],
-        "swap": [clicks(obs, pages[j][0]) for (obs, _), j in zip(pages, swap, strict=True)],
+        "own": [sample(obs, obs, samples) for obs, _ in pages],
+        "swap": [sample(obs, pages[j][0], samples) for (obs, _), j in zip(pages, swap, strict=True)],
         "swap_from": swap,
     }
+
+
+def text_hit_matrix(texts: list[list[str]], pages: list, boxes: list[Box], scale: int) -> np.ndarray:
+    """H[i, j]: the share of layout j's outputs that hit layout i's target when played on layout i. An output is
+    resolved on the layout it is scored on: a mark (`tag_N`, set-of-marks) lands on that layout's mark N, so a policy
+    that names the same mark everywhere has a gap of 0, as one that clicks the same point does."""
+    return np.array([
+        [np.mean([hits(area_click(t, obs.screen, scale, obs.extra.get("marks")), box) for t in mine]) if mine else 0.0
+         for mine in texts]
+        for obs, box in zip(pages, boxes, strict=True)
+    ])  # fmt: skip
 
 
 def grounding(model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, **kw) -> dict:
     """own, cross, gap (with its interval), swap and swap drop of the policy at `model_path` on layouts `seeds`
     (`kw`: device, seed, observation, tokens)."""
     drawn = sample_clicks(model_path, seeds, task, samples, **kw)
-    boxes = drawn["boxes"]
-    result = gap_interval(hit_matrix(drawn["own"], boxes))
-    result["swap"] = own_cross(hit_matrix(drawn["swap"], boxes))[0]  # layout i's task, another's observation
+    pages, boxes, scale = drawn["pages"], drawn["boxes"], drawn["scale"]
+    result = gap_interval(text_hit_matrix(drawn["own"], pages, boxes, scale))
+    swapped = text_hit_matrix(drawn["swap"], pages, boxes, scale)  # layout i's task, another's observation
+    result["swap"] = own_cross(swapped)[0]
     result["swap_drop"] = result["own"] - result["swap"]
     result["samples"] = samples  # gap_interval already counts the layouts
     return result

@@ -74,3 +74,23 @@ def test_the_bench_samples_a_policy_on_real_layouts_and_reports_its_gap(chromium
     assert g["gap"] == pytest.approx(g["own"] - g["cross"]) and g["swap_drop"] == pytest.approx(g["own"] - g["swap"])
     assert g["gap_low"] <= g["gap"] <= g["gap_high"]
     assert "2 click-test layouts x 2 clicks" in capsys.readouterr().out
+
+
+def test_a_mark_is_played_on_the_layout_it_is_scored_on():
+    """With set-of-marks a policy that names the same mark on every layout is blind, though its points differ per
+    layout: resolved on the scored layout, its gap is 0; the control, a policy that names each layout's target mark,
+    has own 1 and cross below it."""
+    from types import SimpleNamespace
+
+    from bench.grounding import text_hit_matrix
+    from verl_cua.eval.grounding import gap_interval
+
+    marks = [{1: (10, 10), 2: (50, 50)}, {1: (50, 50), 2: (10, 10)}, {1: (10, 10), 2: (50, 50)}]
+    pages = [SimpleNamespace(screen=(160, 210), extra={"marks": m}) for m in marks]
+    boxes = [(40, 40, 60, 60), (40, 40, 60, 60), (0, 0, 20, 20)]  # the target's mark: 2, 1, 1
+    blind = text_hit_matrix([["pyautogui.click(tag_2)"]] * 3, pages, boxes, 1)
+    assert gap_interval(blind, resamples=10)["gap"] == pytest.approx(0)
+    reading = text_hit_matrix([["pyautogui.click(tag_2)"], ["pyautogui.click(tag_1)"], ["pyautogui.click(tag_1)"]],
+                              pages, boxes, 1)  # fmt: skip
+    g = gap_interval(reading, resamples=10)
+    assert g["own"] == 1.0 and g["cross"] < 0.5
