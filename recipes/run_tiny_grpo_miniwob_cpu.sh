@@ -11,7 +11,7 @@
 # Swap the estimator like any recipe: `bash recipes/run_tiny_grpo_miniwob_cpu.sh algorithm.adv_estimator=sdpo`.
 # ICL=0.6 starts from a model whose SDPO teacher can read a demo (docs/learning.md; ~14 min to build, cached).
 # OBSERVATION=screenshot_a11y_tree (or som) is the reading setting: the page's elements beside the screenshot and a
-# warm start that reads them (`verl_cua.testing.reading`: synthetic tables, random rows; ~15 min to build, cached).
+# warm start for reading (`verl_cua.testing.reading`: synthetic tables, random rows; ~18 min to build, cached).
 # Needs the venv and system packages of `bash recipes/quickstart.sh`. Any Hydra override appended wins.
 set -xeuo pipefail
 
