@@ -51,8 +51,19 @@ def test_a_type_the_env_does_not_give_is_one_line_before_anything_starts(tmp_pat
 
 def test_a11y_tree_sends_the_table_and_no_screenshot_and_keeps_the_screenshot_on_disk(tmp_path, chat_server, chromium):
     server = chat_server({"Click": ["```python\npyautogui.click(1, 1)\n```", "DONE"]})
-    run_eval(EvalConfig(env="miniwob", tasks="click-test", seeds="0", model="scripted", format="pyautogui",
-                        out=str(tmp_path / "tree"), base_url=server.url, max_steps=2, observation="a11y_tree"))
+    run_eval(
+        EvalConfig(
+            env="miniwob",
+            tasks="click-test",
+            seeds="0",
+            model="scripted",
+            format="pyautogui",
+            out=str(tmp_path / "tree"),
+            base_url=server.url,
+            max_steps=2,
+            observation="a11y_tree",
+        )
+    )
     first, second = (r["body"] for r in server.requests)
     text = first_user_text(first["messages"])
     assert "Elements on the screen:\ntag\ttext" in text and "\tClick Me!\t" in text
