@@ -72,7 +72,7 @@ def recombination(model_path: str, seeds: str, task: str = "click-test", samples
     boxes = [box for _, box in pages]
     per_layout = []
     for obs, box in pages:
-        texts, screen = sample(obs, obs.screenshot, samples), obs.screen
+        texts, screen = sample(obs, obs, samples), obs.screen
         recombined = positional_product(texts, len(texts), rng)
         per_layout.append({
             "actual": hit_rate(texts, box, screen, scale),
