@@ -39,6 +39,16 @@ def test_the_window_reaches_the_tokens_before_a_cause():
     assert raw_causal_weights(CLICK, PARSE, window=4)[CLICK.index("(")] == 1.0
 
 
+def test_a_named_mark_is_parsed_against_the_marks_shown():
+    """Under set-of-marks a `tag_N` reply is an action whose mark number carries the weight; the control, the same
+    reply parsed without marks, is invalid and has no causal token."""
+    pieces = ["py", "autogui", ".click", "(", "tag", "_", "2", ")"]
+    marked = raw_causal_weights(pieces, action_parser("pyautogui", SCREEN, SCREEN, marks={1: (5, 5), 2: (50, 60)}), 1)
+    assert marked[pieces.index("2")] == 1.0
+    blind = action_parser("pyautogui", SCREEN, SCREEN)
+    assert blind("".join(pieces)) == INVALID and not any(raw_causal_weights(pieces, blind, 1))
+
+
 def test_an_invalid_output_has_no_causal_token():
     pieces = ["I", " think", " I", " should", " click", " the", " button"]
     assert PARSE("".join(pieces)) == INVALID

@@ -27,6 +27,7 @@ from verl_cua.envs.observation import (
     table_rows,
     tree_feedback,
     trim,
+    with_elements,
 )
 
 SHOWN = f'xmlns:st="{STATE_NS}" xmlns:cp="{COMPONENT_NS}"'
@@ -120,6 +121,16 @@ def test_a_mark_resolves_to_its_box_and_is_drawn_numbered():
     assert marked.getpixel((0, 0)) == (255, 255, 255) and screen.getpixel((59, 109)) == (255, 255, 255)  # a copy
     assert observation_text("screenshot", page, "dom") is None
     assert observation_text("som", page, "dom").startswith("Marks on the screenshot:\nmark\ttag")
+
+
+def test_a_screen_numbers_at_most_the_marks_a_name_can_hold():
+    """More leaves than 4-digit names: the first 9999 are marked, and the marks pass the parser's check."""
+    from verl_cua.actions.geometry import MAX_MARKS, check_marks
+
+    page = [Element("button", (i % 150, (i // 150) % 200, 4, 4), text=f"b{i}") for i in range(MAX_MARKS + 2)]
+    _, extra = with_elements("som", Image.new("RGB", (160, 210)), page, "dom", budget=50)
+    assert len(extra["marks"]) == MAX_MARKS and check_marks(extra["marks"]) == extra["marks"]
+    assert extra["marks"][MAX_MARKS] == page[MAX_MARKS - 1].centre
 
 
 def test_the_teacher_is_told_the_last_step_s_change_or_the_final_table():

@@ -12,7 +12,7 @@ from verl_cua.testing.reading import SCREEN, reading_example
 
 
 def _rows(text: str) -> list[str]:
-    return text.splitlines()[2:]
+    return [row for row in text.splitlines()[2:] if not row.startswith("[cut at")]
 
 
 @pytest.mark.parametrize("observation", ["screenshot_a11y_tree", "som"])
@@ -41,3 +41,15 @@ def test_a_text_only_observation_has_no_reading_warm_start():
 
     with pytest.raises(ValueError, match="screenshot_a11y_tree or som, not 'a11y_tree'"):
         reading_model(observation="a11y_tree")
+
+
+def test_a_cut_table_s_answer_is_a_row_it_shows():
+    """A table cut by its token budget: the answer copies one of the rows shown, never one cut off (the cut line is
+    no row)."""
+    rng, cut = random.Random(3), 0
+    for _ in range(300):
+        _, _, extra, answer = reading_example(rng, "screenshot_a11y_tree", budget=60)
+        cut += "[cut at" in extra["elements_text"]
+        x, y = (int(v) for v in answer.split("(")[1].split(")")[0].split(","))
+        assert any(f"({x}, {y})" in row for row in _rows(extra["elements_text"])), (answer, extra["elements_text"])
+    assert cut >= 30  # the budget did cut tables

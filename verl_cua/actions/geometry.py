@@ -15,6 +15,7 @@ MAX_SIDE = 32768
 MAX_COORDINATE = 1e6  # beyond any format's range by orders of magnitude: garbage, not a near miss to clamp
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 MARK_NAME = re.compile(r"\s*tag_(\d{1,4})\s*")  # a set-of-marks point, `tag_3`: OSWorld's SoM agents' name for mark 3
+MAX_MARKS = 9999  # the marks a screen may number: a name has at most 4 digits
 _POINT_TEXT = re.compile(r"\s*[(\[]?\s*-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?){1,3}\s*[)\]]?\s*")
 
 ResizeLimits = dict[str, int]  # a Qwen-VL processor's smart_resize limits: factor, min_pixels, max_pixels
@@ -47,8 +48,8 @@ def check_marks(marks: object) -> dict[int, tuple[int, int]] | None:
         raise ValueError(f"marks must be a mapping {{mark number: (x, y)}} or None, got {type(marks).__name__}")
     out = {}
     for number, point in marks.items():
-        if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 10000:
-            raise ValueError(f"a mark number must be an integer in 1..9999, got {number!r:.30}")
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 < number <= MAX_MARKS:
+            raise ValueError(f"a mark number must be an integer in 1..{MAX_MARKS}, got {number!r:.30}")
         if not (isinstance(point, (tuple, list)) and len(point) == 2 and all(_is_int(v) for v in point)):
             raise ValueError(f"mark {number}'s centre must be (x, y) integers, got {point!r:.40}")
         out[number] = (int(point[0]), int(point[1]))

@@ -15,7 +15,10 @@ TEXT_ONLY = "a11y_tree"  # the observation type whose prompts hold no screenshot
 # OSWorld's observation types (`cua.env.observation`, registered here): what each adds to the system prompt
 OBSERVATION_GUIDES: dict[str, str] = {
     "screenshot": "",
-    "a11y_tree": f"You get no screenshot: each turn shows {_TABLE} instead, and coordinates are its pixels.",
+    "a11y_tree": (
+        f"You get no screenshot: each turn shows {_TABLE} instead. Give coordinates as your action format says, "
+        "converting the table's pixels where its range differs"
+    ),
     "screenshot_a11y_tree": f"Beside each screenshot you also get {_TABLE}.",
     "som": (
         "Each screenshot has the screen's elements outlined in red and numbered (marks), with the list of marks "

@@ -30,16 +30,20 @@ def action_signature(parsed: Any) -> Hashable:
 
 
 def action_parser(
-    format: str, screen: tuple[int, int] | None = None, image: tuple[int, int] | None = None, clean=None
+    format: str,
+    screen: tuple[int, int] | None = None,
+    image: tuple[int, int] | None = None,
+    clean=None,
+    marks: dict | None = None,
 ) -> Callable[[str], Hashable]:
-    """text -> `action_signature` of `verl_cua.actions.parse_action(text, format, screen, image)`, `clean` applied to
-    the text first (the agent loop's special-string removal); a parser error counts as an invalid output."""
+    """text -> `action_signature` of `verl_cua.actions.parse_action(text, format, screen, image, marks)`, `clean`
+    applied to the text first (the agent loop's special-string removal); a parser error counts as an invalid output."""
     from verl_cua.actions import parse_action
 
     def parse(text: str) -> Hashable:
         try:
             text = clean(text) if clean else text
-            return action_signature(parse_action(text, format=format, screen=screen, image=image))
+            return action_signature(parse_action(text, format=format, screen=screen, image=image, marks=marks))
         except Exception:
             return INVALID
 

@@ -18,6 +18,7 @@ from xml.etree import ElementTree as ET
 
 from PIL import Image, ImageDraw
 
+from verl_cua.actions.geometry import MAX_MARKS
 from verl_cua.actions.prompts import TEXT_ONLY
 from verl_cua.envs.spec import OBSERVATIONS
 
@@ -138,8 +139,9 @@ def table_rows(elements: Sequence[Element], kind: str) -> list[str]:
 
 
 def marks(elements: Sequence[Element]) -> list[Element]:
-    """The elements set-of-marks numbers, in order: the leaves (a container's box holds its marks)."""
-    return [e for e in elements if e.leaf]
+    """The elements set-of-marks numbers, in order: the leaves (a container's box holds its marks), the first
+    `MAX_MARKS` of them (a mark's name has at most 4 digits)."""
+    return [e for e in elements if e.leaf][:MAX_MARKS]
 
 
 def mark_rows(elements: Sequence[Element]) -> list[str]:

@@ -10,7 +10,7 @@ def model_inputs(model, input_ids, mm: dict, image_pad: int) -> dict:
 
     ids = input_ids[None].to(model.device)
     kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "mm_token_type_ids": (ids == image_pad).int()}
-    kwargs.update({k: mm[k].to(model.device) for k in ("pixel_values", "image_grid_thw")})
+    kwargs.update({k: mm[k].to(model.device) for k in ("pixel_values", "image_grid_thw") if k in mm})
     return kwargs
 
 
@@ -30,7 +30,7 @@ def response_log_probs(model, input_ids, mm: dict, n_response: int, image_pad: i
 def student_prompt(processor, obs, shown=None, action_format: str = "pyautogui"):
     """The policy's first prompt for an observation as the trainer builds it (`first_turn`: the system prompt for
     the observation's type, the screenshot, the task and the element table or marks): (1-D input_ids, images'
-    inputs). `shown`: another observation whose screenshot and table replace `obs`'s (the observation swap)."""
+    inputs; none for a11y_tree). `shown`: another observation whose screenshot and table replace `obs`'s (the observation swap)."""
     from verl_cua.actions.conversation import first_turn
     from verl_cua.actions.prompts import build_prompt, turn_context
     from verl_cua.envs.observation import observation_type
@@ -38,8 +38,8 @@ def student_prompt(processor, obs, shown=None, action_format: str = "pyautogui")
     shown = obs if shown is None else shown
     spec = build_prompt(action_format, screen=obs.screen, observation=observation_type(shown.extra))
     messages = first_turn(spec, obs.instruction, shown.screenshot, turn_context(action_format, shown.extra))
-    inputs = chat_inputs(processor, messages, [shown.screenshot])
-    return inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw")}
+    inputs = chat_inputs(processor, messages, spec.shown([shown.screenshot]))  # a11y_tree: the table, no image
+    return inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw") if k in inputs}
 
 
 def chat_inputs(processor, messages: list[dict], images: list) -> dict:

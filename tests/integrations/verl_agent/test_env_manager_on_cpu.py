@@ -171,3 +171,21 @@ def test_a_dead_browser_is_an_infra_failure_taken_out_of_the_batch(managers):
 
 def solve_text_blind(obs):
     return tool_call("left_click", coordinate=[10, 10])
+
+
+def test_a_text_only_batch_stays_text_only_when_a_reset_fails(chromium):
+    """a11y_tree: no '<image>' and no images, also for an env whose reset failed before it had a prompt (its
+    fallback prompt is built for the batch's observation, not the screenshot default)."""
+    envs, _ = make_gui_envs(config(observation="a11y_tree"))
+    try:
+        obs, _ = envs.reset(None)
+        assert obs["image"] is None and all("<image>" not in text for text in obs["text"])
+        assert all("tag\ttext\tid\tclass" in text for text in obs["text"])  # the element table instead
+        failed = envs._states[1]
+        failed.spec, failed.image = None, None  # as a reset that failed before its first observation
+        envs._fail(failed, "stand-in reset failure")
+        assert failed.spec.screenshot is False and envs._observations()["image"] is None
+        control = envs._states[0]
+        assert control.spec.screenshot is False  # the env that did reset: the same text-only prompt
+    finally:
+        envs.close()

@@ -173,7 +173,7 @@ class GUIAgentLoop(AgentLoopBase):
                 runtime, out.token_ids, mask, logprobs, assistant_logprobs=out.log_probs or None
             )
             for hook in ep.turn_hooks:  # each per-token signal, aligned with the mask as it grows
-                hook.on_turn(out.token_ids, screen, image_size)
+                hook.on_turn(out.token_ids, screen, image_size, obs.extra.get("marks"))
                 hook.on_merge(merged, before)
             runtime = merged.token_ids
             text = self._reply_text(out.token_ids)
@@ -234,7 +234,7 @@ class GUIAgentLoop(AgentLoopBase):
                 break
             rows.append((prompt_ids, out, spec.shown(recent)))
             for hook in ep.turn_hooks:
-                hook.on_turn(out.token_ids, screen, image_size)
+                hook.on_turn(out.token_ids, screen, image_size, obs.extra.get("marks"))
             text = self._reply_text(out.token_ids)
             first = len(shots) - len(recent)  # the episode's number of the first screenshot this prompt holds
             prompt = None if ep.trace is None else partial(trace_prompt, messages, recent, first, "step")

@@ -87,8 +87,10 @@ class TurnContext:
 class TurnHook(Protocol):
     """A per-token signal of one episode, kept aligned with the response mask as the agent loop builds it."""
 
-    def on_turn(self, token_ids: list[int], screen: tuple[int, int], image_size: tuple[int, int]) -> None:
-        """One model turn generated `token_ids` on a `screen` shown at `image_size`."""
+    def on_turn(
+        self, token_ids: list[int], screen: tuple[int, int], image_size: tuple[int, int], marks: dict | None = None
+    ) -> None:
+        """One model turn generated `token_ids` on a `screen` shown at `image_size` (with its set-of-marks `marks`)."""
 
     def on_merge(self, merged: Any, mask: list[int]) -> None:
         """An episode row's tokens were merged (verl's `MergeResult`) onto a response whose mask was `mask`."""

@@ -265,7 +265,9 @@ class GUIEnvironmentManager:
             st.anchor = screen_anchor(st.image, st.steps)
         if st.spec is None:
             st.screen = st.image_size
-            st.spec = build_prompt(self.settings.format, screen=st.screen, image=st.image_size)
+            st.spec = build_prompt(
+                self.settings.format, screen=st.screen, image=st.image_size, observation=self.settings.observation
+            )
         self._release(st)
 
     def _release(self, st: _EnvState) -> None:

@@ -71,3 +71,14 @@ def test_a_step_row_gets_its_own_turns_weights_cut_to_the_response_length(tokeni
     assert [len(r["cua_coso_weights"]) for r in rows] == [5, len(second)] and len(second) < 5
     assert sum(rows[1]["cua_coso_weights"]) == 0.0
     assert rows[0]["cua_coso_weights"] == hook.turns[0][:5] and len(hook.turns[0]) == len(first) > 5
+
+
+def test_a_turn_that_names_a_mark_is_weighed_against_the_marks_shown(tokenizer):
+    """Set-of-marks: the hook parses a `tag_N` turn with the marks the agent loop passes, so its mark carries weight;
+    the control, the same turn on a screen without marks, is invalid and weighs nothing."""
+    builder = QwenContinuousTokenBuilder(tokenizer)
+    hook = _hook(tokenizer, builder)
+    ids = _turn(tokenizer, "```python\npyautogui.click(tag_2)\n```")
+    hook.on_turn(ids, SCREEN, SCREEN, {1: (5, 5), 2: (50, 60)})
+    hook.on_turn(ids, SCREEN, SCREEN)
+    assert sum(hook.turns[0]) > 0 and sum(hook.turns[1]) == 0

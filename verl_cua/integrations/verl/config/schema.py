@@ -91,7 +91,7 @@ class EnvConfig(Section):
         "screenshot",
         "what the agent reads each turn (OSWorld's types): screenshot alone; screenshot_a11y_tree adds the page's or "
         "desktop's elements as a table (MiniWoB++'s DOM, the AT-SPI tree); som numbers the elements on the "
-        "screenshot and lists the marks; a11y_tree (the table alone) is not in the prompts yet",
+        "screenshot and lists the marks; a11y_tree shows the table alone, with no screenshot in any prompt",
         choices=OBSERVATIONS,
     )
     observation_tokens: int = setting(

@@ -25,12 +25,15 @@ class CosoWeights:
         self.seconds: list[float] = []  # per model turn: the seconds its weights took
         self.aligned: list[float] = []  # an episode row: the weight of each response token, aligned with its mask
 
-    def on_turn(self, token_ids: list[int], screen: tuple[int, int], image_size: tuple[int, int]) -> None:
-        """The turn's causal weights: masking a window of tokens from each changes the parsed action or not."""
+    def on_turn(
+        self, token_ids: list[int], screen: tuple[int, int], image_size: tuple[int, int], marks: dict | None = None
+    ) -> None:
+        """The turn's causal weights: masking a window of tokens from each changes the parsed action (a named mark
+        resolved against `marks`, the set-of-marks of the screen shown) or not."""
         start = time.perf_counter()
         context = self.context
         pieces = token_pieces(token_ids, partial(context.tokenizer.decode, skip_special_tokens=True))
-        parse = action_parser(context.format, screen, image_size, clean=context.clean)
+        parse = action_parser(context.format, screen, image_size, clean=context.clean, marks=marks)
         self.turns.append(causal_weights(pieces, parse, self.window))
         self.seconds.append(time.perf_counter() - start)
 
