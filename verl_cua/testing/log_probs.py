@@ -30,7 +30,8 @@ def response_log_probs(model, input_ids, mm: dict, n_response: int, image_pad: i
 def student_prompt(processor, obs, shown=None, action_format: str = "pyautogui"):
     """The policy's first prompt for an observation as the trainer builds it (`first_turn`: the system prompt for
     the observation's type, the screenshot, the task and the element table or marks): (1-D input_ids, images'
-    inputs; none for a11y_tree). `shown`: another observation whose screenshot and table replace `obs`'s (the observation swap)."""
+    inputs; none for a11y_tree). `shown`: another observation whose screenshot and table replace `obs`'s (the
+    observation swap)."""
     from verl_cua.actions.conversation import first_turn
     from verl_cua.actions.prompts import build_prompt, turn_context
     from verl_cua.envs.observation import observation_type
