@@ -106,18 +106,26 @@ def reading_model(family: str = "qwen25vl", observation: str = "screenshot_a11y_
     """The tiny random `family` model after copying and reading (module docstring); built once, then cached."""
     from verl_cua.envs.observation import check_observation, shows_elements, shows_screenshot
     from verl_cua.testing.model_cache import derived_model
-    from verl_cua.testing.tiny_models import build_tiny_model
 
     if not shows_elements(check_observation(observation)) or not shows_screenshot(observation):
         raise ValueError(f"the reading warm start needs screenshot_a11y_tree or som, not {observation!r}")
     if not 0.0 <= icl <= 1.0 or steps < 1:
         raise ValueError(f"reading warm start: icl must lie in [0, 1] (got {icl}) and steps be >= 1 (got {steps})")
-    base = build_tiny_model(family)
-    copying = derived_model(base, "copying", f"1|{COPYING_STEPS}x{INDUCTION_BATCH}|{list(FILLER)}|{SCREEN}|{seed}",
-                            lambda work: _copying(base, work, seed))  # fmt: skip
+    copying = copying_model(family, seed)
     recipe = f"{RECIPE_VERSION}|{observation}|{steps}x{READING_BATCH}|{READING_LR}|icl={icl}|{list(TAGS)}|{seed}"
     build = lambda work: _reading(copying, work, observation, icl, steps, seed)  # noqa: E731
     return derived_model(copying, "reading", recipe, build)
+
+
+def copying_model(family: str = "qwen25vl", seed: int = 0) -> Path:
+    """The tiny random `family` model after the copying stage alone (module docstring, stage 1); built once, then
+    cached."""
+    from verl_cua.testing.model_cache import derived_model
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    base = build_tiny_model(family)
+    return derived_model(base, "copying", f"1|{COPYING_STEPS}x{INDUCTION_BATCH}|{list(FILLER)}|{SCREEN}|{seed}",
+                         lambda work: _copying(base, work, seed))  # fmt: skip
 
 
 def _load(src: Path):
