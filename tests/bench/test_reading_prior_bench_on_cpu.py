@@ -28,6 +28,8 @@ def test_the_bench_on_two_pages(tmp_path, capsys):
     assert main(["--model", str(build_tiny_model("qwen25vl")), "--pages", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert len(result["quoted"]) == len(result["control"]) == 2
-    assert all(0 <= r < b for name in ("quoted", "control") for r, b in zip(result[name], result["buttons"]))
+    assert all(
+        0 <= r < b for name in ("quoted", "control") for r, b in zip(result[name], result["buttons"], strict=True)
+    )
     assert result["summary"]["quoted_first"] == sum(r == 0 for r in result["quoted"])
     assert "2 synthetic som pages" in capsys.readouterr().out
