@@ -49,20 +49,19 @@ def rank(scores: dict[str, float], word: str) -> int:
 
 def probe(model_path: str, n: int, seed: int = 0, device: str = "cpu") -> dict[str, list[int]]:
     """Per page, the quoted word's rank among the buttons' words after `PREFIX`: under `quoted` and `control`."""
+    from types import SimpleNamespace
+
     import torch
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from verl_cua.actions.conversation import first_turn
-    from verl_cua.actions.prompts import build_prompt, turn_context
     from verl_cua.envs.observation import Element, with_elements
-    from verl_cua.testing.log_probs import chat_inputs, model_inputs
+    from verl_cua.testing.log_probs import model_inputs, student_prompt
 
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
     processor = AutoProcessor.from_pretrained(model_path)
     tokenizer = processor.tokenizer
     pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    spec = build_prompt("pyautogui", screen=SCREEN, observation="som")
     prefix = torch.tensor(tokenizer.encode(PREFIX, add_special_tokens=False))
     rng = random.Random(f"{seed}|boxes")
     ranks: dict[str, list[int]] = {"quoted": [], "control": [], "buttons": []}
@@ -71,10 +70,10 @@ def probe(model_path: str, n: int, seed: int = 0, device: str = "cpu") -> dict[s
         shown, extra = with_elements("som", Image.new("RGB", SCREEN, (255, 255, 255)), page, "dom")
         firsts = {w: tokenizer.encode(w, add_special_tokens=False)[0] for w in words}
         for name in ("quoted", "control"):
-            messages = first_turn(spec, instruction(target, name == "quoted"), shown, turn_context("pyautogui", extra))
-            inputs = chat_inputs(processor, messages, [shown])
-            ids = torch.cat([inputs["input_ids"][0], prefix])
-            kwargs = model_inputs(model, ids, inputs, pad)
+            obs = SimpleNamespace(screen=SCREEN, instruction=instruction(target, name == "quoted"), screenshot=shown,
+                                  extra=extra)  # fmt: skip
+            prompt, mm = student_prompt(processor, obs)
+            kwargs = model_inputs(model, torch.cat([prompt, prefix]), mm, pad)
             with torch.no_grad():
                 logits = model(**kwargs).logits[0, -1].float().cpu()
             ranks[name].append(rank({w: logits[i].item() for w, i in firsts.items()}, target))

@@ -236,7 +236,7 @@ def observation_type(extra: Mapping[str, Any] | None) -> str:
     return str((extra or {}).get("observation") or "screenshot")
 
 
-def _rows(table: str) -> list[str]:
+def element_rows(table: str) -> list[str]:
     """A table's element rows: without its title, header and cut line."""
     lines = table.splitlines()[2:]
     return [line for line in lines if not line.startswith("[cut at the ")]
@@ -244,7 +244,7 @@ def _rows(table: str) -> list[str]:
 
 def table_diff(before: str, after: str) -> str:
     """The rows a step removed from (`- `) and added to (`+ `) the screen's element table; "" when it changed none."""
-    old, new = _rows(before), _rows(after)
+    old, new = element_rows(before), element_rows(after)
     kept_old, kept_new = set(new), set(old)
     lines = [f"- {row}" for row in old if row not in kept_old] + [f"+ {row}" for row in new if row not in kept_new]
     return "\n".join(lines)

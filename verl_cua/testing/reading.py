@@ -87,7 +87,7 @@ def synthetic_page(elements: list, rng: random.Random, screen: tuple[int, int] =
 
 def reading_example(rng: random.Random, observation: str, screen: tuple[int, int] = SCREEN, budget: int = 300):
     """One synthetic turn: (instruction, screenshot as shown, the observation's `extra`, the answer text)."""
-    from verl_cua.envs.observation import _rows, marks, with_elements
+    from verl_cua.envs.observation import element_rows, marks, with_elements
 
     elements = synthetic_elements(rng, screen)
     shown, extra = with_elements(observation, synthetic_page(elements, rng, screen), elements, "dom", budget)
@@ -95,7 +95,7 @@ def reading_example(rng: random.Random, observation: str, screen: tuple[int, int
     if observation == "som":
         answer = mark_text(rng.randrange(1, len(marks(elements)) + 1))
     else:  # a row of the table as shown (a cut table shows fewer): its top-left corner
-        rows = len(_rows(extra["elements_text"]))
+        rows = len(element_rows(extra["elements_text"]))
         x, y, _, _ = elements[rng.randrange(max(1, min(rows, len(elements))))].box
         answer = click_text(x, y)
     return instruction, shown, extra, answer
