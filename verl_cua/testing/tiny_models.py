@@ -103,6 +103,29 @@ _FAMILY = {
         "default_system": "",
     },
 }
+HEAD_DIMS = (16, 32, 64)  # 16: the default; 32 and up for vLLM's CPU attention (same width: fewer, wider heads)
+
+
+def text_spec(head_dim: int = 16) -> dict[str, Any]:
+    """The text transformer's shape for `head_dim` (the hidden size stays; heads = hidden // head_dim)."""
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"unsupported head_dim {head_dim}; valid: {', '.join(map(str, HEAD_DIMS))}")
+    if head_dim == _TEXT["head_dim"]:
+        return _TEXT
+    heads = _TEXT["hidden_size"] // head_dim
+    return dict(_TEXT, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), head_dim=head_dim)
+
+
+def family_spec(family: str, head_dim: int = 16) -> dict[str, Any]:
+    """`family`'s settings, with its M-RoPE sections scaled to cover `head_dim // 2` frequencies."""
+    spec = _FAMILY[_check(family)]
+    scale = head_dim // _TEXT["head_dim"]
+    if scale == 1:
+        return spec
+    rope = dict(spec["rope"], mrope_section=[n * scale for n in spec["rope"]["mrope_section"]])
+    return dict(spec, rope=rope)
+
+
 # Image limits in merged tokens (patch * merge_size pixels square each): a 160x210 screenshot gives ~40 tokens.
 MIN_IMAGE_TOKENS = 4
 MAX_IMAGE_TOKENS = 64
@@ -325,14 +348,14 @@ def _check(family: str) -> str:
     return family
 
 
-def _recipe(family: str, seed: int) -> dict[str, Any]:
+def _recipe(family: str, seed: int, head_dim: int = 16) -> dict[str, Any]:
     transformers_version = ".".join(_dist_version("transformers").split(".")[:2])
     return {
         "version": RECIPE_VERSION,
         "family": family,
         "seed": seed,
-        "text": _TEXT,
-        "family_spec": _FAMILY[family],
+        "text": text_spec(head_dim),
+        "family_spec": family_spec(family, head_dim),
         "tokens": [SPECIAL_TOKENS, ADDED_TOKENS, TOKENIZER_VOCAB, TOKENIZER_CLASS, _PRETOKENIZE],
         "image_tokens": [MIN_IMAGE_TOKENS, MAX_IMAGE_TOKENS, MERGE_SIZE],
         "corpus": hashlib.sha256("\n".join(corpus()).encode()).hexdigest(),
@@ -341,8 +364,8 @@ def _recipe(family: str, seed: int) -> dict[str, Any]:
     }
 
 
-def _recipe_key(family: str, seed: int) -> str:
-    blob = json.dumps(_recipe(family, seed), sort_keys=True)
+def _recipe_key(family: str, seed: int, head_dim: int = 16) -> str:
+    blob = json.dumps(_recipe(family, seed, head_dim), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -359,9 +382,12 @@ def _is_built(path: Path, key: str) -> bool:
         return False
 
 
-def build_tiny_model(family: str, out_dir: str | os.PathLike | None = None, *, seed: int = 0) -> Path:
-    """Build (or reuse from cache) a tiny random `family` model directory; returns its path."""
-    key = _recipe_key(_check(family), seed)
+def build_tiny_model(
+    family: str, out_dir: str | os.PathLike | None = None, *, seed: int = 0, head_dim: int = 16
+) -> Path:
+    """Build (or reuse from cache) a tiny random `family` model directory; returns its path. `head_dim` 32 gives the
+    models vLLM's CPU attention can run (the default 16's cache keys, and every model built on them, stay)."""
+    key = _recipe_key(_check(family), seed, text_spec(head_dim)["head_dim"])
     dest = Path(out_dir) if out_dir is not None else cache_root() / f"{family}-{key}"
     if _is_built(dest, key):
         return dest
@@ -373,8 +399,9 @@ def build_tiny_model(family: str, out_dir: str | os.PathLike | None = None, *, s
         _clear(dest)
         tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
         try:
-            _write_model(family, seed, tmp)
-            (tmp / MARKER).write_text(json.dumps({"key": key, **_recipe(family, seed)}, indent=1, sort_keys=True))
+            _write_model(family, seed, tmp, head_dim)
+            recipe = _recipe(family, seed, head_dim)
+            (tmp / MARKER).write_text(json.dumps({"key": key, **recipe}, indent=1, sort_keys=True))
             _make_readable(tmp)
             os.replace(tmp, dest)
         finally:
@@ -444,12 +471,12 @@ def _padded_vocab(tokenizer: Any) -> int:
     return -(-len(tokenizer) // 64) * 64
 
 
-def _model_config(family: str, tokenizer: Any) -> Any:
+def _model_config(family: str, tokenizer: Any, head_dim: int = 16) -> Any:
     import torch
 
-    spec = _FAMILY[family]
+    spec = family_spec(family, head_dim)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    text = dict(_TEXT, vocab_size=_padded_vocab(tokenizer), rope_parameters=dict(spec["rope"]))
+    text = dict(text_spec(head_dim), vocab_size=_padded_vocab(tokenizer), rope_parameters=dict(spec["rope"]))
     text.update(bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
     vision = dict(spec["vision"], out_hidden_size=_TEXT["hidden_size"], spatial_merge_size=MERGE_SIZE)
     if family == "qwen25vl":
@@ -500,7 +527,7 @@ def _set_tokenizer_class(path: Path) -> None:
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def _write_model(family: str, seed: int, out: Path) -> None:
+def _write_model(family: str, seed: int, out: Path, head_dim: int = 16) -> None:
     """Train the tokenizer, make the processor and a seeded random model, and save all three into `out`."""
     import torch
     from transformers import AutoModelForImageTextToText, GenerationConfig
@@ -508,7 +535,7 @@ def _write_model(family: str, seed: int, out: Path) -> None:
     tokenizer = train_tokenizer(family)
     _processor(family, tokenizer).save_pretrained(out)  # with the tokenizer and the chat template
     _set_tokenizer_class(out / "tokenizer_config.json")
-    config = _model_config(family, tokenizer)
+    config = _model_config(family, tokenizer, head_dim)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
@@ -526,9 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", required=True, help=f"one of {', '.join(FAMILIES)}")
     parser.add_argument("--out", default=None, help="directory to build into (default: the cache)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--head-dim", type=int, default=16, help=f"one of {', '.join(map(str, HEAD_DIMS))} "
+                                                                 "(32: for vLLM's CPU attention)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        path = build_tiny_model(args.family, args.out, seed=args.seed)
+        path = build_tiny_model(args.family, args.out, seed=args.seed, head_dim=args.head_dim)
     except (ValueError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

