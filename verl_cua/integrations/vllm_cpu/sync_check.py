@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension
 
-from verl_cua.integrations.vllm_cpu import SYNC_TOLERANCE as TOLERANCE
+from verl_cua.integrations.vllm_cpu.reach import compare, moved, weights_reached
 
 PROMPTS = ("Click the Submit button.", "Type the user name and press Enter.", "Open the file menu.")
 NEW_TOKENS = 12
@@ -79,24 +78,6 @@ def trainer_outputs(model: str, prompts: list[list[int]], engine: list[dict[str,
     return out
 
 
-def compare(engine: list[dict[str, list]], trainer: list[dict[str, list]]) -> dict[str, Any]:
-    """Where the engine and the trainer agree: same greedy tokens, and the largest log-prob gap (nats)."""
-    same = all(e["tokens"] == t["greedy"] for e, t in zip(engine, trainer, strict=True))
-    gap = max(
-        abs(a - b)
-        for e, t in zip(engine, trainer, strict=True)
-        for a, b in zip(e["logprobs"], t["logprobs"], strict=True)
-    )
-    return {"same_tokens": same, "max_logprob_gap": gap if math.isfinite(gap) else float("inf")}
-
-
-def weights_reached(
-    before: list[dict], outputs: list[dict], vs_update: dict[str, Any], tolerance: float = TOLERANCE
-) -> bool:
-    """The engine's `outputs` show the update: they match the trainer on the new weights and moved from `before`."""
-    return bool(vs_update["same_tokens"] and vs_update["max_logprob_gap"] < tolerance and outputs != before)
-
-
 def run(model: str, update: str) -> dict[str, Any]:
     """Start an engine on `model` and record its outputs three times: at start, after a skipped sync (the negative
     control: the engine keeps `model`'s weights) and after verl's extension loads `update`'s weights."""
@@ -115,6 +96,7 @@ def run(model: str, update: str) -> dict[str, Any]:
     for phase in ("no_sync", "after"):
         vs_update = compare(report[phase], trainer_outputs(update, prompts, report[phase]))
         report[f"{phase}_vs_update"] = vs_update
+        report[f"{phase}_moved"] = moved(before, report[phase])
         report[f"{phase}_reached"] = weights_reached(before, report[phase], vs_update)
     return report
 
