@@ -1,7 +1,7 @@
 """Suite-wide settings: hypothesis derandomised under CI=true; GPU tests (`test_*_on_gpu.py`) skipped with a visible
 reason where no CUDA device is present; the `e2e` and `desktop` markers put on every test that uses a fixture which
-starts verl or a desktop (`MARKER_FIXTURES`); the `chromium`, `local_desktop`, `scratch_env`, `plugin_site`,
-`example_plugin` and `core_venv` fixtures."""
+starts verl or a desktop (`MARKER_FIXTURES`); the xdist groups of tests/run.sh's two workers; the `chromium`,
+`local_desktop`, `scratch_env`, `plugin_site`, `example_plugin` and `core_venv` fixtures."""
 
 import os
 import shutil
@@ -61,6 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, implied in IMPLIED.items():
             if item.get_closest_marker(marker) and not item.get_closest_marker(implied):
                 item.add_marker(implied)
+    if config.pluginmanager.hasplugin("xdist"):  # tests/run.sh runs the suite on 2 workers (`--dist loadgroup`)
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
     config.stash[COLLECTED] = [
         (item.nodeid, getattr(item, "originalname", item.name), frozenset(getattr(item, "fixturenames", ())),
          frozenset(mark.name for mark in item.iter_markers()))
@@ -71,6 +74,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in gpu_items:
         item.add_marker(pytest.mark.skip(reason=NO_GPU_REASON))
+
+
+def _worker_group(item: pytest.Item) -> str:
+    """The xdist group of a test: `e2e` for every test that starts verl (one worker runs them in order, as one process
+    always did: one verl run at a time, its session fixtures built once), else its module, so a module's fixtures
+    (a desktop, a browser, a server) are built on one worker only."""
+    return "e2e" if item.get_closest_marker("e2e") else item.path.stem
 
 
 def _cuda_available() -> bool:

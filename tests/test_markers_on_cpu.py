@@ -4,6 +4,7 @@ the fast loop `pytest -m "not e2e and not desktop" tests` starts neither: tests/
 fixtures in MARKER_FIXTURES, and the tests below were marked by hand (they start verl or a desktop themselves)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,49 @@ def test_the_tests_marked_by_hand_still_carry_their_markers(suite):
         nodeid for name, marker in MARKED_BY_HAND.items() for nodeid, marks in by_function[name] if marker not in marks
     ]
     assert not unmarked, unmarked
+
+
+WORKER_PROBE = """
+import os, time
+import pytest
+
+{mark}
+
+@pytest.mark.parametrize("i", range(3))
+def test_probe(i):
+    start = time.time()
+    time.sleep(0.5)
+    with open(os.environ["PROBE_OUT"], "a") as f:
+        f.write(f"{{__name__}} {{os.environ['PYTEST_XDIST_WORKER']}} {{start}} {{time.time()}}\\n")
+"""
+
+SUITE_HOOK = """
+import importlib.util
+
+spec = importlib.util.spec_from_file_location("suite_conftest", "{conftest}")
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
+pytest_collection_modifyitems = suite.pytest_collection_modifyitems  # the suite's markers and worker groups
+"""
+
+
+def test_two_workers_run_every_e2e_test_on_one_of_them_one_at_a_time(tmp_path):
+    """tests/run.sh's `-n 2 --dist loadgroup` with tests/conftest.py's groups: the e2e tests of two modules all run on
+    one worker, never two at once (never two verl runs side by side); a fast module's tests stay on one worker."""
+    pytest.importorskip("xdist")
+    for name, mark in (("test_e2e_a", "pytestmark = pytest.mark.e2e"), ("test_e2e_b", "pytestmark = pytest.mark.e2e"),
+                       ("test_fast_c", ""), ("test_fast_d", "")):  # fmt: skip
+        (tmp_path / f"{name}.py").write_text(WORKER_PROBE.format(mark=mark))
+    (tmp_path / "conftest.py").write_text(SUITE_HOOK.format(conftest=TESTS / "conftest.py"))
+    out = tmp_path / "probe.txt"
+    settings = ["-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "pytest", *settings, "-q", "-n", "2", "--dist", "loadgroup", str(tmp_path)]
+    env = {**os.environ, "PROBE_OUT": str(out), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0 and "12 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = [line.split() for line in out.read_text().splitlines()]
+    e2e = sorted((float(start), float(end), worker) for module, worker, start, end in rows if "e2e" in module)
+    assert len(e2e) == 6 and len({worker for *_, worker in e2e}) == 1, rows
+    assert all(e2e[i][1] <= e2e[i + 1][0] for i in range(5)), e2e  # one after another
+    for module in ("test_fast_c", "test_fast_d"):
+        assert len({worker for m, worker, *_ in rows if m == module}) == 1, rows
