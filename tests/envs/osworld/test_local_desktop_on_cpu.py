@@ -215,7 +215,12 @@ from verl_cua.envs.osworld.local_desktop import LocalDesktop
 
 desktop = LocalDesktop(screen=(800, 600))
 desktop.start()
-print(json.dumps({"pids": desktop.pids(), "root": desktop.proc.pid, "runtime": str(desktop.runtime)}), flush=True)
+pids, same, deadline = desktop.pids(), 0, time.monotonic() + 30
+while same < 5 and time.monotonic() < deadline:  # a settled desktop: its start-up helpers gone (on a busy machine, too)
+    time.sleep(0.2)
+    pids, last = desktop.pids(), pids
+    same = same + 1 if pids == last else 0
+print(json.dumps({"pids": pids, "root": desktop.proc.pid, "runtime": str(desktop.runtime)}), flush=True)
 time.sleep(600)
 """
 
