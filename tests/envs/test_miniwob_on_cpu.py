@@ -113,7 +113,7 @@ def _browser_temp_entries() -> set[str]:
     return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("org.chromium.")}
 
 
-def test_closing_or_restarting_the_browser_leaves_no_temporary_profile_behind(chromium):
+def test_closing_or_restarting_the_browser_leaves_no_temporary_profile_behind(chromium, private_tmpdir):
     # ChromeDriver's profile (~6.5 MB) and Chromium's socket dir used to stay in /tmp after every browser start
     before = _browser_temp_entries()
     env = make_env("miniwob", task="click-test", action_format="pyautogui")
@@ -129,7 +129,7 @@ def test_closing_or_restarting_the_browser_leaves_no_temporary_profile_behind(ch
     assert _browser_temp_entries() - before == set()
 
 
-def test_a_browser_that_died_leaves_at_most_chromedrivers_empty_scratch_dir(chromium):
+def test_a_browser_that_died_leaves_at_most_chromedrivers_empty_scratch_dir(chromium, private_tmpdir):
     before = _browser_temp_entries()
     env = make_env("miniwob", task="click-test", action_format="pyautogui")
     try:

@@ -3,6 +3,7 @@ MiniWoB browsers inside, and the same infra-failure contract as the thread backe
 
 import functools
 import os
+import shutil
 import signal
 import tempfile
 
@@ -15,11 +16,19 @@ from verl_cua.testing.miniwob_oracle import solution
 ray = pytest.importorskip("ray")
 
 
+BROWSER_TMP = []  # the actors' TMPDIR: a folder of this module's own, so other tests' browsers are not counted
+
+
 @pytest.fixture(scope="module")
 def local_ray(chromium):
-    ray.init(num_cpus=4, resources={"verl_cua_desktop:local": 4}, include_dashboard=False, log_to_driver=False)
+    temp = tempfile.mkdtemp(prefix="cua-ray-")  # short: Chromium's socket paths live in it
+    BROWSER_TMP.append(temp)
+    ray.init(num_cpus=4, resources={"verl_cua_desktop:local": 4}, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"TMPDIR": temp}})  # fmt: skip
     yield
     ray.shutdown()
+    BROWSER_TMP.remove(temp)
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 # a partial of library code: Ray workers import it by reference (a test-module function would not resolve there)
@@ -35,8 +44,9 @@ def solve(lease, task):
 
 
 def _browser_files() -> set[str]:
-    """Non-empty browser temp dirs (profiles, sockets); a killed ChromeDriver's empty scratch dir is not counted."""
-    temp = tempfile.gettempdir()
+    """Non-empty browser temp dirs (profiles, sockets) of the actors; a killed ChromeDriver's empty scratch dir is not
+    counted."""
+    (temp,) = BROWSER_TMP
     return {n for n in os.listdir(temp) if n.startswith("org.chromium.") and os.listdir(os.path.join(temp, n))}
 
 

@@ -286,7 +286,8 @@ def test_one_desktops_busy_loops_get_its_cpu_quota_and_no_more(local_desktop):
         start, used = time.monotonic(), seconds()
         time.sleep(5)
         cpus = (seconds() - used) / (time.monotonic() - start)
-        assert 0.3 < cpus <= desktop.limits.cpus * 1.1, cpus  # the loops spin, and within the quota
+        # the loops spin (beside a verl run they may get well under their quota), and never past it
+        assert 0.05 < cpus <= desktop.limits.cpus * 1.1, cpus
     finally:
         desktop.stop()
 

@@ -5,6 +5,7 @@ reaching the host's services, the openings used by other local users, code plant
 typing bug, and the opt-in egress (public addresses only). Network probes target only this machine's loopback and
 its own interface addresses."""
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -194,15 +195,26 @@ def test_a_desktop_cannot_read_display_signal_or_connect_to_another(pair):
     assert _sh(b, "cat ~/Documents/secret.txt")["output"] == "b-secret\n" and b.healthy()
 
 
+def _host_bytes(folder) -> int:
+    """Bytes of disk the files under `folder` take on the host (the desktop's runtime: what its tmpfs mounts are not;
+    the filesystem's own usage would count the suite's other worker's writes too)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
 # -- limits: what the agent consumes is bounded; reaching a bound fails the agent's command -------------------------
 def test_writing_past_the_home_and_shm_sizes_fails_in_the_desktop_not_on_the_host(small):
-    disk = shutil.disk_usage(RUNTIME_ROOT).used
+    disk = _host_bytes(small.runtime)
     out = _sh(small, "head -c 200M /dev/zero > ~/big; echo rc=$?; head -c 100M /dev/zero > /dev/shm/big; echo rc=$?; "
               "du -sm ~/big /dev/shm/big | cut -f1", timeout=60)  # fmt: skip
     assert out["output"].split()[:2] == ["rc=1", "rc=1"] and out["error"].count("No space left on device") == 2, out
     home_mb, shm_mb = (int(v) for v in out["output"].split()[2:])
     assert home_mb <= SMALL.home // MiB and shm_mb <= SMALL.shm // MiB
-    assert abs(shutil.disk_usage(RUNTIME_ROOT).used - disk) < 32 * MiB  # nothing landed on the host's disk
+    assert _host_bytes(small.runtime) - disk < 32 * MiB  # nothing landed in the desktop's folder on the host's disk
     small.revert()
 
 
@@ -385,6 +397,7 @@ def test_every_printable_ascii_character_types_as_itself(pair):
 
 # -- without root ---------------------------------------------------------------------------------------------------
 ROOTLESS = """
+import contextlib
 import json
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
 
