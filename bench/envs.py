@@ -155,13 +155,26 @@ def desktop_overhead(steps: int, resets_n: int = 20) -> dict:
     }
 
 
+def start_busy_loops(desktop, count: int = 8, settle: float = 0.5) -> list:
+    """Start `count` busy loops in `desktop`, a session each, as its agent could; their host processes (psutil)."""
+    import psutil
+
+    hog = f"for i in $(seq {count}); do setsid sh -c 'while :; do :; done' & done"
+    desktop.request("POST", "/setup/launch", json={"command": hog, "shell": True}, timeout=10).raise_for_status()
+    time.sleep(settle)
+    loops = []
+    for pid in desktop.pids():
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).cmdline()[-1:] == ["while :; do :; done"]:
+                loops.append(psutil.Process(pid))
+    return loops
+
+
 def desktop_cpu_isolation(rounds: int = 10, commands: int = 3) -> float:
     """How much one desktop's busy loops (8, a session each) slow another's commands: the median seconds of a small
     Python command on desktop B while A spins over the same while A's loops are stopped, alternating `rounds` times
     (the host stops and resumes them), so that drift on a noisy machine cancels."""
     import signal
-
-    import psutil
 
     from verl_cua.envs.osworld.local_desktop import LocalDesktop
 
@@ -175,14 +188,7 @@ def desktop_cpu_isolation(rounds: int = 10, commands: int = 3) -> float:
     a.start()
     b.start()
     try:
-        hog = "for i in $(seq 8); do setsid sh -c 'while :; do :; done' & done"
-        a.request("POST", "/setup/launch", json={"command": hog, "shell": True}, timeout=10).raise_for_status()
-        time.sleep(0.5)
-        loops = []
-        for pid in a.pids():
-            with contextlib.suppress(psutil.Error):
-                if psutil.Process(pid).cmdline()[-1:] == ["while :; do :; done"]:
-                    loops.append(psutil.Process(pid))
+        loops = start_busy_loops(a)
         quiet, busy = [], []
         for _ in range(rounds):
             for p in loops:

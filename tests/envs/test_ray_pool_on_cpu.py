@@ -16,18 +16,15 @@ from verl_cua.testing.miniwob_oracle import solution
 ray = pytest.importorskip("ray")
 
 
-BROWSER_TMP = []  # the actors' TMPDIR: a folder of this module's own, so other tests' browsers are not counted
-
-
 @pytest.fixture(scope="module")
-def local_ray(chromium):
-    temp = tempfile.mkdtemp(prefix="cua-ray-")  # short: Chromium's socket paths live in it
-    BROWSER_TMP.append(temp)
+def local_ray(chromium) -> str:
+    """A local Ray cluster whose actors' TMPDIR is a folder of this module's own (returned), so counting browser
+    files there sees no other test's browsers; short, as Chromium's socket paths live in it."""
+    temp = tempfile.mkdtemp(prefix="cua-ray-")
     ray.init(num_cpus=4, resources={"verl_cua_desktop:local": 4}, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"TMPDIR": temp}})  # fmt: skip
-    yield
+    yield temp
     ray.shutdown()
-    BROWSER_TMP.remove(temp)
     shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -43,22 +40,21 @@ def solve(lease, task):
     return result.reward, lease.evaluate(), lease.infra_failure
 
 
-def _browser_files() -> set[str]:
-    """Non-empty browser temp dirs (profiles, sockets) of the actors; a killed ChromeDriver's empty scratch dir is not
-    counted."""
-    (temp,) = BROWSER_TMP
+def _browser_files(temp: str) -> set[str]:
+    """Non-empty browser temp dirs (profiles, sockets) in the actors' `temp`; a killed ChromeDriver's empty scratch dir
+    is not counted."""
     return {n for n in os.listdir(temp) if n.startswith("org.chromium.") and os.listdir(os.path.join(temp, n))}
 
 
 def test_episodes_run_in_actors_on_the_desktop_host(local_ray):
-    before = _browser_files()
+    before = _browser_files(local_ray)
     with EnvPool(factory, 2, backend="ray", hosts=["local"]) as pool:
         with pool.acquire() as lease:
             assert isinstance(lease.env, RayEnv)
             assert os.getpid() not in lease.env.pids()
         assert pool.map(solve, ["click-button", "enter-text", "click-test"]) == [(1.0, 1.0, False)] * 3
-        assert _browser_files() - before  # the actors' browsers have their profiles in this host's temp dir
-    assert _browser_files() - before == set()  # closing the pool kills the actors' browsers and removes them
+        assert _browser_files(local_ray) - before  # the actors' browsers have their profiles in this host's temp dir
+    assert _browser_files(local_ray) - before == set()  # closing the pool kills the actors' browsers and removes them
 
 
 def test_killed_browser_in_an_actor_is_an_infra_failure_and_recovers(local_ray):

@@ -269,15 +269,12 @@ def test_one_desktops_busy_loops_get_its_cpu_quota_and_no_more(local_desktop):
     other worker loads the same cores and can only add to a slowdown (bench.envs reports it, on a quiet machine)."""
     if os.geteuid() != 0:
         pytest.skip("no cgroups without root: a rootless desktop's CPU is not bounded")
-    import psutil
+    from bench.envs import start_busy_loops
 
     desktop = LocalDesktop(screen=(640, 480))
     desktop.start()
     try:
-        hog = "for i in $(seq 8); do setsid sh -c 'while :; do :; done' & done"
-        desktop.request("POST", "/setup/launch", json={"command": hog, "shell": True}, timeout=10).raise_for_status()
-        time.sleep(1)
-        loops = [p for p in map(psutil.Process, desktop.pids()) if p.cmdline()[-1:] == ["while :; do :; done"]]
+        loops = start_busy_loops(desktop, 8, settle=1)
         assert len(loops) == 8
 
         def seconds() -> float:

@@ -397,7 +397,6 @@ def test_every_printable_ascii_character_types_as_itself(pair):
 
 # -- without root ---------------------------------------------------------------------------------------------------
 ROOTLESS = """
-import contextlib
 import json
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
 
