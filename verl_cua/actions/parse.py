@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from verl_cua.actions.formats import FORMAT_REGISTRY, ParseContext, get_format
 from verl_cua.actions.geometry import check_marks, check_size
+from verl_cua.actions.runtime import run_time_problem
 from verl_cua.actions.types import MAX_ACTIONS, ActionError, GUIAction, ParsedAction, invalid, one_line
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def parse_action(
         return invalid("output contains no action", fmt=fmt_name, thought=result.thought)
     if len(result.actions) > MAX_ACTIONS:
         return invalid(f"output has {len(result.actions)} actions; at most {MAX_ACTIONS}", fmt=fmt_name)
-    problem = _check_actions(result.actions)
+    problem = _check_actions(result.actions) or run_time_problem(result.actions)
     if problem:
         return invalid(problem, fmt=fmt_name, thought=result.thought)
     note = one_line("; ".join(dict.fromkeys(ctx.notes))) if ctx.notes else None

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 
+import psutil
 import pytest
 import requests
 
@@ -104,9 +105,10 @@ def test_nothing_an_episode_started_runs_in_the_next(episodes, attack):
     env = episodes
     env.reset(DONE)
     assert _sh(env.local, SURVIVORS[attack] + "\necho planted", timeout=30)["output"].endswith("planted\n")
-    if attack == "openbox-menu":  # openbox read no menu from HOME: its process is still openbox
+    if attack == "openbox-menu":  # openbox read no menu from HOME: its process is still openbox (the host's view)
         time.sleep(1.0)
-        assert _sh(env.local, "cat /proc/$(pgrep -x openbox)/comm")["output"] == "openbox\n"
+        pid = env.local.host_pid(env.local.request("GET", "/_verl_cua/health").json()["infra"]["openbox"])
+        assert psutil.Process(pid).name() == "openbox"
     else:
         assert wait_for(lambda: "done" in _sh(env.local, "ls ~/Documents")["output"])
         assert env.evaluate() == 1.0  # the attack works within its own episode
@@ -122,7 +124,8 @@ def test_x_server_ipc_and_keyring_state_of_an_episode_is_gone_in_the_next(episod
     env.reset(DONE)
     assert _sh(env.local, X_STATE, timeout=30)["output"].endswith("planted\n")
     out = _sh(env.local, X_STATE_READ)["output"].split("\n")
-    assert "carried" in out[0] and out[1:6] == ["1"] * 5, out  # the probe sees what was planted
+    # the probe sees what was planted, but no key: the keyring calls are denied in a desktop (seccomp)
+    assert "carried" in out[0] and out[1:6] == ["1"] * 4 + ["0"], out
     env.reset(DONE)
     out = _sh(env.local, X_STATE_READ)["output"].split("\n")
     assert "no such atom" in out[0] and out[1:6] == ["0"] * 5, out
@@ -134,11 +137,15 @@ def test_the_uids_keyrings_are_empty_after_close_and_at_the_next_start(local_des
     d = LocalDesktop(screen=(640, 480))
     d.start()
     ident = d.identity
-    add = "import ctypes; l = ctypes.CDLL(None); print(l.syscall(248, b'user', b'verl-cua-mark', b'carried', 7, -4))"
-    try:
-        assert int(d.request("POST", "/run_python", json={"code": add}, timeout=30).json()["output"]) > 0
+    add = (
+        "import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+        "print(l.syscall(248, b'user', b'verl-cua-mark', b'carried', 7, -4), ctypes.get_errno())"
+    )
+    try:  # add_key is denied inside (ENOSYS): a desktop can make no key to leave behind
+        assert d.request("POST", "/run_python", json={"code": add}, timeout=30).json()["output"].split() == ["-1", "38"]
     finally:
         d.stop()
+    sandbox.clear_keyrings(ident)  # the host's own clear and check, as at close, logs nothing on an empty keyring
     search = (  # KEYCTL_SEARCH the uid's user keyring for the key, as that uid (what the next desktop could do)
         "import ctypes; l = ctypes.CDLL(None, use_errno=True); "
         "print(l.syscall(250, 10, -4, b'user', b'verl-cua-mark', 0), ctypes.get_errno())"
@@ -152,9 +159,10 @@ def test_the_uids_keyrings_are_empty_after_close_and_at_the_next_start(local_des
 FAILING = {**DONE, "id": "reset-fail"}  # never solved here: the agent's only way out of a 0 would be a masked row
 
 
-@pytest.mark.parametrize("attack", ["pkill -x Xvfb", "pkill -f desktop_server", "pkill -STOP -f desktop_server"])
+@pytest.mark.parametrize("attack", ["kill -9 -1", "kill -STOP -1"])
 def test_killing_the_desktop_as_the_last_action_scores_zero_and_is_not_masked(local_desktop, attack):
-    # a frozen server answers nothing: the env's own action_timeout (here 5 s) finds it before the pool's step_timeout
+    # every process the agent may signal: its session (window manager, bus, launcher); in a rootless desktop the
+    # server too. An action its stopped launcher never runs times out (action_timeout 5 s): the agent's failure
     with EnvPool(lambda: _env(action_timeout=5), 1) as pool:
         with pool.acquire() as lease:
             lease.reset(FAILING)
@@ -164,8 +172,10 @@ def test_killing_the_desktop_as_the_last_action_scores_zero_and_is_not_masked(lo
             if not result.done:  # the screenshot came back before the desktop went: the next look finds it broken
                 time.sleep(1.0)
             assert lease.evaluate() == 0.0
-            assert lease.desktop_broken and not lease.infra_failure, lease.error
-        assert pool.stats()["desktop_broken"] == 1 and pool.stats()["infra_failures"] == 0
+            assert not lease.infra_failure, lease.error
+            # killed: the desktop is broken; stopped: broken if the action was still running, else scored as is
+            assert lease.desktop_broken or attack == "kill -STOP -1", lease.error
+        assert pool.stats()["infra_failures"] == 0
         with pool.acquire() as lease:  # the slot serves the next episode on a fresh desktop
             lease.reset(FAILING)
             assert not lease.infra_failure and lease.evaluate() == 0.0 and not lease.desktop_broken

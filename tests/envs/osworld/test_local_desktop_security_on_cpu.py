@@ -10,6 +10,7 @@ import ipaddress
 import json
 import os
 import shutil
+import signal
 import socket
 import string
 import subprocess
@@ -95,8 +96,10 @@ def test_a_persistence_attempt_survives_no_reset_and_the_next_episode_scores_zer
         env.reset(DONE)  # the next episode: nothing of the last one may run or remain
         time.sleep(1.0)  # a survivor would have recreated the folder by now
         assert env.evaluate() == 0.0
-        left = _sh(local, "ps -eo comm=")["output"].split()
-        assert set(left) <= {"bwrap", "python", "python3", "Xvfb", "openbox", "dbus-daemon", "xterm", "bash", "ps"}
+        # the host's view (the agent sees only its own dumpable processes: /proc has hidepid)
+        left = [psutil.Process(pid).name() for pid in local.pids()[2:]]  # past the keeper and bubblewrap
+        allowed = {"bwrap", "python", "python3", "Xvfb", "openbox", "dbus-daemon", "xterm", "bash", "ps", "sh"}
+        assert set(left) <= allowed, left
         assert left.count("dbus-daemon") == 1  # a fresh session bus: no activation environment carried over
         assert _sh(local, "echo $DBUS_SESSION_BUS_ADDRESS")["output"] != bus
     finally:
@@ -121,7 +124,7 @@ def test_nothing_written_anywhere_writable_survives_a_reset(pair):
 
 # -- the desktop never outlives close() or its owner, whatever the agent did to its server --------------------------
 @pytest.mark.parametrize("server", ["killed", "frozen"])
-def test_close_kills_everything_after_the_agent_killed_or_froze_its_server(local_desktop, server):
+def test_close_kills_everything_after_its_launcher_and_server_were_killed_or_frozen(local_desktop, server):
     d = LocalDesktop(screen=(640, 480))
     d.start()
     try:
@@ -129,12 +132,17 @@ def test_close_kills_everything_after_the_agent_killed_or_froze_its_server(local
         pids = d.pids()
         assert len(pids) >= 7
         signal_name = "KILL" if server == "killed" else "STOP"
-        server_pid = d.host_pid(d.request("GET", "/_verl_cua/health").json()["pid"])
-        try:
+        infra = d.request("GET", "/_verl_cua/health").json()["infra"]
+        launcher_pid, server_pid = d.host_pid(infra["launcher"]), d.host_pid(infra["server"])
+        try:  # the agent's side: its launcher is the parent of what a setup launch runs
             attack = {"command": f"kill -{signal_name} $PPID", "shell": True}
             d.request("POST", "/setup/launch", json=attack, timeout=10)
         except requests.RequestException:
-            pass  # the shell may stop or kill the server before it answers (a race the attack does not care about)
+            pass
+        assert wait_for(lambda: _dead_or_stopped(launcher_pid))
+        # the server runs as a uid the agent's processes cannot signal (test_the_agent_cannot_see_signal_trace_...):
+        # the host stands in for a server that died or hung by itself
+        os.kill(server_pid, signal.SIGKILL if server == "killed" else signal.SIGSTOP)
         assert wait_for(lambda: _dead_or_stopped(server_pid))
     finally:
         d.stop()
@@ -149,15 +157,16 @@ def _dead_or_stopped(pid: int) -> bool:
 
 
 OWNER = """
-import json, sys, time
+import json, os, sys, time
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
 d = LocalDesktop(screen=(640, 480))
 d.start()
 d.request("POST", "/run_bash_script", json={"script": "unshare -Ur sleep 1031 >/dev/null 2>&1 & echo", "timeout": 5})
-try:  # the server frozen; the shell may freeze it before it answers, so the request may time out
+try:  # the agent's launcher frozen by the agent; the shell may freeze it before it answers
     d.request("POST", "/setup/launch", json={"command": "kill -STOP $PPID", "shell": True}, timeout=10)
 except Exception:
     pass
+os.kill(d.host_pid(d.request("GET", "/_verl_cua/health").json()["pid"]), 19)  # and the server (SIGSTOP, by the host)
 print(json.dumps({"pids": d.pids(), "cgroups": [str(p) for p in d.cgroups]}), flush=True)
 time.sleep(600)
 """
@@ -284,7 +293,8 @@ def test_the_desktop_sees_no_host_tree_process_abstract_socket_or_interface(pair
         probe.close()
     assert not any(line.startswith(("SEEN", "CONNECTED")) for line in out), out
     assert out[0] == "0" and out[1] == "lo" and out[2] == sandbox.HOSTNAME
-    assert int(out[3]) < 20 and out[4] == "bwrap"  # its own processes only; pid 1 is the sandbox's init
+    # its own processes only: the sandbox's init (pid 1) and the server's processes are not even listed
+    assert int(out[3]) < 20 and out[4] == "" and "1" not in _sh(d, "ls /proc")["output"].split()
 
 
 def test_host_services_are_out_of_the_desktops_reach(pair):
@@ -348,8 +358,16 @@ def test_the_servers_sockets_have_no_path_in_the_desktop_an_agent_could_take(loc
         out = d.request("POST", "/run_python", json={"code": FAKE_SERVER}, timeout=30).json()["output"]
         assert out.count("REFUSED") == 2 and "BOUND" not in out, out  # /run is not the agent's to write
         assert _sh(d, "ls -a /run; grep -c 'server.sock\\|cdp.sock' /proc/net/unix")["output"].split() == [
-            ".", "..", "lock", "user", "verl-cua", "verl-cua-infra", "0"
-        ]  # fmt: skip
+            ".",
+            "..",
+            "lock",
+            "mount",
+            "user",
+            "verl-cua",
+            "verl-cua-empty",
+            "verl-cua-infra",
+            "0",
+        ]  # fmt: skip (mount: the root stage's utab, root's; verl-cua-empty: the overlays' empty layer)
         assert d.healthy()
         assert sorted(os.listdir(d.runtime / "sock")) == ["cdp.sock", "server.sock"]  # host side: only ours
     finally:
@@ -367,7 +385,7 @@ def _status(url: str, token: bool = True) -> int:
 def test_the_agent_cannot_trace_or_write_the_infrastructure_or_its_runtime_files(pair):
     d, _ = pair
     health = d.request("GET", "/_verl_cua/health").json()["infra"]
-    pids = " ".join(str(p) for p in health.values())
+    pids = " ".join(str(p) for p in health.values())  # the server, Xvfb, openbox, D-Bus and the launcher
     targets = ["/run/verl-cua/server/desktop_server.py", "/run/verl-cua/home_template/x", "/run/verl-cua-infra/Xvfb",
                "/run/verl-cua/bin/chromium", "/etc/passwd", "/usr/bin/x", "/opt/verl-cua/desktop-venv/x"]  # fmt: skip
     script = (

@@ -28,11 +28,15 @@ def test_limits_read_sizes_from_the_environment_and_reject_nonsense_in_one_line(
 
 
 def _argv(rootless: bool, tmp_path: Path, proxy: Path | None = None) -> list[str]:
-    ident = sandbox.Identity(1000, 1000, rootless=True) if rootless else sandbox.Identity(1900000100, 1900000100, False)
+    ident = (
+        sandbox.Identity(1000, 1000, rootless=True) if rootless
+        else sandbox.Identity(1900000100, 1900000100, False, machinery=1901048676)
+    )  # fmt: skip
     limits = sandbox.Limits(pids=300, tmp=5 << 20)
     venv = "/opt/verl-cua/desktop-venv"
     return sandbox.bwrap_argv(ident=ident, runtime=tmp_path, infra=tmp_path / "infra", venv=venv, limits=limits,
-                              info_fd=9, command=["server"], proxy_socket=proxy)  # fmt: skip
+                              info_fd=9, server=["server"], launcher=["launcher"], pair=(11, 12), seccomp_fd=13,
+                              proxy_socket=proxy)  # fmt: skip
 
 
 @pytest.mark.parametrize("rootless", [False, True])
@@ -50,10 +54,22 @@ def test_bubblewrap_gets_every_namespace_an_allow_list_and_the_limits(rootless, 
     assert "--bind" not in egress and egress[egress.index(str(proxy)) - 1] == "--ro-bind"  # connecting needs no write
     tmpfs = {argv[i + 1]: argv[i - 1] for i, a in enumerate(argv) if a == "--tmpfs" and argv[i - 2] == "--size"}
     assert tmpfs["/tmp"] == str(5 << 20) and set(tmpfs) >= {"/tmp", "/dev/shm", "/var/tmp", "/home", "/run/lock"}
+    assert argv[argv.index("--seccomp") + 1] == "13"  # the keyring filter, for every process inside
     command = argv[argv.index("--") + 1 :]
-    assert command[:3] == ["prlimit", "--nproc=300:300", "--"] and command[-1] == "server"
-    if not rootless:  # bubblewrap runs as root: the desktop's uid, no capability, no new privileges
-        assert "--reuid=1900000100" in command and "--bounding-set=-all" in command and "--no-new-privs" in command
+    assert command[:2] == ["/bin/bash", "-c"] and len(command) == 3
+    stage = command[2].splitlines()
+    launcher, server = stage[-2], stage[-1]
+    for line in (launcher, server):
+        assert "prlimit --nproc=300:300 --" in line
+    assert launcher.endswith("launcher 12<&- &") and server.endswith("server --launcher-pid $! 11<&-")
+    if not rootless:  # bubblewrap runs as root: two uids, no capability but the server's reading, no new privileges
+        assert "--reuid=1900000100" in launcher and "--bounding-set=-all " in launcher and "--no-new-privs" in launcher
+        assert "--reuid=1901048676" in server and "--ambient-caps=-all,+dac_read_search" in server
+        assert stage[0].startswith("mount -o remount,hidepid=invisible,gid=1901048676 /proc")
+        assert any("lowerdir=/usr:" in line for line in stage) and any("lowerdir=/run/verl-cua/etc:/etc" in line
+                                                                       for line in stage)  # fmt: skip
+    else:
+        assert "setpriv" not in command[2] and "mount" not in command[2]
 
 
 def test_the_keeper_joins_its_cgroups_then_waits_on_the_owners_pipe(tmp_path):

@@ -2,10 +2,11 @@
 
 Playwright's `connect_over_cdp("http://host:port")` reads `/json/version` and connects to whatever
 `webSocketDebuggerUrl` it names. That answer comes from the desktop, where the agent can run its own CDP server,
-so it could send the trainer's browser client to any host, port and path. `install()` wraps Playwright's sync
-`BrowserType.connect_over_cdp`: an http(s) endpoint is resolved here, its websocket URL must be on the endpoint's
-own host and port with a `/devtools/browser/<id>` path, and Playwright gets that checked ws:// URL (so it does not
-ask the desktop twice). Anything else is refused with `CDPRedirectRefused` (OSWorld's getters then score 0).
+so it could send the trainer's browser client to any host, port and path. `install()` wraps Playwright's sync and
+async `BrowserType.connect_over_cdp` (a `LocalDesktop` installs it when it starts): an http(s) endpoint is resolved
+here, its websocket URL must be on the endpoint's own host and port with a `/devtools/browser/<id>` path, and
+Playwright gets that checked ws:// URL (so it does not ask the desktop twice). Anything else is refused with
+`CDPRedirectRefused` (OSWorld's getters then score 0).
 """
 
 from __future__ import annotations
@@ -61,19 +62,31 @@ def _check(ws, base, url: str) -> None:
 
 
 def install() -> None:
-    """Pin Playwright's sync `connect_over_cdp` (idempotent; a no-op without Playwright)."""
+    """Pin Playwright's sync and async `connect_over_cdp` (idempotent; a no-op without Playwright)."""
     try:
+        from playwright.async_api import BrowserType as AsyncBrowserType
         from playwright.sync_api import BrowserType
     except ImportError:
         return
     with _lock:
         original = BrowserType.connect_over_cdp
-        if getattr(original, "__verl_cua_pinned__", False):
-            return
+        if not getattr(original, "__verl_cua_pinned__", False):
 
-        @functools.wraps(original)
-        def connect_over_cdp(self, endpoint_url: str, *args, **kwargs):
-            return original(self, pinned_ws_url(endpoint_url), *args, **kwargs)
+            @functools.wraps(original)
+            def connect_over_cdp(self, endpoint_url: str, *args, **kwargs):
+                return original(self, pinned_ws_url(endpoint_url), *args, **kwargs)
 
-        connect_over_cdp.__verl_cua_pinned__ = True
-        BrowserType.connect_over_cdp = connect_over_cdp
+            connect_over_cdp.__verl_cua_pinned__ = True
+            BrowserType.connect_over_cdp = connect_over_cdp
+        original_async = AsyncBrowserType.connect_over_cdp
+        if not getattr(original_async, "__verl_cua_pinned__", False):
+
+            @functools.wraps(original_async)
+            async def connect_over_cdp_async(self, endpoint_url: str, *args, **kwargs):
+                import asyncio
+
+                url = await asyncio.to_thread(pinned_ws_url, endpoint_url)  # the check makes a blocking request
+                return await original_async(self, url, *args, **kwargs)
+
+            connect_over_cdp_async.__verl_cua_pinned__ = True
+            AsyncBrowserType.connect_over_cdp = connect_over_cdp_async

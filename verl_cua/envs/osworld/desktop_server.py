@@ -29,7 +29,6 @@ import json
 import os
 import select
 import shlex
-import shutil
 import signal
 import socket
 import stat
@@ -42,16 +41,18 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-try:
-    from desktop_setup import SetupTracker  # inside the desktop: the file next to this one
+try:  # inside the desktop: the files next to this one
+    from desktop_launcher import LauncherClient
+    from desktop_setup import SetupTracker
 except ImportError:  # imported as part of verl_cua (tests)
+    from verl_cua.envs.osworld.desktop_launcher import LauncherClient
     from verl_cua.envs.osworld.desktop_setup import SetupTracker
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 7, 22
-KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
 EXEC_TIMEOUT = 120.0
+EVALUATOR_TIMEOUT = 45.0  # one evaluator command: well under the env's evaluate_timeout (90 s) and the pool's (120 s)
+PHASES = ("act", "evaluate")  # the host says when an evaluation begins and ends (the agent cannot: token)
 ISOLATED_PYTHON = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}  # the environment of every command run()s
 FETCH_TIMEOUT = 60.0  # reading one file for an evaluator
 OPEN_FILE_TIMEOUT = 60.0
@@ -68,7 +69,9 @@ MAX_TREE_NODES = 20000  # list_directory answers at most this many entries
 class Desktop:
     """The X display, window manager and app processes of one local desktop."""
 
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, launcher: LauncherClient):
+        self.launcher = launcher  # starts what runs as the agent's user (and in the agent's cgroup)
+        self.phase = "act"
         self.display = args.display
         self.width, self.height = (int(v) for v in args.screen.split("x"))
         self.home = args.home
@@ -83,6 +86,8 @@ class Desktop:
         self.waiting: set[int] = set()  # pids a handler waits on (the reaper must not steal their status)
         self.spawn_lock = threading.Lock()  # spawn+register is atomic with respect to the reaper
         self.setup = SetupTracker()  # failed setup calls and launched apps since the last revert
+        launcher.on_exit = self.setup.exited
+        self.agent_pids: dict[str, int] = {}  # openbox, dbus: the agent's session, started by the launcher
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -106,7 +111,7 @@ class Desktop:
                 if self.infra["xvfb"].poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"Xvfb {self.display} did not start") from None
                 time.sleep(0.005)
-        self.infra["openbox"] = self.spawn(self.openbox, quiet=True)
+        self.agent_pids["openbox"] = self.launcher.spawn(self.openbox, shell=False, env=self.agent_env())
         try:
             _fix_keymap(conn)  # -noreset: the map holds after its last client leaves
         finally:
@@ -114,13 +119,14 @@ class Desktop:
 
     def start_dbus(self) -> None:
         """A fresh session bus (no service, name or activation environment of an earlier episode), for the apps."""
-        xdg = os.environ.get("XDG_RUNTIME_DIR", "")
-        if xdg:  # the bus listens at $XDG_RUNTIME_DIR/bus, where OSWorld's tasks look for it (/run/user/1000/bus)
-            os.makedirs(xdg, mode=0o700, exist_ok=True)
+        # the bus listens at $XDG_RUNTIME_DIR/bus (made by the launcher), where OSWorld's tasks look for it
         read, write = os.pipe()
-        daemon = [os.path.join(self.infra_dir, "dbus-daemon"), "--nofork", f"--print-address={write}"]
-        self.infra["dbus"] = self.spawn([*daemon, f"--config-file={self.dbus_config}"], quiet=True, pass_fds=(write,))
-        os.close(write)
+        daemon = [os.path.join(self.infra_dir, "dbus-daemon"), "--nofork", "--print-address=1"]
+        command = [*daemon, f"--config-file={self.dbus_config}"]
+        try:
+            self.agent_pids["dbus"] = self.launcher.spawn(command, shell=False, env=dict(os.environ), stdout=write)
+        finally:
+            os.close(write)
         address = b""
         with os.fdopen(read, "rb") as pipe:
             while not address.endswith(b"\n") and select.select([pipe], [], [], 10)[0]:
@@ -150,7 +156,67 @@ class Desktop:
         status: dict[str, int | None] = {"server": os.getpid()}
         for name, proc in self.infra.items():
             status[name] = proc.pid if proc.poll() is None else None
+        for name, pid in self.agent_pids.items():
+            status[name] = pid if _alive(pid) else None
+        status["launcher"] = None if self.launcher.gone else self.launcher_pid
         return status
+
+    def agent_env(self) -> dict[str, str]:
+        """The environment of the agent's processes: the server's (the session bus included)."""
+        return dict(os.environ)
+
+    def as_agent(self) -> bool:
+        """Whether a command route runs as the agent's user now: always before the evaluation begins (setup and the
+        agent's actions are the agent's world); from then on the evaluator's commands run as the server's user."""
+        return self.phase != "evaluate"
+
+    def run_as_agent(self, command, *, shell: bool, timeout: float, cwd: str = "/", stdin: bytes | None = None) -> dict:
+        """`run`, but started by the launcher as the agent's user; `stdin`: bytes fed to it."""
+        if isinstance(command, str) and not shell:
+            command = shlex.split(command)
+        timeout = min(float(timeout), MAX_TIMEOUT)
+        pipes = [os.pipe(), os.pipe()]
+        feed = os.pipe() if stdin is not None else None
+        env = {**self.agent_env(), **ISOLATED_PYTHON}
+        try:
+            pid = self.launcher.spawn(command, shell=shell, env=env, cwd=cwd, stdin=feed[0] if feed else None,
+                                      stdout=pipes[0][1], stderr=pipes[1][1])  # fmt: skip
+        except (RuntimeError, OSError, ValueError) as exc:
+            for fd in [*(end for pair in pipes for end in pair), *(feed or ())]:
+                os.close(fd)
+            return {"status": "error", "output": "", "error": f"not started: {exc}", "returncode": -1}
+        finally:
+            for read, write in pipes:
+                with _suppressed():
+                    os.close(write)
+            if feed:
+                with _suppressed():
+                    os.close(feed[0])
+        if feed:
+            threading.Thread(target=_feed, args=(feed[1], stdin), daemon=True).start()
+        out, err = bytearray(), bytearray()
+        readers = [
+            threading.Thread(target=_read_capped, args=(os.fdopen(read, "rb"), buf, self.max_output), daemon=True)
+            for (read, _), buf in zip(pipes, (out, err), strict=True)
+        ]
+        for reader in readers:
+            reader.start()
+        code = self.launcher.wait(pid, timeout)
+        if code is None:
+            self.launcher.kill(pid)
+        for reader in readers:
+            reader.join(DRAIN_TIMEOUT)
+        output, error = _capped_text(out, self.max_output), _capped_text(err, self.max_output)
+        if code is None:
+            why = "the desktop's launcher is gone" if self.launcher.gone else f"timed out after {timeout:g} s"
+            return {"status": "error", "output": output, "error": why, "returncode": -1}
+        return {"status": "success", "output": output, "error": error, "returncode": code}
+
+    def command(self, command, *, shell: bool, timeout: float, cwd: str = "/") -> dict:
+        """A command route's command: the agent's before the evaluation, the evaluator's (bounded) during it."""
+        if self.as_agent():
+            return self.run_as_agent(command, shell=shell, timeout=timeout, cwd=cwd)
+        return self.run(command, shell=shell, timeout=min(float(timeout), EVALUATOR_TIMEOUT), cwd=cwd)
 
     def reap(self) -> None:
         """Reap zombie children nobody waits on (apps killed, orphans handed to us as subreaper)."""
@@ -208,13 +274,9 @@ class Desktop:
         status is kept for `settle` until the next revert."""
         if isinstance(command, str) and not shell:
             command = shlex.split(command)
-        with self.spawn_lock:
-            proc = subprocess.Popen(
-                command, shell=shell, cwd=self.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-            self.setup.launch(proc, command)  # the reaper collects it and tells the tracker its exit status
-        return proc.pid
+        pid = self.launcher.spawn(command, shell=shell, env=self.agent_env(), cwd=self.home)
+        self.setup.launch(pid, command)  # the launcher reaps it and tells the tracker its exit status
+        return pid
 
     def a11y(self, mode: str):
         """The accessibility tree (`tree`) or a terminal's text (`terminal`), read by a fresh process: AT-SPI's
@@ -222,21 +284,14 @@ class Desktop:
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "desktop_a11y.py")
         # -I: no user site-packages, no PYTHON* variables: the agent can write HOME, and a module it plants there
         # must not forge the tree an evaluator reads
-        proc = self.spawn(
-            [sys.executable, "-I", script, mode, str(A11Y_TIMEOUT - 2)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
-        )  # fmt: skip
-        try:
-            out, _ = proc.communicate(timeout=A11Y_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise TimeoutError(f"the accessibility walk took over {A11Y_TIMEOUT:g} s") from None
-        finally:
-            self.waiting.discard(proc.pid)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the accessibility walk failed (exit {proc.returncode})")
-        return json.loads(out)
+        # it runs as the agent's user: AT-SPI's buses admit their own user only
+        argv = [sys.executable, "-I", script, mode, str(A11Y_TIMEOUT - 2)]
+        result = self.run_as_agent(argv, shell=False, timeout=A11Y_TIMEOUT)
+        if result["returncode"] == -1 and "timed out" in result["error"]:
+            raise TimeoutError(f"the accessibility walk took over {A11Y_TIMEOUT:g} s")
+        if result["returncode"] != 0:
+            raise RuntimeError(f"the accessibility walk failed (exit {result['returncode']})")
+        return json.loads(result["output"])
 
     def window_pids(self) -> set[int]:
         """PIDs owning a managed window that is not a splash screen (_NET_CLIENT_LIST, _NET_WM_PID)."""
@@ -407,31 +462,32 @@ def _fix_keymap(conn) -> None:
         conn.sync()
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _feed(fd: int, data: bytes) -> None:
+    """Write `data` to a pipe, then close it (a child that stops reading loses the rest)."""
+    with _suppressed(), os.fdopen(fd, "wb") as pipe:
+        pipe.write(data)
+
+
+def _suppressed():
+    import contextlib
+
+    return contextlib.suppress(OSError)
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _populate_home(template: str, target: str) -> None:
-    """HOME (an empty tmpfs of this sandbox) as a copy of the template, private to the desktop's user."""
-    os.makedirs(target, exist_ok=True)
-    shutil.copytree(template, target, symlinks=True, dirs_exist_ok=True)
-    os.chmod(target, 0o700)  # copytree copied the template root's mode; HOME is private
-
-
-def clear_keyrings() -> None:
-    """Empty this uid's user, user-session and persistent kernel keyrings (they outlive every process of the uid;
-    the host empties them again when the desktop closes)."""
-    numbers = {"x86_64": 250, "aarch64": 219}  # the keyctl syscall
-    nr = numbers.get(os.uname().machine)
-    if nr is None:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    persistent = libc.syscall(nr, KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_PROCESS_KEYRING)
-    for ring in [KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING] + [persistent] * (persistent > 0):
-        libc.syscall(nr, KEYCTL_CLEAR, ring)
 
 
 def _tree(path: str, depth: int = 0, budget: list[int] | None = None) -> dict:
@@ -534,13 +590,14 @@ class Handler(BaseHTTPRequestHandler):
         return 200, self.desktop.screenshot(), "image/png"
 
     def execute(self, p):
-        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
-        if self.path.startswith("/setup/"):
+        if self.path.startswith("/setup/"):  # setup and postconfig build the agent's world: as its user
+            result = self.desktop.run_as_agent(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
             self.desktop.setup.executed(p["command"], result)
-        return 200, result
+            return 200, result
+        return 200, self.desktop.command(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
 
     def execute_with_verification(self, p):
-        result = self.desktop.run(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
+        result = self.desktop.run_as_agent(p["command"], shell=bool(p.get("shell")), timeout=EXEC_TIMEOUT)
         check = p.get("verification") or {}
         deadline = time.monotonic() + min(float(p.get("max_wait_time", 10)), MAX_TIMEOUT)
         interval = min(max(float(p.get("check_interval", 1.0)), 0.05), 10.0)
@@ -549,7 +606,7 @@ class Handler(BaseHTTPRequestHandler):
             if check.get("window_exists"):
                 ok = self.desktop.find_window(check["window_exists"], strict=False, by_class=False) is not None
             if ok and check.get("command_success"):
-                ok = self.desktop.run(check["command_success"], shell=True, timeout=30)["returncode"] == 0
+                ok = self.desktop.run_as_agent(check["command_success"], shell=True, timeout=30)["returncode"] == 0
             if ok:
                 return 200, {**result, "verification": "passed"}
             time.sleep(interval)
@@ -557,14 +614,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def run_python(self, p):
         # the code goes in argv: a script file would sit where the agent can write (and swap it before it runs)
-        result = self.desktop.run([sys.executable, "-c", p["code"]], shell=False, timeout=EXEC_TIMEOUT)
+        result = self.desktop.command([sys.executable, "-c", p["code"]], shell=False, timeout=EXEC_TIMEOUT)
         result["message"] = "ok" if result["returncode"] == 0 else "failed"
         return 200, result
 
     def run_bash_script(self, p):
         timeout = float(p.get("timeout") or 30)
         cwd = p.get("working_dir") or "/"
-        return 200, self.desktop.run(["bash", "-c", p["script"]], shell=False, timeout=timeout, cwd=cwd)
+        return 200, self.desktop.command(["bash", "-c", p["script"]], shell=False, timeout=timeout, cwd=cwd)
 
     def terminal(self, _):
         if not _terminal_running():  # OSWorld's setup pings this at every reset: no AT-SPI walk without a terminal
@@ -623,21 +680,28 @@ class Handler(BaseHTTPRequestHandler):
 
     def upload(self, p):
         path = os.path.expanduser(p["file_path"])
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         data = p["file_data"]
-        with open(path, "wb") as f:
-            f.write(data if isinstance(data, bytes) else data.encode())
-        return 200, {"status": "success", "path": path}
+        return self._write_as_agent(path, data if isinstance(data, bytes) else data.encode())
 
     def download_file(self, p):
         path = os.path.expanduser(p["path"])
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        deadline = time.monotonic() + MAX_TIMEOUT
-        with urllib.request.urlopen(p["url"], timeout=60) as response, open(path, "wb") as f:  # noqa: S310
+        deadline, data = time.monotonic() + MAX_TIMEOUT, bytearray()
+        with urllib.request.urlopen(p["url"], timeout=60) as response:  # noqa: S310
             while chunk := response.read(1 << 20):
-                f.write(chunk)
+                data += chunk
+                if len(data) > MAX_BODY:
+                    raise ValueError(f"download over {MAX_BODY} bytes")
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"download took over {MAX_TIMEOUT:g} s")
+        return self._write_as_agent(path, bytes(data))
+
+    def _write_as_agent(self, path: str, data: bytes):
+        """A setup file written by the agent's user (it is the agent's to edit), its folders made as needed."""
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+        result = self.desktop.run_as_agent(["/bin/sh", "-c", script, "sh", path], shell=False,
+                                           timeout=MAX_TIMEOUT, stdin=data)  # fmt: skip
+        if result["returncode"] != 0:
+            return 500, {"status": "error", "error": f"cannot write {path}: {result['error'].strip()[:300]}"}
         return 200, {"status": "success", "path": path}
 
     def open_file(self, p):
@@ -680,7 +744,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def settle(self, p):
         timeout = min(max(float(p.get("timeout", 30)), 0.0), MAX_TIMEOUT)
-        return 200, self.desktop.setup.settle(self.desktop.window_pids, _descendants, self.desktop.reap, timeout)
+        setup = self.desktop.setup
+        return 200, setup.settle(self.desktop.window_pids, _descendants, self.desktop.launcher.maps_x, timeout)
+
+    def phase(self, p):
+        phase = p.get("phase")
+        if phase not in PHASES:
+            return 400, {"status": "error", "error": f"unknown phase {phase!r}; valid: {', '.join(PHASES)}"}
+        self.desktop.phase = phase
+        return 200, {"status": "success", "phase": phase}
 
     def health(self, _):
         return 200, {"status": "success", "pid": os.getpid(), "infra": self.desktop.infra_status()}
@@ -715,6 +787,7 @@ ROUTES = {
     ("GET", "/_verl_cua/health"): Handler.health,
     ("POST", "/_verl_cua/begin_setup"): Handler.begin_setup,
     ("POST", "/_verl_cua/settle"): Handler.settle,
+    ("POST", "/_verl_cua/phase"): Handler.phase,
 }
 
 
@@ -796,7 +869,7 @@ def main() -> None:
     parser.add_argument("--display", required=True)
     parser.add_argument("--screen", default="1920x1080")
     parser.add_argument("--home", required=True)
-    parser.add_argument("--template", required=True)
+    parser.add_argument("--template", default="", help="(the launcher populates HOME from it)")
     parser.add_argument("--infra", required=True, help="dir of the execute-only Xvfb, openbox and dbus-daemon")
     parser.add_argument("--dbus-config", required=True, help="the session bus configuration")
     parser.add_argument("--openbox-config", default="", help="openbox's rc.xml (read-only for the apps)")
@@ -804,6 +877,8 @@ def main() -> None:
     parser.add_argument("--proxy-port", type=int, default=3128)
     parser.add_argument("--max-file-bytes", type=int, default=64 << 20)
     parser.add_argument("--max-output-bytes", type=int, default=1 << 20)
+    parser.add_argument("--launcher-fd", type=int, required=True, help="socket pair to the agent's launcher")
+    parser.add_argument("--launcher-pid", type=int, default=0, help="the launcher's pid (for the health report)")
     args = parser.parse_args()
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -821,9 +896,10 @@ def main() -> None:
         for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "VERL_CUA_PROXY"):
             os.environ[var] = proxy
         os.environ["no_proxy"] = os.environ["NO_PROXY"] = "localhost,127.0.0.1,::1"
-    clear_keyrings()  # what an earlier desktop of this uid left in the kernel's keyrings
-    desktop = Desktop(args)
-    _populate_home(args.template, args.home)
+    launcher = LauncherClient(socket.socket(fileno=args.launcher_fd))
+    launcher.start()
+    desktop = Desktop(args, launcher)
+    desktop.launcher_pid = args.launcher_pid or None
     desktop.start()
 
     Handler.desktop, Handler.token, Handler.max_file = desktop, token, args.max_file_bytes

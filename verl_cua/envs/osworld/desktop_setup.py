@@ -10,13 +10,11 @@ the failures, apps that exited with an error, and apps still without a window wh
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 
 NOT_FOUND = (126, 127)  # the shell's "not executable" and "command not found"
 QUIET_EXIT = frozenset({"pkill", "killall", "pgrep", "kill", "true", "false", "sleep", "xdotool", "wmctrl"})
-X_LIBRARIES = ("/libxcb.so", "/libX11.so")  # a process that maps one of them is an X client (will show a window)
 GUI_GRACE = 3.0  # seconds a launched process may take to load an X library before it counts as windowless
 
 
@@ -26,9 +24,8 @@ class SetupTracker:
     def __init__(self):
         self._lock = threading.Lock()
         self.failures: list[str] = []
-        # the Popen objects are kept so that Python never reaps them itself: the server's reaper does, and hands
-        # their exit status to `exited`
-        self.launched: list[tuple[subprocess.Popen, str, float]] = []
+        # pids of the apps launched (by the desktop's launcher, which reaps them and reports their exit status)
+        self.launched: list[tuple[int, str, float]] = []
         self.exit_codes: dict[int, int] = {}
 
     def clear(self) -> None:
@@ -37,9 +34,9 @@ class SetupTracker:
             self.failures, self.launched, self.exit_codes = [], [], {}
 
     def exited(self, pid: int, code: int) -> None:
-        """The server's reaper collected `pid` with exit status `code`."""
+        """The launcher reaped `pid` with exit status `code`."""
         with self._lock:
-            if any(proc.pid == pid for proc, _, _ in self.launched):
+            if any(launched == pid for launched, _, _ in self.launched):
                 self.exit_codes[pid] = code
 
     def failed(self, message: str) -> None:
@@ -53,32 +50,32 @@ class SetupTracker:
             error = (result.get("error") or "").strip().splitlines()
             self.failed(f"execute {_name(command)}: {error[-1] if error else 'command not found'}")
 
-    def launch(self, proc: subprocess.Popen, command) -> None:
+    def launch(self, pid: int, command) -> None:
         """Note an app the setup launched."""
         with self._lock:
-            self.launched.append((proc, _name(command), time.monotonic()))
+            self.launched.append((pid, _name(command), time.monotonic()))
 
-    def settle(self, windows_of, descendants, reap, timeout: float) -> dict:
-        """Wait until every running launched app shows a window (at most `timeout` s); what went wrong."""
+    def settle(self, windows_of, descendants, maps_x, timeout: float) -> dict:
+        """Wait until every running launched app shows a window (at most `timeout` s); what went wrong.
+        `maps_x(pids)`: which of them are X clients (the launcher reads that, as their user)."""
         start = time.monotonic()
         while True:
-            reap()
             with self._lock:
                 launched = list(self.launched)
                 failures = list(self.failures)
                 codes = dict(self.exit_codes)
             window_pids = windows_of()
             pending = []
-            for proc, name, since in launched:
-                code = codes.get(proc.pid)
-                if code is not None or not os.path.exists(f"/proc/{proc.pid}"):
+            for pid, name, since in launched:
+                code = codes.get(pid)
+                if code is not None or not os.path.exists(f"/proc/{pid}"):
                     if code not in (0, None) and name not in QUIET_EXIT:
                         failures.append(f"launch {name}: exited with status {code}")
                     continue
-                tree = {proc.pid, *descendants(proc.pid)}
+                tree = {pid, *descendants(pid)}
                 if tree & window_pids:
                     continue
-                if any(_maps_x(pid) for pid in tree) or time.monotonic() - since < GUI_GRACE:
+                if maps_x(sorted(tree)) or time.monotonic() - since < GUI_GRACE:
                     pending.append(name)
             if not pending or time.monotonic() - start >= timeout:
                 break
@@ -90,12 +87,3 @@ def _name(command) -> str:
     """The program a command runs (its first word), for messages."""
     words = command.split() if isinstance(command, str) else [str(c) for c in command or []]
     return os.path.basename(words[0]) if words else "?"
-
-
-def _maps_x(pid: int) -> bool:
-    """Whether process `pid` has an X client library mapped (it is, or is about to be, a GUI app)."""
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            return any(lib in line for line in f for lib in X_LIBRARIES)
-    except OSError:
-        return False

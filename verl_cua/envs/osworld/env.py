@@ -53,8 +53,12 @@ API_FORMAT = "api_gui"  # the action format whose observations name the focused 
 API_SETTLE = 0.5  # seconds the app gets to take keys sent in a step before an API call of the same step
 
 
-class SlowDesktop(InfraFailure):
-    """A healthy local desktop that did not act within `action_timeout` (not the agent's doing)."""
+EVALUATE_TIMEOUT = 90.0  # the whole evaluation, under the pool's evaluate_timeout (120 s), which would mask it
+
+
+class ActionTimeout(RuntimeError):
+    """An action that reached the desktop got no answer within `action_timeout`, and the host saw no fault of its own:
+    the agent's failure (its output's run time is bounded at parse time, so only what it did can make it wait)."""
 
 
 class OSWorldEnv:
@@ -78,6 +82,7 @@ class OSWorldEnv:
         start_timeout: float = 60.0,
         settle_timeout: float = 30.0,
         action_timeout: float = 30.0,
+        evaluate_timeout: float = EVALUATE_TIMEOUT,
         observation: str = "screenshot",
         observation_tokens: int = DEFAULT_BUDGET,
         **provider_kwargs: Any,
@@ -98,6 +103,7 @@ class OSWorldEnv:
         # local desktop: an action (execute + screenshot) with no answer after this long finds a frozen desktop (the
         # agent can stop its own server); it must stay under the pool's step_timeout, which would mask it as infra
         self.action_timeout = float(action_timeout)
+        self.evaluate_timeout = float(evaluate_timeout)
         self._own_cache = cache_dir is None
         self.cache_dir = Path(cache_dir or tempfile.mkdtemp(prefix="verl-cua-osworld-cache-"))
         self.local = None
@@ -183,12 +189,13 @@ class OSWorldEnv:
         try:
             self._check_alive("step")
             self._acted = True
+            self._desktop.is_environment_used = True  # any action, an API call too: the next reset reverts
             obs, done, api_result = self._send(payloads)
             self._last = self._observation(obs, api_result)
         except Exception as exc:
             self._done = True
             err = str(exc) if isinstance(exc, InfraFailure) else f"OSWorld step failed: {type(exc).__name__}: {exc}"
-            if self._agents_fault() and not isinstance(exc, SlowDesktop):
+            if self._agents_fault():
                 self.desktop_broken = True
                 info = step_info(action_valid=True, desktop_broken=True, error=f"the agent broke its desktop: {err}")
                 return StepResult(self._last, 0.0, True, info)
@@ -209,10 +216,14 @@ class OSWorldEnv:
             return self._broken("before evaluate")
         if self.local is not None:
             self.local.prepare()  # the next episode's sandbox boots while this one is evaluated
+        from verl_cua.envs.calls import call_with_timeout
+
         try:
-            score = float(self._desktop.evaluate())
+            score = float(call_with_timeout(self._evaluate, self.evaluate_timeout))
         except evaluators.MissingDependency:
             raise
+        except TimeoutError:
+            return self._evaluation_timed_out()
         except Exception as exc:
             if not self.healthy():
                 return self._broken(f"during evaluate ({type(exc).__name__}: {exc})")
@@ -324,9 +335,9 @@ class OSWorldEnv:
         try:
             return call_with_timeout(send, self.action_timeout)
         except TimeoutError:
-            if self.local.healthy():  # slow, not frozen: not the agent's doing
-                raise SlowDesktop(f"the desktop took over {self.action_timeout:g} s to act") from None
-            raise InfraFailure(f"the desktop stopped answering (no answer after {self.action_timeout:g} s)") from None
+            if fault := self.local.host_fault():
+                raise InfraFailure(f"the desktop stopped answering: {fault}") from None
+            raise ActionTimeout(f"the action got no answer within action_timeout ({self.action_timeout:g} s)") from None
 
     def _run_api(self, action: GUIAction) -> str:
         """Run one checked API call inside the desktop; its result text (a failed API's says why)."""
@@ -354,6 +365,24 @@ class OSWorldEnv:
             logger.info("%s: the agent broke its desktop (found %s); scored 0", self._task["id"], when)
             return 0.0
         raise InfraFailure(f"the desktop was not healthy {when} {self._task['id']}")
+
+    def _evaluate(self) -> float:
+        """DesktopEnv's evaluation; on a local desktop, its commands run as the server's user meanwhile."""
+        if self.local is None:
+            return self._desktop.evaluate()
+        with self.local.evaluation():
+            return self._desktop.evaluate()
+
+    def _evaluation_timed_out(self) -> float:
+        """An evaluation past `evaluate_timeout`: infra before the first action or for a host-side fault, otherwise
+        the agent's 0 (what it left running can only slow the evaluator's commands, never mask the episode)."""
+        reason = f"the evaluation ran past evaluate_timeout ({self.evaluate_timeout:g} s)"
+        if not self._agents_fault():
+            fault = self.local.host_fault() if self.local is not None else None
+            raise InfraFailure(f"{reason} on {self._task['id']}" + (f": {fault}" if fault else ""))
+        self.last_eval_error = reason
+        logger.info("%s: %s after the agent acted; scored 0", self._task["id"], reason)
+        return 0.0
 
     def _check_alive(self, what: str) -> None:
         if getattr(self, "_desktop", None) is None:

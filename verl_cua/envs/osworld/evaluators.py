@@ -154,7 +154,9 @@ def index(package: str) -> dict[str, str]:
     return names
 
 
-def _load(package: str, attr: str):
+def _load(package: str, attr: str, *, raw: bool = False):
+    """`package`'s function `attr`; a metric comes bounded (`metric_child`: a child process with limits) unless
+    `raw`."""
     if package == "getters":
         from verl_cua.envs.osworld.getter_fixes import GETTER_FIXES
 
@@ -176,9 +178,20 @@ def _load(package: str, attr: str):
                 _drop_stubs()
     fn = getattr(module, attr)
     message = missing_dependency(fn)
-    if message is None:
-        return fn
-    return _refusing(fn, message)
+    if message is not None:
+        return _refusing(fn, message)
+    if package == "metrics" and not raw and callable(fn):
+        from verl_cua.envs.osworld.metric_child import bounded
+
+        return bounded(attr, fn)
+    return fn
+
+
+def raw_metric(name: str):
+    """The metric `name` itself, run in this process (what the bounded child calls)."""
+    if name not in index("metrics"):
+        raise EvaluatorError(f"OSWorld has no metric {name!r}")
+    return _load("metrics", name, raw=True)
 
 
 def _drop_stubs() -> None:

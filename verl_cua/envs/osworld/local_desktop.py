@@ -50,7 +50,7 @@ RUNTIME_ROOT = Path(
     or ("/var/tmp/verl-cua-desktop" if os.geteuid() == 0 else f"/var/tmp/verl-cua-desktop-{os.geteuid()}")
 )
 HOME_TEMPLATE = envs_dir() / "local_desktop" / "home"
-SERVER_FILES = ("desktop_server.py", "desktop_a11y.py", "desktop_setup.py")
+SERVER_FILES = ("desktop_server.py", "desktop_a11y.py", "desktop_setup.py", "desktop_launcher.py")
 REQUIRED_BINARIES = {  # binary -> Debian package
     "bwrap": "bubblewrap",
     "Xvfb": "xvfb",
@@ -70,7 +70,9 @@ APP_PACKAGES = {
     "xterm": "xterm",
 }  # fmt: skip
 FIRST_DISPLAY = 100
-INFRA = ("server", "xvfb", "openbox", "dbus")  # what healthy() requires alive (the server's health names them)
+INFRA = ("server", "xvfb", "openbox", "dbus", "launcher")  # what healthy() requires alive (named by the server)
+MACHINERY = ("server", "xvfb")  # root mode: what runs as the server's uid, moved into its own cgroups once ready
+PAIR_BUFFER = 4 << 20  # the launcher's socket pair: one request (argv, environment) fits
 NETWORKS = ("none", "egress")  # none: loopback only; egress: the web through the host's proxy (public addresses only)
 PROXY_EXEMPT = "127.77.0.0/16"  # every desktop's loopback address: never through the user's HTTP proxy
 CDP_PORT = 9222  # Chromium's CDP inside the desktop's own network namespace (so the same for every desktop)
@@ -302,6 +304,7 @@ class LocalDesktop:
         self.runtime: Path | None = None
         self.identity: sandbox.Identity | None = None
         self.cgroups: list[Path] = []
+        self.machinery_cgroups: list[Path] = []
         self._relays: list[UnixRelay] = []
         self._lock = threading.RLock()
         self._spare: tuple[LocalDesktop, threading.Thread] | None = None  # prepare(): the next episode's sandbox
@@ -338,12 +341,26 @@ class LocalDesktop:
             name = runtime.name
             sandbox.remove_cgroups(name)
             self.cgroups = sandbox.create_cgroups(name, self.limits)
+            from verl_cua.envs.osworld import cdp_pin
+
+            cdp_pin.install()  # wherever a local desktop runs, Playwright's CDP connections are pinned to it
+            self.machinery_cgroups = sandbox.create_machinery_cgroups(name, self.limits) if self.cgroups else []
             token_r, token_w = os.pipe()
             info_r, info_w = os.pipe()  # bubblewrap writes the namespace init's pid there
+            seccomp_r, seccomp_w = os.pipe()  # the keyring filter, read by bubblewrap at start
+            os.write(seccomp_w, sandbox.keyring_filter())
+            os.close(seccomp_w)
+            pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # the launcher's end, the server's
+            for end in pair:
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PAIR_BUFFER)
+                end.set_inheritable(True)
             # the server's and CDP's listening sockets are made here, on the host side, and handed to the server as
             # fds: the socket dir is never bound into the sandbox, so nothing the agent writes lands on the host
             listeners = [_unix_listener(runtime / "sock" / name) for name in ("server.sock", "cdp.sock")]
             inner = ["/usr/bin/env", "-i", *self._environment()]
+            launcher = [*inner, f"{DESKTOP_VENV}/bin/python", "-s", f"{sandbox.PUB}/server/desktop_launcher.py"]
+            launcher += ["--socket-fd", str(pair[0].fileno()), "--home", sandbox.HOME]
+            launcher += ["--template", f"{sandbox.PUB}/home_template"]
             inner += [f"{DESKTOP_VENV}/bin/python", "-s", f"{sandbox.PUB}/server/desktop_server.py"]
             inner += ["--token-fd", str(token_r)]
             inner += ["--socket-fd", str(listeners[0].fileno()), "--cdp-socket-fd", str(listeners[1].fileno())]
@@ -352,6 +369,7 @@ class LocalDesktop:
             inner += ["--template", f"{sandbox.PUB}/home_template", "--infra", sandbox.INFRA_DIR]
             inner += ["--dbus-config", f"{sandbox.PUB}/dbus.conf", "--openbox-config", f"{sandbox.PUB}/openbox.xml"]
             inner += ["--max-file-bytes", str(self.limits.max_file), "--max-output-bytes", str(self.limits.max_output)]
+            inner += ["--launcher-fd", str(pair[1].fileno())]
             proxy_socket = None
             if self.network == "egress":
                 from verl_cua.envs.osworld.egress import EgressProxy
@@ -361,9 +379,11 @@ class LocalDesktop:
                 inner += ["--proxy-socket", f"{sandbox.SOCK}/proxy.sock"]
             argv = sandbox.bwrap_argv(
                 ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,
-                info_fd=info_w, command=inner, proxy_socket=proxy_socket,
+                info_fd=info_w, server=inner, launcher=launcher, pair=(pair[0].fileno(), pair[1].fileno()),
+                seccomp_fd=seccomp_r, proxy_socket=proxy_socket,
             )  # fmt: skip
-            handed = (token_r, info_w, *(listener.fileno() for listener in listeners))
+            handed = (token_r, info_w, seccomp_r, *(end.fileno() for end in pair))
+            handed += tuple(listener.fileno() for listener in listeners)
             try:
                 self.proc = subprocess.Popen(
                     sandbox.keeper_argv(self.cgroups, argv, handed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -371,10 +391,10 @@ class LocalDesktop:
                 )  # fmt: skip
                 _drain_log(self.proc.stdout, runtime / "server.log", self.limits.max_log)
             finally:
-                for fd in (token_r, info_w):
+                for fd in (token_r, info_w, seccomp_r):
                     with contextlib.suppress(OSError):
                         os.close(fd)
-                for listener in listeners:  # only the server accepts on them now
+                for listener in [*listeners, *pair]:  # only the server accepts on them now
                     listener.close()
             try:  # the token reaches the server through a pipe: never a file, argv or environment the desktop sees
                 os.write(token_w, f"{self.token}\n".encode())
@@ -383,6 +403,29 @@ class LocalDesktop:
             finally:
                 os.close(token_w)
             self._wait_ready(info_r)
+            self._move_machinery()
+
+    def _move_machinery(self) -> None:
+        """Root mode: the server and Xvfb (the server's uid) into their own cgroups, before the agent's first action;
+        every command the server starts from then on is born there."""
+        if not self.machinery_cgroups:
+            return
+        infra = self.request("GET", "/_verl_cua/health", timeout=10).json()["infra"]
+        pids = [self.host_pid(infra[name]) for name in MACHINERY if isinstance(infra.get(name), int)]
+        sandbox.join_cgroups(self.machinery_cgroups, [pid for pid in pids if pid is not None])
+
+    @contextlib.contextmanager
+    def evaluation(self):
+        """While it lasts, the server runs the evaluator's commands as its own user (no agent process can see, stop
+        or trace them), each bounded by its own timeout; setup routes (postconfig) stay the agent's. A desktop that
+        does not answer is left to the evaluation itself to find."""
+        with contextlib.suppress(requests.RequestException):
+            self.request("POST", "/_verl_cua/phase", json={"phase": "evaluate"}, timeout=10)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(requests.RequestException):
+                self.request("POST", "/_verl_cua/phase", json={"phase": "act"}, timeout=10)
 
     def revert(self) -> None:
         """End the episode's sandbox whole (every process, the X server, the window manager, IPC, every tmpfs) and
@@ -426,7 +469,7 @@ class LocalDesktop:
     def _forget(self) -> None:
         """Drop every handle on a sandbox without ending it (another LocalDesktop has taken it over)."""
         self.proc = self.init = self.runtime = self.identity = self._egress = self._display_lock = None
-        self._relays, self.cgroups, self.token = [], [], ""
+        self._relays, self.cgroups, self.machinery_cgroups, self.token = [], [], [], ""
 
     def _sibling(self) -> LocalDesktop:
         """A desktop with the same screen, limits and network (not started)."""
@@ -460,7 +503,7 @@ class LocalDesktop:
             if self.token:
                 NETRC.remove(self.host, self.token)
                 self.token = ""
-            self.cgroups = []
+            self.cgroups, self.machinery_cgroups = [], []
             if self.identity is not None and self.runtime is not None:
                 sandbox.clear_keyrings(self.identity)
             if self.runtime is not None:
@@ -589,14 +632,16 @@ class LocalDesktop:
         _openbox_config(pub / "openbox.xml")
         _dconf_defaults(pub / "home_template")
         passwd, group = sandbox.passwd_files(ident)
-        for name, text in (("dbus.conf", DBUS_CONFIG), ("passwd", passwd), ("group", group)):
+        (pub / "etc").mkdir(mode=0o755)  # the top layer of /etc's overlay (root mode)
+        for name, text in (("dbus.conf", DBUS_CONFIG), ("passwd", passwd), ("group", group),
+                           ("etc/passwd", passwd), ("etc/group", group)):  # fmt: skip
             (pub / name).write_text(text)
             (pub / name).chmod(0o644)
         (pub / "Xauthority").write_bytes(_xauthority(str(self.display), secrets.token_bytes(16)))
         (runtime / "sock").mkdir(mode=0o700)
-        if not ident.rootless:
-            os.chown(pub / "Xauthority", ident.uid, ident.gid)
-        (pub / "Xauthority").chmod(0o400)
+        if not ident.rootless:  # the agent's, and readable by the server's group (Xvfb, screenshots, xdotool)
+            os.chown(pub / "Xauthority", ident.uid, ident.machinery if ident.split else ident.gid)
+        (pub / "Xauthority").chmod(0o440 if ident.split else 0o400)
 
     def _environment(self) -> list[str]:
         env = {
@@ -655,6 +700,8 @@ class LocalDesktop:
             log = f"; server log: {lines[-1][:300]}" if lines else ""
         rc = self.proc.poll()
         self.stop()
+        if rc == sandbox.STAGE_FAILED:
+            raise DesktopStartError(f"local desktop not started: its root stage could not mount /proc or /usr{log}")
         if rc == sandbox.CGROUP_FAILED:
             raise DesktopStartError(f"local desktop not started: it could not join its cgroups{log}")
         if rc == 1 and "bwrap" in log:

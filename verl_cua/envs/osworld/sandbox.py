@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,6 +31,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 UID_BASE = int(os.environ.get("VERL_CUA_DESKTOP_UID_BASE", "1900000000"))  # root mode: uid = UID_BASE + slot
+MACHINERY_OFFSET = 1 << 20  # root mode: the server's own uid = UID_BASE + MACHINERY_OFFSET + slot
 ROOTLESS_UID = 1000  # the desktop user's uid inside a rootless sandbox (the caller's uid outside)
 HOSTNAME = "verl-cua-desktop"  # the sandbox's own (UTS namespace): the host's name is not shown
 HOME = "/home/user"  # OSWorld's VM user is `user` with this HOME
@@ -38,6 +40,8 @@ PUB = "/run/verl-cua"  # the runtime files, read-only inside
 SOCK = "/run/verl-cua-sock"  # the egress proxy's socket (read-only), when egress is on
 INFRA_DIR = "/run/verl-cua-infra"  # execute-only copies of the infra binaries
 INFRA_BINARIES = ("Xvfb", "openbox", "dbus-daemon")
+EMPTY = "/run/verl-cua-empty"  # the empty top layer of the read-only overlays
+STAGE_FAILED = 97  # the sandbox's root stage could not mount its /proc or overlays
 CGROUP_FAILED = 98  # the keeper's exit status when it cannot join its cgroups
 GiB, MiB = 1 << 30, 1 << 20
 # The keeper (bash): join the cgroups ($0, colon-separated cgroup.procs files), start bubblewrap (its stdin is
@@ -98,25 +102,35 @@ def parse_size(raw: str, name: str) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Identity:
-    """Who the desktop runs as: its uid and gid inside the sandbox, and whether bubblewrap maps them (rootless)."""
+    """Who the desktop runs as: the agent's uid and gid inside the sandbox, the server's (`machinery`: the same
+    rootless), and whether bubblewrap maps them (rootless)."""
 
     uid: int
     gid: int
     rootless: bool
+    machinery: int = -1  # root mode: the uid (and gid) of the server and every command it runs for the host
+
+    @property
+    def split(self) -> bool:
+        """Whether the server runs under an identity of its own (root mode)."""
+        return not self.rootless and self.machinery >= 0
 
 
 def identity(slot: int) -> Identity:
-    """Root: a uid of its own per desktop (no passwd entry on the host); otherwise a user namespace."""
+    """Root: two uids of their own per desktop, the agent's and the server's (no passwd entry on the host);
+    otherwise a user namespace, one uid for both."""
     if os.geteuid() != 0:
         return Identity(ROOTLESS_UID, ROOTLESS_UID, rootless=True)
     import pwd
 
-    uid = UID_BASE + slot
-    try:
-        owner = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return Identity(uid, uid, rootless=False)
-    raise RuntimeError(f"uid {uid} belongs to {owner}: set VERL_CUA_DESKTOP_UID_BASE to a free range")
+    uid, machinery = UID_BASE + slot, UID_BASE + MACHINERY_OFFSET + slot
+    for candidate in (uid, machinery):
+        try:
+            owner = pwd.getpwuid(candidate).pw_name
+        except KeyError:
+            continue
+        raise RuntimeError(f"uid {candidate} belongs to {owner}: set VERL_CUA_DESKTOP_UID_BASE to a free range")
+    return Identity(uid, uid, rootless=False, machinery=machinery)
 
 
 @functools.lru_cache(maxsize=1)
@@ -182,16 +196,64 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
         return []
 
 
+MACHINERY_MEMORY = 2 * GiB  # the server, Xvfb and the evaluator's commands
+MACHINERY_PIDS = 512
+MACHINERY_SHARES = 4096  # 4x a default group's CPU weight: the server's commands get the CPU the agent's do not
+
+
+def create_machinery_cgroups(name: str, limits: Limits) -> list[Path]:
+    """The server's own cgroups (root mode), beside the agent's: its own memory and pids, a CPU quota of its own
+    and 4x the CPU weight, so screenshots and the evaluator's commands run however busy or frozen the agent's
+    cgroup is. Returns the `cgroup.procs` files ([] when cgroups cannot be used)."""
+    if os.geteuid() != 0:
+        return []
+    own = f"{name}-machinery"
+    try:
+        if (CGROUP_ROOT / "cgroup.controllers").exists():
+            group = CGROUP_ROOT / "verl-cua" / own
+            group.mkdir(exist_ok=True)
+            (group / "pids.max").write_text(str(MACHINERY_PIDS))
+            (group / "memory.max").write_text(str(MACHINERY_MEMORY))
+            (group / "cpu.max").write_text(f"{_quota_us(limits)} {CPU_PERIOD_US}")
+            (group / "cpu.weight").write_text(str(MACHINERY_SHARES * 100 // 1024))
+            return [group / "cgroup.procs"]
+        procs = []
+        for controller, files in (
+            ("pids", {"pids.max": MACHINERY_PIDS}),
+            ("memory", {"memory.limit_in_bytes": MACHINERY_MEMORY}),
+            ("cpu", {"cpu.cfs_period_us": CPU_PERIOD_US, "cpu.cfs_quota_us": _quota_us(limits),
+                     "cpu.shares": MACHINERY_SHARES}),
+        ):  # fmt: skip
+            group = CGROUP_ROOT / controller / "verl-cua" / own
+            group.mkdir(parents=True, exist_ok=True)
+            for file, value in files.items():
+                (group / file).write_text(str(value))
+            procs.append(group / "cgroup.procs")
+        return procs
+    except OSError as exc:
+        warn_once(f"local desktop: no cgroup of its own for the server ({exc}); it shares the agent's")
+        return []
+
+
+def join_cgroups(procs: list[Path], pids: list[int]) -> None:
+    """Move processes (every thread of each) into the cgroups whose `cgroup.procs` files are given."""
+    for path in procs:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                path.write_text(str(pid))
+
+
 def _quota_us(limits: Limits) -> int:
     return max(1000, round(limits.cpus * CPU_PERIOD_US))
 
 
 def remove_cgroups(name: str) -> None:
-    """Remove the desktop's cgroup dirs (their processes must be gone)."""
-    v1 = (CGROUP_ROOT / c / "verl-cua" / name for c in ("pids", "memory", "cpu"))
-    for group in (CGROUP_ROOT / "verl-cua" / name, *v1):
-        with contextlib.suppress(OSError):
-            group.rmdir()
+    """Remove the desktop's cgroup dirs, the agent's and the server's (their processes must be gone)."""
+    for own in (name, f"{name}-machinery"):
+        v1 = (CGROUP_ROOT / c / "verl-cua" / own for c in ("pids", "memory", "cpu"))
+        for group in (CGROUP_ROOT / "verl-cua" / own, *v1):
+            with contextlib.suppress(OSError):
+                group.rmdir()
 
 
 def cgroup_usage(procs: list[Path]) -> dict[str, int]:
@@ -262,15 +324,19 @@ def _system_binds() -> list[str]:
 
 
 def bwrap_argv(
-    *, ident: Identity, runtime: Path, infra: Path, venv: str, limits: Limits, info_fd: int, command: list[str],
-    proxy_socket: Path | None = None,
+    *, ident: Identity, runtime: Path, infra: Path, venv: str, limits: Limits, info_fd: int, server: list[str],
+    launcher: list[str], pair: tuple[int, int], seccomp_fd: int | None = None, proxy_socket: Path | None = None,
 ) -> list[str]:  # fmt: skip
-    """bubblewrap's command line for one desktop running `command` (as the desktop user, no capability left).
+    """bubblewrap's command line for one desktop: its root stage (`stage`) starts `launcher` as the agent's user
+    and `server` as the server's, joined by the socket pair `pair` (launcher's end, server's end).
 
     Nothing of the host is writable inside: the server's sockets come in as file descriptors, and the egress
     proxy's socket (`proxy_socket`, when given) is bound read-only at SOCK/proxy.sock (connecting needs no write).
+    `seccomp_fd`: a filter bubblewrap installs for every process of the sandbox (`keyring_filter`).
     """
     args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     if ident.rootless:
         args += ["--unshare-user", "--uid", str(ident.uid), "--gid", str(ident.gid)]
     args += ["--die-with-parent", "--new-session", "--hostname", HOSTNAME, "--info-fd", str(info_fd)]
@@ -289,22 +355,99 @@ def bwrap_argv(
     args += ["--perms", "1777", "--size", str(8 * MiB), "--tmpfs", "/run/lock"]
     args += ["--perms", "1777", "--size", str(64 * MiB), "--tmpfs", "/run/user"]
     args += ["--ro-bind", str(runtime / "pub"), PUB, "--ro-bind", str(infra), INFRA_DIR]
+    args += ["--perms", "0755", "--dir", EMPTY]
     if proxy_socket is not None:
         args += ["--perms", "0755", "--dir", SOCK, "--ro-bind", str(proxy_socket), f"{SOCK}/proxy.sock"]
     args += ["--chdir", "/"]
-    args += ["--", "prlimit", f"--nproc={limits.pids}:{limits.pids}", "--"]
-    if not ident.rootless:  # bubblewrap runs as root here: drop to the desktop's uid, every capability and privilege
-        args += ["setpriv", f"--reuid={ident.uid}", f"--regid={ident.gid}", "--clear-groups", "--no-new-privs",
+    return [*args, "--", "/bin/bash", "-c", stage(ident, limits, server, launcher, pair)]
+
+
+def stage(ident: Identity, limits: Limits, server: list[str], launcher: list[str], pair: tuple[int, int]) -> str:
+    """The sandbox's first shell, bash (as root in root mode, before any agent process exists).
+
+    Root mode: /proc remounted with `hidepid=invisible` (the agent sees only its own processes; the server's group
+    sees all), /usr and /etc as read-only overlays (inodes of their own: no inotify watch inside sees the host use
+    them), then the launcher as the agent's uid with no capability, and the server as its own uid with only
+    CAP_DAC_READ_SEARCH (it and the evaluator's commands read the agent's files). Rootless: both as the one user.
+    """
+    launcher_fd, server_fd = pair
+    nproc = ["prlimit", f"--nproc={limits.pids}:{limits.pids}", "--"]
+    lines, agent, machinery = [], [], []
+    if ident.split:  # bubblewrap runs as root here: drop to each identity, every other capability and privilege
+        m = ident.machinery
+        lines += [f"mount -o remount,hidepid=invisible,gid={m} /proc || exit {STAGE_FAILED}"]
+        lines += [f"mount -t overlay verl-cua-usr -o ro,lowerdir=/usr:{EMPTY} /usr || exit {STAGE_FAILED}"]
+        lines += [f"mount -t overlay verl-cua-etc -o ro,lowerdir={PUB}/etc:/etc /etc || exit {STAGE_FAILED}"]
+        agent = ["setpriv", f"--reuid={ident.uid}", f"--regid={ident.gid}", "--clear-groups", "--no-new-privs",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]  # fmt: skip
-    return args + command
+        caps = "-all,+dac_read_search"
+        machinery = ["setpriv", f"--reuid={m}", f"--regid={m}", "--clear-groups", "--no-new-privs",
+                     f"--inh-caps={caps}", f"--ambient-caps={caps}", f"--bounding-set={caps}", "--"]  # fmt: skip
+    lines += [f"{shlex.join([*nproc, *agent, *launcher])} {int(server_fd)}<&- &"]
+    lines += [f"exec {shlex.join([*nproc, *machinery, *server])} --launcher-pid $! {int(launcher_fd)}<&-"]
+    return "\n".join(lines)
 
 
-# the calling uid's user, user-session and persistent keyrings emptied (keyctl CLEAR on @u, @us and the persistent
-# keyring GET_PERSISTENT links into the process keyring); the desktop's server does the same when it starts
+# -- the keyring syscalls, denied ----------------------------------------------------------------------------------
+# (audit arch, add_key, request_key, keyctl) of the ABIs a desktop's process may call; x32 (nr | 0x40000000) denied
+KEYRING_SYSCALLS = {
+    "x86_64": ((0xC000003E, 248, 249, 250), (0x40000003, 286, 287, 288)),  # x86_64, i386
+    "aarch64": ((0xC00000B7, 217, 218, 219), (0x40000028, 309, 310, 311)),  # aarch64, arm
+}
+ENOSYS = 38
+
+
+def keyring_filter(machine: str | None = None) -> bytes:
+    """A seccomp BPF program: add_key, request_key and keyctl fail with ENOSYS (as on a kernel without keys), every
+    other call is allowed. Kernel keyrings belong to a uid and outlive its processes, so nothing of them may be made
+    inside a desktop; a call of an unknown ABI fails too."""
+    import struct
+
+    abis = KEYRING_SYSCALLS.get(machine or os.uname().machine)
+    if abis is None:
+        raise RuntimeError(f"no keyring filter for {machine or os.uname().machine}")
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | ENOSYS
+    code: list[tuple] = [(ld, "", "", 4)]  # the arch
+    for i, (arch, *_nrs) in enumerate(abis):
+        code.append((jeq, f"abi{i}", "", arch))
+    code.append((ret, "", "", deny))
+    for i, (_arch, *nrs) in enumerate(abis):
+        code.append(("label", f"abi{i}"))
+        code.append((ld, "", "", 0))  # the call's number
+        if i == 0 and abis[0][0] == 0xC000003E:
+            code.append((jge, "deny", "", 0x40000000))
+        code.extend((jeq, "deny", "", nr) for nr in nrs)
+        code.append((ret, "", "", allow))
+    code.append(("label", "deny"))
+    code.append((ret, "", "", deny))
+    labels, index = {}, 0
+    for op in code:
+        if op[0] == "label":
+            labels[op[1]] = index
+        else:
+            index += 1
+    out, index = b"", 0
+    for op in code:
+        if op[0] == "label":
+            continue
+        op_code, true, false, k = op
+        jt = labels[true] - index - 1 if true else 0
+        jf = labels[false] - index - 1 if false else 0
+        out += struct.pack("<HBBI", op_code, jt, jf, k)
+        index += 1
+    return out
+
+
+# the calling uid's user, user-session and persistent keyrings given back their owner's permissions (SETPERM), emptied
+# (CLEAR) and checked empty (READ returns the size of the list of key ids): exit 3 when one is not. No process in a
+# desktop can make keys (keyring_filter); this is the host's check at close that none did.
 CLEAR_KEYRINGS = (
-    "import ctypes, platform\nlibc = ctypes.CDLL(None)\nnr = {'x86_64': 250, 'aarch64': 219}[platform.machine()]\n"
-    "persistent = libc.syscall(nr, 22, -1, -2)\nfor ring in [-4, -5] + [persistent] * (persistent > 0):\n"
-    "    libc.syscall(nr, 7, ring)\n"
+    "import ctypes, platform, sys\nlibc = ctypes.CDLL(None)\nnr = {'x86_64': 250, 'aarch64': 219}[platform.machine()]\n"
+    "persistent = libc.syscall(nr, 22, -1, -2)\nleft = 0\n"
+    "for ring in [-4, -5] + [persistent] * (persistent > 0):\n"
+    "    libc.syscall(nr, 5, ring, 0x3F3F0000)\n    libc.syscall(nr, 7, ring)\n"
+    "    left += max(0, libc.syscall(nr, 11, ring, None, 0))\nsys.exit(3 if left else 0)\n"
 )
 
 
@@ -313,9 +456,15 @@ def clear_keyrings(ident: Identity) -> None:
     desktop in the slot; rootless desktops get fresh ones with each user namespace)."""
     if ident.rootless or os.geteuid() != 0:
         return
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(["/usr/bin/python3", "-S", "-c", CLEAR_KEYRINGS], user=ident.uid, group=ident.gid,
-                       extra_groups=[], timeout=10, capture_output=True, cwd="/")  # fmt: skip
+    try:
+        result = subprocess.run(["/usr/bin/python3", "-S", "-c", CLEAR_KEYRINGS], user=ident.uid, group=ident.gid,
+                                extra_groups=[], timeout=10, capture_output=True, cwd="/")  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.error("local desktop: the keyrings of uid %d were not cleared (%s)", ident.uid, exc)
+        return
+    if result.returncode != 0:
+        logger.error("local desktop: the keyrings of uid %d are not empty after clearing (exit %d): keys of this "
+                     "desktop may reach the next one in its slot", ident.uid, result.returncode)  # fmt: skip
 
 
 def keeper_argv(cgroup_procs: list[Path], argv: list[str], handed: tuple[int, ...] = ()) -> list[str]:
@@ -329,4 +478,7 @@ def passwd_files(ident: Identity) -> tuple[str, str]:
     passwd = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
     passwd += f"user:x:{ident.uid}:{ident.gid}:verl-cua desktop:{HOME}:/bin/bash\n"
     group = f"root:x:0:\nuser:x:{ident.gid}:\n"
+    if ident.split:
+        passwd += f"verl-cua:x:{ident.machinery}:{ident.machinery}:verl-cua desktop server:/:/usr/sbin/nologin\n"
+        group += f"verl-cua:x:{ident.machinery}:\n"
     return passwd, group
