@@ -23,6 +23,7 @@ import pytest
 from verl_cua.actions.runtime import CALL_SECONDS, CHAR_SECONDS, MAX_RUN_SECONDS
 from verl_cua.envs import make_env
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
+from verl_cua.envs.osworld.metric_child import ENTRY
 from verl_cua.testing.bombs import cell_bomb
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -205,7 +206,7 @@ def test_a_spreadsheet_of_millions_of_empty_cells_costs_the_host_a_bounded_child
     assert time.monotonic() - start < 80 and "compare_table" in (env.last_eval_error or "compare_table")
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 300 * 1024  # kB: the trainer kept its memory
     children = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
-    assert not any("metric_child" in c for c in children), children  # the child was killed: nothing runs on
+    assert not any(ENTRY in c for c in children), children  # the child was killed: nothing runs on
 
 
 # -- 5. state that survives --------------------------------------------------------------------------------------
@@ -269,6 +270,7 @@ PIN_PROBE = """
 import asyncio, http.server, json, threading
 from verl_cua.envs.osworld.cdp_pin import CDPRedirectRefused
 from verl_cua.envs.osworld.local_desktop import LocalDesktop
+from verl_cua.envs.osworld.metric_child import ENTRY
 from verl_cua.testing.bombs import cell_bomb
 
 class Fake(http.server.BaseHTTPRequestHandler):  # a CDP endpoint that names another port (what an agent could run)

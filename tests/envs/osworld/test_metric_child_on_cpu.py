@@ -4,13 +4,14 @@ what the child answers is JSON (never unpickled)."""
 
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
 import pytest
 
 from verl_cua.envs.osworld import evaluators
-from verl_cua.envs.osworld.metric_child import MetricLimit, MetricLimits, call_metric, screen_office_files
+from verl_cua.envs.osworld.metric_child import ENTRY, MetricLimit, MetricLimits, call_metric, screen_office_files
 from verl_cua.testing.bombs import cell_bomb
 
 pytest.importorskip("desktop_env")
@@ -37,13 +38,21 @@ def test_a_metric_that_raises_in_its_child_raises_one_line_here():
         evaluators.metric("exact_match")("a", "not a dict")
 
 
+def _children() -> list[str]:
+    return [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True) if ENTRY in " ".join(p.cmdline())]
+
+
 def test_the_wall_clock_bound_kills_the_child_and_leaves_nothing_running(bomb):
+    seen = []
+    watcher = threading.Thread(target=lambda: seen.extend(_children() for _ in range(40) if not time.sleep(0.05)))
+    watcher.start()
     start = time.monotonic()
     with pytest.raises(MetricLimit, match=r"ran past 2 s \(killed\)"):
         call_metric("compare_table", (bomb, None), RULES, MetricLimits(wall_seconds=2.0))
+    watcher.join()
     assert time.monotonic() - start < 10
-    children = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
-    assert not any("metric_child" in c for c in children), children
+    assert any(seen), "the metric ran in no child"  # the control: it was there while it ran
+    assert _children() == []
 
 
 def test_the_memory_bound_holds_the_child_not_this_process(bomb):
@@ -71,3 +80,11 @@ def test_the_limits_come_from_the_environment(monkeypatch):
     limits = MetricLimits.from_env()
     assert (limits.memory, limits.wall_seconds, limits.cpu_seconds) == (2 << 30, 30.0, MetricLimits().cpu_seconds)
     assert MetricLimits().wall_seconds < 90  # under the env's evaluate_timeout
+
+
+def test_a_child_that_cannot_start_is_our_failure_never_the_agents_zero(monkeypatch):
+    from verl_cua.envs.osworld import metric_child
+
+    monkeypatch.setattr(metric_child, "ENTRY", "verl_cua.envs.osworld.no_such_entry")
+    with pytest.raises(metric_child.MetricChildBroken, match=r"failed to start \(exit 1\).*No module named"):
+        call_metric("exact_match", ("a", {"expected": "a"}), {})

@@ -42,6 +42,7 @@ from verl_cua.envs.observation import (
     with_elements,
 )
 from verl_cua.envs.osworld import PROVIDERS, evaluators
+from verl_cua.envs.osworld.metric_child import MetricChildBroken
 from verl_cua.envs.osworld.tasks import load_task, stage_cache
 
 logger = logging.getLogger(__name__)
@@ -222,6 +223,8 @@ class OSWorldEnv:
             score = float(call_with_timeout(self._evaluate, self.evaluate_timeout))
         except evaluators.MissingDependency:
             raise
+        except MetricChildBroken as exc:  # our own failure: never the agent's 0
+            raise InfraFailure(f"evaluating {self._task['id']}: {exc}") from exc
         except TimeoutError:
             return self._evaluation_timed_out()
         except Exception as exc:

@@ -3,7 +3,7 @@
 A metric reads what the getters fetched from the desktop (a spreadsheet, a document, an image), so its input is the
 agent's. A small xlsx of millions of cells costs a parser minutes and gigabytes; in the trainer's process that would
 stall the evaluation past the pool's timeout (a masked episode, and a thread left running). Here each metric call runs
-in a fresh Python (`python -m verl_cua.envs.osworld.metric_child`) that limits its own address space and CPU time
+in a fresh Python (`python -m verl_cua.envs.osworld.metric_entry`) that limits its own address space and CPU time
 before it reads anything; the parent kills it at a wall-clock bound. A limit blown is the agent's 0 (`MetricLimit`,
 which the env scores 0 with the reason). Office files (zip containers) are screened first by their uncompressed size.
 The child gets its arguments pickled from the parent (trusted) and answers in JSON (never unpickled: the child parsed
@@ -23,11 +23,16 @@ import zipfile
 
 from verl_cua.envs.osworld.sandbox import GiB, MiB, parse_size
 
+ENTRY = "verl_cua.envs.osworld.metric_entry"  # the child's module (it imports the evaluators; this one must not)
 OFFICE_SUFFIXES = (".xlsx", ".xlsm", ".docx", ".pptx", ".ods", ".odt", ".odp", ".zip")
 
 
 class MetricLimit(RuntimeError):
     """A metric blew its memory, CPU or wall-clock bound, or its input was over the size screen: the agent's 0."""
+
+
+class MetricChildBroken(RuntimeError):
+    """The child failed before it ran the metric (our fault, never the agent's: an infra failure, not a 0)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,11 +73,11 @@ def call_metric(name: str, args: tuple, kwargs: dict, limits: MetricLimits | Non
     screen_office_files((args, kwargs), limits.unzipped)
     request = pickle.dumps((name, args, kwargs, limits))
     proc = subprocess.Popen(
-        [sys.executable, "-s", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, cwd="/", start_new_session=True,
+        [sys.executable, "-s", "-m", ENTRY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd="/", start_new_session=True,
     )  # fmt: skip
     try:
-        out, _ = proc.communicate(request, timeout=limits.wall_seconds)
+        out, err = proc.communicate(request, timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
@@ -82,8 +87,10 @@ def call_metric(name: str, args: tuple, kwargs: dict, limits: MetricLimits | Non
     except (ValueError, IndexError):
         answer = None
     if not isinstance(answer, dict):
-        why = _death(proc.returncode, limits)
-        raise MetricLimit(f"metric {name} died without an answer ({why})")
+        if proc.returncode > 0:  # exited on its own before answering: it never got to the metric
+            last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1][:300]
+            raise MetricChildBroken(f"the metric child for {name} failed to start (exit {proc.returncode}): {last}")
+        raise MetricLimit(f"metric {name} died without an answer ({_death(proc.returncode, limits)})")
     if "error" in answer:
         if answer.get("limit"):
             raise MetricLimit(f"metric {name}: {answer['error']}")
@@ -115,38 +122,3 @@ def screen_office_files(value, cap: int) -> None:
     elif isinstance(value, dict):
         for item in value.values():
             screen_office_files(item, cap)
-
-
-def _child() -> None:
-    """The child: limit itself, read the request, run the metric, print one JSON line."""
-    import resource
-
-    request = sys.stdin.buffer.read()
-    name, args, kwargs, limits = pickle.loads(request)  # noqa: S301 - from the parent, which is trusted
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-    real_stdout = os.dup(1)
-    os.dup2(2, 1)  # what the metric prints goes nowhere: only our one line is read
-    try:
-        from verl_cua.envs.osworld import evaluators
-
-        evaluators.install()
-        fn = evaluators.raw_metric(name)
-        result = fn(*args, **kwargs)
-        answer = {"result": _plain(result)}
-    except MemoryError:
-        answer = {"error": f"over {limits.memory} bytes of memory", "limit": True}
-    except BaseException as exc:  # the parent scores it 0 with this reason
-        answer = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    os.write(real_stdout, (json.dumps(answer) + "\n").encode())
-
-
-def _plain(result):
-    """A metric's result as JSON (numbers and bools as they are, anything else as a float)."""
-    if result is None or isinstance(result, (bool, int, float)):
-        return result
-    return float(result)
-
-
-if __name__ == "__main__":
-    _child()
