@@ -28,7 +28,11 @@ from verl_cua.testing.bombs import cell_bomb
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCREEN = (640, 480)
-DONE_CHECK = "test -d ~/Documents/done && echo ok # probe-evaluator"  # the marker lets the attack find the command
+# a getter's command as OSWorld's tasks write them (a Python one-liner); the marker lets the attack find it
+DONE_CHECK = (
+    "python3 -c \"import os; print('ok' if os.path.isdir(os.path.expanduser('~/Documents/done')) else 'no')\""
+    " # probe-evaluator"
+)
 DONE = {  # never done by these attacks: a 1.0 can only be forged
     "id": "machinery-mkdir",
     "instruction": "Create the folder ~/Documents/done.",
@@ -142,9 +146,16 @@ def test_a_daemon_can_neither_forge_nor_stall_the_evaluators_command(env, attack
 
 
 @root_only
-def test_the_agent_cannot_see_signal_or_trace_the_server_or_xvfb(env):
-    env.reset(DONE)
-    d = env.local
+def test_the_agent_cannot_see_signal_or_trace_the_server_or_xvfb(local_desktop):
+    d = LocalDesktop(screen=SCREEN)  # its own: the attack stops every process it may signal
+    d.start()
+    try:
+        _cannot_reach_the_machinery(d)
+    finally:
+        d.stop()
+
+
+def _cannot_reach_the_machinery(d: LocalDesktop) -> None:
     infra = d.request("GET", "/_verl_cua/health").json()["infra"]
     server, xvfb = infra["server"], infra["xvfb"]
     trace = f"import ctypes, sys; sys.exit(ctypes.CDLL(None).ptrace(16, {server}, 0, 0) != -1)"

@@ -43,9 +43,11 @@ from urllib.parse import parse_qs
 
 try:  # inside the desktop: the files next to this one
     from desktop_launcher import LauncherClient
+    from desktop_launcher import descendants as _descendants
     from desktop_setup import SetupTracker
 except ImportError:  # imported as part of verl_cua (tests)
     from verl_cua.envs.osworld.desktop_launcher import LauncherClient
+    from verl_cua.envs.osworld.desktop_launcher import descendants as _descendants
     from verl_cua.envs.osworld.desktop_setup import SetupTracker
 
 PR_SET_DUMPABLE = 4
@@ -405,19 +407,6 @@ def _process_table() -> dict[int, tuple[int, str]]:
         except (OSError, IndexError, ValueError):
             continue
     return table
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every descendant of `pid` (one snapshot of the process table)."""
-    children: dict[int, list[int]] = {}
-    for child, (ppid, _state) in _process_table().items():
-        children.setdefault(ppid, []).append(child)
-    out, stack = [], list(children.get(pid, []))
-    while stack:
-        child = stack.pop()
-        out.append(child)
-        stack.extend(children.get(child, []))
-    return out
 
 
 def _read_capped(stream, buf: bytearray, cap: int) -> None:

@@ -163,6 +163,7 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
     """
     if os.geteuid() != 0:
         return []
+    quota = _quota_us(limits)
     try:
         if (CGROUP_ROOT / "cgroup.controllers").exists():
             parent = CGROUP_ROOT / "verl-cua"
@@ -170,26 +171,13 @@ def create_cgroups(name: str, limits: Limits) -> list[Path]:
             with contextlib.suppress(OSError):  # needs the root's subtree_control to allow them
                 (CGROUP_ROOT / "cgroup.subtree_control").write_text("+pids +memory +cpu")
             (parent / "cgroup.subtree_control").write_text("+pids +memory +cpu")
-            group = parent / name
-            group.mkdir(exist_ok=True)
-            (group / "pids.max").write_text(str(limits.pids))
-            (group / "memory.max").write_text(str(limits.memory))
-            (group / "cpu.max").write_text(f"{_quota_us(limits)} {CPU_PERIOD_US}")
-            with contextlib.suppress(OSError):
-                (group / "memory.swap.max").write_text("0")
-            return [group / "cgroup.procs"]
-        procs = []
-        for controller, files in (
-            ("pids", {"pids.max": limits.pids}),
-            ("memory", {"memory.limit_in_bytes": limits.memory}),
-            ("cpu", {"cpu.cfs_period_us": CPU_PERIOD_US, "cpu.cfs_quota_us": _quota_us(limits)}),
-        ):
-            group = CGROUP_ROOT / controller / "verl-cua" / name
-            group.mkdir(parents=True, exist_ok=True)
-            for file, value in files.items():
-                (group / file).write_text(str(value))
-            procs.append(group / "cgroup.procs")
-        return procs
+        return _cgroups(
+            name,
+            {"pids.max": limits.pids, "memory.max": limits.memory, "cpu.max": f"{quota} {CPU_PERIOD_US}"},
+            {"pids": {"pids.max": limits.pids}, "memory": {"memory.limit_in_bytes": limits.memory},
+             "cpu": {"cpu.cfs_period_us": CPU_PERIOD_US, "cpu.cfs_quota_us": quota}},
+            optional={"memory.swap.max": 0},
+        )  # fmt: skip
     except OSError as exc:
         warn_once(f"local desktop: no cgroup limits ({exc}); pids are bounded by RLIMIT_NPROC, memory and CPU are not")
         remove_cgroups(name)
@@ -202,37 +190,45 @@ MACHINERY_SHARES = 4096  # 4x a default group's CPU weight: the server's command
 
 
 def create_machinery_cgroups(name: str, limits: Limits) -> list[Path]:
-    """The server's own cgroups (root mode), beside the agent's: its own memory and pids, a CPU quota of its own
-    and 4x the CPU weight, so screenshots and the evaluator's commands run however busy or frozen the agent's
-    cgroup is. Returns the `cgroup.procs` files ([] when cgroups cannot be used)."""
+    """The server's own cgroups (root mode), beside the agent's (`create_cgroups` made the parents): its own memory
+    and pids, a CPU quota of its own and 4x the CPU weight, so screenshots and the evaluator's commands run however
+    busy or frozen the agent's cgroup is. Returns the `cgroup.procs` files ([] when cgroups cannot be used)."""
     if os.geteuid() != 0:
         return []
-    own = f"{name}-machinery"
+    quota = _quota_us(limits)
     try:
-        if (CGROUP_ROOT / "cgroup.controllers").exists():
-            group = CGROUP_ROOT / "verl-cua" / own
-            group.mkdir(exist_ok=True)
-            (group / "pids.max").write_text(str(MACHINERY_PIDS))
-            (group / "memory.max").write_text(str(MACHINERY_MEMORY))
-            (group / "cpu.max").write_text(f"{_quota_us(limits)} {CPU_PERIOD_US}")
-            (group / "cpu.weight").write_text(str(MACHINERY_SHARES * 100 // 1024))
-            return [group / "cgroup.procs"]
-        procs = []
-        for controller, files in (
-            ("pids", {"pids.max": MACHINERY_PIDS}),
-            ("memory", {"memory.limit_in_bytes": MACHINERY_MEMORY}),
-            ("cpu", {"cpu.cfs_period_us": CPU_PERIOD_US, "cpu.cfs_quota_us": _quota_us(limits),
-                     "cpu.shares": MACHINERY_SHARES}),
-        ):  # fmt: skip
-            group = CGROUP_ROOT / controller / "verl-cua" / own
-            group.mkdir(parents=True, exist_ok=True)
-            for file, value in files.items():
-                (group / file).write_text(str(value))
-            procs.append(group / "cgroup.procs")
-        return procs
+        return _cgroups(
+            f"{name}-machinery",
+            {"pids.max": MACHINERY_PIDS, "memory.max": MACHINERY_MEMORY, "cpu.max": f"{quota} {CPU_PERIOD_US}",
+             "cpu.weight": MACHINERY_SHARES * 100 // 1024},
+            {"pids": {"pids.max": MACHINERY_PIDS}, "memory": {"memory.limit_in_bytes": MACHINERY_MEMORY},
+             "cpu": {"cpu.cfs_period_us": CPU_PERIOD_US, "cpu.cfs_quota_us": quota, "cpu.shares": MACHINERY_SHARES}},
+        )  # fmt: skip
     except OSError as exc:
         warn_once(f"local desktop: no cgroup of its own for the server ({exc}); it shares the agent's")
         return []
+
+
+def _cgroups(own: str, v2: dict, v1: dict[str, dict], optional: dict | None = None) -> list[Path]:
+    """Make the cgroup `verl-cua/<own>` with the given files (v2 when mounted, else one dir per v1 controller);
+    its `cgroup.procs` files. `optional`: v2 files written if the kernel has them."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        group = CGROUP_ROOT / "verl-cua" / own
+        group.mkdir(exist_ok=True)
+        for file, value in v2.items():
+            (group / file).write_text(str(value))
+        for file, value in (optional or {}).items():
+            with contextlib.suppress(OSError):
+                (group / file).write_text(str(value))
+        return [group / "cgroup.procs"]
+    procs = []
+    for controller, files in v1.items():
+        group = CGROUP_ROOT / controller / "verl-cua" / own
+        group.mkdir(parents=True, exist_ok=True)
+        for file, value in files.items():
+            (group / file).write_text(str(value))
+        procs.append(group / "cgroup.procs")
+    return procs
 
 
 def join_cgroups(procs: list[Path], pids: list[int]) -> None:
