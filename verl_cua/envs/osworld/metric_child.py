@@ -3,11 +3,12 @@
 A metric reads what the getters fetched from the desktop (a spreadsheet, a document, an image), so its input is the
 agent's. A small xlsx of millions of cells costs a parser minutes and gigabytes; in the trainer's process that would
 stall the evaluation past the pool's timeout (a masked episode, and a thread left running). Here each metric call runs
-in a fresh Python (`python -m verl_cua.envs.osworld.metric_entry`) that limits its own address space and CPU time
-before it reads anything; the parent kills it at a wall-clock bound. A limit blown is the agent's 0 (`MetricLimit`,
-which the env scores 0 with the reason). Office files (zip containers) are screened first by their uncompressed size.
-The child gets its arguments pickled from the parent (trusted) and answers in JSON (never unpickled: the child parsed
-hostile files).
+in a fresh Python (`python -m verl_cua.envs.osworld.metric_entry`) that loads the metric, then limits its own address
+space and CPU time before the metric reads anything; the parent kills it at a wall-clock bound. A limit blown is the
+agent's 0 (`MetricLimit`, which the env scores 0 with the reason); a child that never got to the metric is our
+failure (`MetricChildBroken`, an infra failure). Office files (zip containers) are screened first by their
+uncompressed size. The child gets its arguments pickled from the parent (trusted) and answers in JSON (never
+unpickled: the child parsed hostile files).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import zipfile
 
 from verl_cua.envs.osworld.sandbox import GiB, MiB, parse_size
 
+READY = b"ready\n"  # the child's first line: the metric is loaded and the limits are about to be set
 ENTRY = "verl_cua.envs.osworld.metric_entry"  # the child's module (it imports the evaluators; this one must not)
 OFFICE_SUFFIXES = (".xlsx", ".xlsm", ".docx", ".pptx", ".ods", ".odt", ".odp", ".zip")
 
@@ -82,14 +84,14 @@ def call_metric(name: str, args: tuple, kwargs: dict, limits: MetricLimits | Non
         proc.kill()
         proc.communicate()
         raise MetricLimit(f"metric {name} ran past {limits.wall_seconds:g} s (killed)") from None
+    if not out.startswith(READY):  # it never got to the metric: our failure (an install, an import), not the agent's
+        last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1][:300]
+        raise MetricChildBroken(f"the metric child for {name} failed to start (exit {proc.returncode}): {last}")
     try:
-        answer = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+        answer = json.loads(out[len(READY) :].decode(errors="replace").strip().splitlines()[-1])
     except (ValueError, IndexError):
         answer = None
-    if not isinstance(answer, dict):
-        if proc.returncode > 0:  # exited on its own before answering: it never got to the metric
-            last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1][:300]
-            raise MetricChildBroken(f"the metric child for {name} failed to start (exit {proc.returncode}): {last}")
+    if not isinstance(answer, dict):  # died under its limits, on the agent's file
         raise MetricLimit(f"metric {name} died without an answer ({_death(proc.returncode, limits)})")
     if "error" in answer:
         if answer.get("limit"):

@@ -8,6 +8,8 @@ import os
 import pickle
 import sys
 
+from verl_cua.envs.osworld.metric_child import READY
+
 
 def main() -> None:
     """Limit this process, read the request, run the metric, print one JSON line."""
@@ -15,19 +17,19 @@ def main() -> None:
 
     request = sys.stdin.buffer.read()
     name, args, kwargs, limits = pickle.loads(request)  # noqa: S301 - from the parent, which is trusted
+    from verl_cua.envs.osworld import evaluators  # ours, loaded before the limits: a failure here is ours
+
+    evaluators.install()
+    fn = evaluators.raw_metric(name)
+    real_stdout = os.dup(1)
+    os.write(real_stdout, READY)  # from here on, what goes wrong is the metric's, on the agent's file
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-    real_stdout = os.dup(1)
     quiet = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(quiet, 1)  # what the metric prints goes nowhere: only our one line is read (and our own start-up
-    os.dup2(quiet, 2)  # errors, before this point, reach the parent on stderr)
+    os.dup2(quiet, 1)  # what the metric prints goes nowhere: only our lines are read
+    os.dup2(quiet, 2)
     try:
-        from verl_cua.envs.osworld import evaluators
-
-        evaluators.install()
-        fn = evaluators.raw_metric(name)
-        result = fn(*args, **kwargs)
-        answer = {"result": _plain(result)}
+        answer = {"result": _plain(fn(*args, **kwargs))}
     except MemoryError:
         answer = {"error": f"over {limits.memory} bytes of memory", "limit": True}
     except BaseException as exc:  # the parent scores it 0 with this reason
