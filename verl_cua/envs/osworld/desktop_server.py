@@ -2,24 +2,29 @@
 
 Written for verl-cua from the protocol OSWorld's client speaks (desktop_env.controllers); it shares no code
 with OSWorld's in-VM server. It is copied into the desktop's runtime directory and run by the desktop's own
-Python (Debian python3 + pyautogui), as the unprivileged desktop user, so it imports nothing from verl-cua.
+Python (Debian python3 + pyautogui), so it imports nothing from verl-cua. As root it runs under the desktop's
+second uid (the machinery's, with CAP_DAC_READ_SEARCH only), which the agent's processes cannot see, signal or
+trace; whatever must be the agent's own (its session, setup, its actions, the accessibility walk) it asks the
+launcher (desktop_launcher.py, the agent's uid) to start. Rootless, both share one uid.
 
 It runs inside the desktop's sandbox (its own PID, mount and network namespaces, see verl_cua's sandbox module).
-It starts Xvfb (with an Xauthority cookie, unix socket only) and openbox from execute-only copies (so they are not
-dumpable), declares itself the child subreaper, serves HTTP on a unix socket the host relays, and refuses any
-request without the instance token (HTTP basic auth user, `Authorization: Bearer`, or `X-Verl-Cua-Token`). The
-token is read from a pipe and kept in memory only; the process is made non-dumpable so that the apps (same user)
-cannot read it from /proc or ptrace it. Its listening sockets come from the host as file descriptors (no socket
-path exists inside). There is no in-place revert: each episode gets a new sandbox, this server included. The
-commands it runs for setup and evaluation use isolated Python (no cwd, script dir or user site on `sys.path`) from
-cwd `/`, so nothing the agent writes in HOME answers an evaluator. Every call has a deadline; command output and
-fetched files are capped, and only regular files are fetched.
+It starts Xvfb (with an Xauthority cookie, unix socket only) from an execute-only copy (so it is not dumpable), has
+the launcher start openbox and D-Bus the same way, declares itself the child subreaper, serves HTTP on a unix
+socket the host relays, and refuses any request without the instance token (HTTP basic auth user,
+`Authorization: Bearer`, or `X-Verl-Cua-Token`). The token is read from a pipe and kept in memory only; the process
+is made non-dumpable so that the apps cannot read it from /proc or ptrace it (rootless: the same user). Its
+listening sockets come from the host as file descriptors (no socket path exists inside). There is no in-place
+revert: each episode gets a new sandbox, this server included. The commands it runs for setup and evaluation use
+isolated Python (no cwd, script dir or user site on `sys.path`) from cwd `/`, so nothing the agent writes in HOME
+answers an evaluator. Every call has a deadline; command output and fetched files are capped, and only regular
+files are fetched.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import ctypes
 import email.parser
 import email.policy
@@ -90,6 +95,7 @@ class Desktop:
         self.setup = SetupTracker()  # failed setup calls and launched apps since the last revert
         launcher.on_exit = self.setup.exited
         self.agent_pids: dict[str, int] = {}  # openbox, dbus: the agent's session, started by the launcher
+        self.launcher_pid: int | None = None  # for the health report
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -126,7 +132,7 @@ class Desktop:
         daemon = [os.path.join(self.infra_dir, "dbus-daemon"), "--nofork", "--print-address=1"]
         command = [*daemon, f"--config-file={self.dbus_config}"]
         try:
-            self.agent_pids["dbus"] = self.launcher.spawn(command, shell=False, env=dict(os.environ), stdout=write)
+            self.agent_pids["dbus"] = self.launcher.spawn(command, shell=False, env=self.agent_env(), stdout=write)
         finally:
             os.close(write)
         address = b""
@@ -184,16 +190,12 @@ class Desktop:
             pid = self.launcher.spawn(command, shell=shell, env=env, cwd=cwd, stdin=feed[0] if feed else None,
                                       stdout=pipes[0][1], stderr=pipes[1][1])  # fmt: skip
         except (RuntimeError, OSError, ValueError) as exc:
-            for fd in [*(end for pair in pipes for end in pair), *(feed or ())]:
+            for fd in [pipes[0][0], pipes[1][0], *([feed[1]] if feed else [])]:  # the rest: below, once each
                 os.close(fd)
             return {"status": "error", "output": "", "error": f"not started: {exc}", "returncode": -1}
-        finally:
-            for read, write in pipes:
-                with _suppressed():
-                    os.close(write)
-            if feed:
-                with _suppressed():
-                    os.close(feed[0])
+        finally:  # the child's ends: the launcher handed them on
+            for fd in [pipes[0][1], pipes[1][1], *([feed[0]] if feed else [])]:
+                os.close(fd)
         if feed:
             threading.Thread(target=_feed, args=(feed[1], stdin), daemon=True).start()
         out, err = bytearray(), bytearray()
@@ -462,14 +464,8 @@ def _alive(pid: int) -> bool:
 
 def _feed(fd: int, data: bytes) -> None:
     """Write `data` to a pipe, then close it (a child that stops reading loses the rest)."""
-    with _suppressed(), os.fdopen(fd, "wb") as pipe:
+    with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:
         pipe.write(data)
-
-
-def _suppressed():
-    import contextlib
-
-    return contextlib.suppress(OSError)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -5,9 +5,12 @@ Its filesystem is an allow-list: read-only system dirs (/usr, /etc with our pass
 its read-only runtime files, one socket dir it shares with the host, and size-limited tmpfs mounts for /home,
 /tmp, /dev/shm, /var/tmp, /run/lock and the XDG runtime dir. Its network namespace holds loopback only.
 
-As root, each desktop gets its own uid (`UID_BASE` + slot, no passwd entry on the host) and cgroup limits on
-pids and memory (v1 or v2); without root, bubblewrap's user namespace maps the desktop's user to the caller's
-uid (rootless: namespaces and rlimits, no cgroup). Either way the process count is bounded by RLIMIT_NPROC too.
+As root, each desktop gets two uids of its own (no passwd entry on the host): the agent's (`UID_BASE` + slot),
+with cgroup limits on pids, memory and CPU (v1 or v2), and the machinery's (`UID_BASE` + `MACHINERY_OFFSET` +
+slot), under which the server, Xvfb and every evaluator command run, in cgroups of their own, invisible to the
+agent (`stage`: /proc with hidepid). Without root, bubblewrap's user namespace maps the desktop's user to the
+caller's uid (rootless: namespaces and rlimits, one uid, no cgroup). Either way the process count is bounded by
+RLIMIT_NPROC too, and the keyring syscalls are denied (`keyring_filter`).
 
 A keeper (a root-side shell outside the sandbox, which the desktop cannot see or signal) starts bubblewrap with
 `--die-with-parent` and then becomes `cat` on the owner's pipe: when the owner closes it or dies, however killed,
