@@ -2,8 +2,9 @@
 
 The sandbox (bubblewrap; see `sandbox`): its own PID, IPC, UTS, mount and network namespaces, a filesystem by
 allow-list (read-only system dirs, the desktop's Python, its runtime files) with size-limited tmpfs for /home,
-/tmp, /dev/shm, /var/tmp, /run/lock and the XDG dir, a uid of its own (root) or a user namespace (rootless),
-cgroup limits on pids and memory (root) and RLIMIT_NPROC. Its network namespace has loopback only: the server
+/tmp, /dev/shm, /var/tmp, /run/lock and the XDG dir, two uids of its own (root: the agent's, and the machinery's
+for the server, Xvfb and the evaluator's commands) or a user namespace (rootless), cgroup limits (root) and
+RLIMIT_NPROC. Its network namespace has loopback only: the server
 and Chromium's CDP listen on unix sockets the host relays to TCP on the desktop's own loopback address
 (127.77.x.y), for this host user only, and the server refuses requests without the desktop's token (it reaches
 the server through a pipe and lives only in its non-dumpable memory; OSWorld's client reads it from netrc).
