@@ -170,38 +170,70 @@ def start_busy_loops(desktop, count: int = 8, settle: float = 0.5) -> list:
     return loops
 
 
-def desktop_cpu_isolation(rounds: int = 10, commands: int = 3) -> float:
-    """How much one desktop's busy loops (8, a session each) slow another's commands: the median seconds of a small
-    Python command on desktop B while A spins over the same while A's loops are stopped, alternating `rounds` times
+def _timed(request, times: int):
+    """A measure for `_slowdown`: `request()` run `times` times, each one's seconds appended."""
+
+    def measure(out: list[float]) -> None:
+        for _ in range(times):
+            t = time.perf_counter()
+            request()
+            out.append(time.perf_counter() - t)
+
+    return measure
+
+
+def _command(desktop):
+    return lambda: desktop.request("POST", "/execute", json={"command": ["python3", "-c", "sum(range(200000))"]},
+                                   timeout=60)  # fmt: skip
+
+
+def _slowdown(loops: list, measure, rounds: int) -> float:
+    """median(busy) / median(quiet) of `measure`, alternating `rounds` times between `loops` stopped and running
     (the host stops and resumes them), so that drift on a noisy machine cancels."""
     import signal
 
-    from verl_cua.envs.osworld.local_desktop import LocalDesktop
+    quiet, busy = [], []
+    for _ in range(rounds):
+        for p in loops:
+            p.send_signal(signal.SIGSTOP)
+        measure(quiet)
+        for p in loops:
+            p.send_signal(signal.SIGCONT)
+        time.sleep(0.1)
+        measure(busy)
+    return statistics.median(busy) / statistics.median(quiet)
 
-    def timed(d, out: list[float]) -> None:
-        for _ in range(commands):
-            t = time.perf_counter()
-            d.request("POST", "/execute", json={"command": ["python3", "-c", "sum(range(200000))"]}, timeout=60)
-            out.append(time.perf_counter() - t)
+
+def desktop_cpu_isolation(rounds: int = 10, commands: int = 3) -> float:
+    """How much one desktop's busy loops (8, a session each) slow another's commands: the median seconds of a small
+    Python command on desktop B while A spins over the same while A's loops are stopped."""
+    from verl_cua.envs.osworld.local_desktop import LocalDesktop
 
     a, b = LocalDesktop(screen=(640, 480)), LocalDesktop(screen=(640, 480))
     a.start()
     b.start()
     try:
-        loops = start_busy_loops(a)
-        quiet, busy = [], []
-        for _ in range(rounds):
-            for p in loops:
-                p.send_signal(signal.SIGSTOP)
-            timed(b, quiet)
-            for p in loops:
-                p.send_signal(signal.SIGCONT)
-            time.sleep(0.1)
-            timed(b, busy)
-        return statistics.median(busy) / statistics.median(quiet)
+        return _slowdown(start_busy_loops(a), _timed(_command(b), commands), rounds)
     finally:
         a.stop()
         b.stop()
+
+
+def desktop_own_load(rounds: int = 10, commands: int = 3) -> dict[str, float]:
+    """How much a desktop's own agent, 8 busy loops in its CPU quota, slows that desktop's machinery: an evaluator's
+    command (run during an evaluation, as the server's uid) and a screenshot, busy over quiet."""
+    from verl_cua.envs.osworld.local_desktop import LocalDesktop
+
+    d = LocalDesktop(screen=(640, 480))
+    d.start()
+    try:
+        loops = start_busy_loops(d)
+        with d.evaluation():
+            evaluator = _slowdown(loops, _timed(_command(d), commands), rounds)
+        shots = _slowdown(loops, _timed(lambda: d.request("GET", "/screenshot", timeout=60), commands), rounds)
+        return {"evaluator_command": round(evaluator, 2), "screenshot": round(shots, 2)}
+    finally:
+        d.stop()
 
 
 def _pss(pids: list[int]) -> int:
@@ -287,6 +319,7 @@ def main() -> None:
     if "local_desktop" in args.envs:
         res["local_desktop"] = desktop_overhead(args.steps, args.resets)
         res["local_desktop"]["busy_neighbour_slowdown"] = round(desktop_cpu_isolation(), 2)
+        res["local_desktop"]["own_agent_busy_slowdown"] = desktop_own_load()
         res["local_desktop"]["steps_per_s"] = {n: round(pooled(n, args.steps, "local_desktop"), 1) for n in sizes}
         _print_desktop(res["local_desktop"], args.steps)
     if "miniwob" in args.envs:
@@ -311,6 +344,11 @@ def _print_desktop(m: dict, steps: int) -> None:
         f"{m['pss_mb_per_instance_calc']} MB with LibreOffice Calc open"
     )
     print(f"  a neighbour's 8 busy loops slow a desktop's commands {m['busy_neighbour_slowdown']}x")
+    own = m["own_agent_busy_slowdown"]
+    print(
+        f"  its own agent's 8 busy loops slow its evaluator's commands {own['evaluator_command']}x, its screenshots "
+        f"{own['screenshot']}x"
+    )
     for n, rate in m["steps_per_s"].items():
         print(f"  {n} desktop(s) in an EnvPool (threads): {rate} steps/s")
 

@@ -21,3 +21,10 @@ def test_env_bench_reports_the_local_desktop_figures(local_desktop):
     assert figures["pss_mb_per_instance"] > 20  # Xvfb + server + openbox + xterm
     assert figures["pss_mb_per_instance_calc"] > figures["pss_mb_per_instance"]  # LibreOffice really opened
     assert pooled(2, 2, "local_desktop") > 0
+
+
+def test_env_bench_reports_what_a_busy_agent_costs_its_own_desktops_machinery(local_desktop):
+    from bench.envs import desktop_own_load
+
+    figures = desktop_own_load(rounds=2, commands=2)
+    assert set(figures) == {"evaluator_command", "screenshot"} and all(v > 0 for v in figures.values())
