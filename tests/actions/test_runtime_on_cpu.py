@@ -48,3 +48,9 @@ def test_the_estimate_grows_with_every_action_and_character(kinds, chars):
     seconds = run_seconds(actions)
     assert seconds >= CALL_SECONDS * len(kinds) - 1e-9
     assert run_seconds([*actions, GUIAction("wait")]) > seconds
+
+
+def test_a_scroll_of_thousands_of_clicks_is_refused():
+    result = parse_action("pyautogui.scroll(10000)", format="pyautogui", screen=SCREEN)
+    assert not result.valid and "10000 scroll clicks" in result.error, result
+    assert parse_action("pyautogui.scroll(10)", format="pyautogui", screen=SCREEN).valid

@@ -2,7 +2,8 @@
 
 A valid output can still be slow: 64 `wait`s, or one `write` of 100,000 characters, runs for minutes. Such an output
 would run past the env's action timeout on a healthy desktop, so its run time is estimated from what pyautogui does
-(a pause after each call, a wait's or a drag's fixed time, a cost per typed character) and an output over
+(a pause after each call, a wait's or a drag's fixed time, a cost per typed character and per scroll click: each is
+a press and a release with an X round trip) and an output over
 `MAX_RUN_SECONDS` is invalid, with a one-line reason, before anything reaches a desktop.
 """
 
@@ -25,6 +26,8 @@ def run_seconds(actions: list[GUIAction]) -> float:
         total += CALL_SECONDS + FIXED_SECONDS.get(action.kind, 0.0)
         if action.kind == "type" and action.text:
             total += CHAR_SECONDS * len(action.text)
+        if action.kind == "scroll":
+            total += CHAR_SECONDS * (abs(action.dx or 0) + abs(action.dy or 0))
     return total
 
 
@@ -35,7 +38,9 @@ def run_time_problem(actions: list[GUIAction]) -> str | None:
         return None
     waits = sum(a.kind == "wait" for a in actions)
     typed = sum(len(a.text or "") for a in actions if a.kind == "type")
+    clicks = sum(abs(a.dx or 0) + abs(a.dy or 0) for a in actions if a.kind == "scroll")
     return (
-        f"output would run for about {seconds:.0f} s ({waits} waits, {typed} characters typed); at most "
+        f"output would run for about {seconds:.0f} s ({waits} waits, {typed} characters typed, {clicks} scroll "
+        f"clicks); at most "
         f"{MAX_RUN_SECONDS:g} s per output: split it over several steps"
     )

@@ -14,12 +14,13 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _Timeout(TimeoutError):
-    """A call to an env that did not return in time (`call_with_timeout`)."""
+class CallTimeout(TimeoutError):
+    """A call to an env that did not return in time (`call_with_timeout`); not any other TimeoutError raised inside
+    the call (a socket's, a future's), which callers must tell apart."""
 
 
 def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Callable[[T], None] | None = None) -> T:
-    """Run `fn` in a daemon thread: `_Timeout` after `timeout` s; a value returned later goes to `on_late`."""
+    """Run `fn` in a daemon thread: `CallTimeout` after `timeout` s; a value returned later goes to `on_late`."""
     if timeout is None:
         return fn()
     box: dict[str, Any] = {}
@@ -43,7 +44,7 @@ def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Calla
     with guard:
         if "value" not in box and "error" not in box:
             box["abandoned"] = True
-            raise _Timeout(f"no answer after {timeout:g}s")
+            raise CallTimeout(f"no answer after {timeout:g}s")
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -24,7 +24,7 @@ from PIL import Image
 
 from verl_cua.actions import ParsedAction
 from verl_cua.envs.base import EnvUsageError, GUIEnv, Observation, StepResult, step_info
-from verl_cua.envs.calls import _Timeout, call_with_timeout, kill_env
+from verl_cua.envs.calls import CallTimeout, call_with_timeout, kill_env
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -408,6 +408,6 @@ def _retire(env: GUIEnv) -> None:
 
 
 def _describe(exc: BaseException, what: str) -> str:
-    if isinstance(exc, _Timeout):
+    if isinstance(exc, CallTimeout):
         return f"{what} timed out ({exc})"
     return f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]

@@ -3,6 +3,7 @@ openings, isolation from the project tree, revert (apps killed, HOME restored), 
 (infra failure, pool rebuild), and desktops that never outlive their owner."""
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -113,7 +114,8 @@ def test_desktop_tmp_is_private_and_emptied_on_revert(env, tmp_path):
         env.reset(TERM)
         assert _bash(env, "echo $DBUS_SESSION_BUS_ADDRESS").startswith("unix:path=/run/user/1000/bus")
         left = sorted(_bash(env, "ls -A /tmp").split())
-        assert {".X11-unix"} <= set(left) <= {".X11-unix", f".X{env.local.display}-lock"}  # the X server's only
+        # the X server's, and the server's own XDG dirs (0700, made before any agent process)
+        assert {".X11-unix"} <= set(left) <= {".X11-unix", f".X{env.local.display}-lock", ".verl-cua-machinery"}
     finally:
         host_file.unlink()
 
@@ -146,7 +148,8 @@ def test_desktop_killed_mid_episode_is_an_infra_failure_and_the_pool_recovers(lo
             lease.reset(TERM)
             first = lease.env
             for pid in reversed(first.pids()):  # the Xvfb, the server, the sandbox root: all by PID
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # a helper that ended, or died with the namespace
+                    os.kill(pid, signal.SIGKILL)
             result = lease.step("pyautogui.click(10, 10)")
             assert result.info["infra_failure"] and result.done
             assert lease.evaluate() == 0.0 and lease.infra_failure

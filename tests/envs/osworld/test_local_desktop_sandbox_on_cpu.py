@@ -4,6 +4,7 @@ locking, server deadlines, proxy and netrc hygiene (the attack classes themselve
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -346,10 +347,18 @@ def test_the_netrc_directory_is_removed_at_exit(tmp_path):
     assert path.name == "netrc" and not path.parent.exists()
 
 
-# -- 11. the X server: no TCP, no abstract socket ---------------------------------------------------------------------
-def test_x_server_listens_on_its_private_unix_socket_only(desktop):
+# -- 11. the X server: no TCP; its abstract socket its own -------------------------------------------------------------
+SQUAT = (  # an agent's fake X server on the name libxcb tries first (the server's X clients would connect to it)
+    "import socket; s = socket.socket(socket.AF_UNIX)\n"
+    "try:\n    s.bind(b'\\0/tmp/.X11-unix/X{display}'); print('BOUND')\nexcept OSError as e:\n    print(e.errno)\n"
+)
+
+
+def test_x_server_listens_on_its_private_sockets_only_and_no_agent_can_take_its_abstract_name(desktop):
     sockets = Path("/proc/net/unix").read_text()
-    assert f"@/tmp/.X11-unix/X{desktop.display}" not in sockets  # abstract sockets are network-namespace wide
+    assert f"@/tmp/.X11-unix/X{desktop.display}" not in sockets  # the host's namespace: the desktop's is its own
+    squat = SQUAT.format(display=desktop.display)
+    assert _sh(desktop, f"python3 -c {shlex.quote(squat)}")["output"] == "98\n"  # EADDRINUSE: Xvfb holds it
     listening = {c.laddr.port for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
     assert 6000 + desktop.display not in listening
     assert _sh(desktop, "xdpyinfo >/dev/null && echo ok")["output"] == "ok\n"  # the desktop's own clients connect

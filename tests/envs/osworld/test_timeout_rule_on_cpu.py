@@ -51,6 +51,9 @@ class FakeLocalDesktop:
     def prepare(self):
         pass
 
+    def stop(self):
+        self.stopped = True
+
     @contextlib.contextmanager
     def evaluation(self):
         yield
@@ -92,11 +95,26 @@ def test_an_action_in_time_is_just_an_action():
     assert not result.done and result.info["action_valid"] and not result.info["infra_failure"]
 
 
-def test_an_evaluation_past_its_timeout_after_an_action_scores_zero_with_the_reason():
+def test_an_evaluation_past_its_timeout_after_an_action_scores_zero_and_the_next_reset_waits_for_it():
     env = _env(hang=0.0)
     env.step("pyautogui.click(1, 1)")
     env._desktop.hang = 2.0
     assert env.evaluate() == 0.0 and "evaluate_timeout" in env.last_eval_error
+    assert env.local.stopped  # what is left of it fails fast on a desktop that is gone
+    start = time.monotonic()
+    env._wait_for_late_evaluation()  # what reset() does first: nothing of it may reach the next episode's desktop
+    assert 1.0 < time.monotonic() - start < 3.0 and env._late_evaluation is None
+
+
+def test_a_timeout_raised_inside_the_evaluation_is_not_the_evaluations_timeout():
+    env = _env(hang=0.0)
+    env.step("pyautogui.click(1, 1)")
+
+    def socket_timeout():
+        raise TimeoutError("a getter's socket timed out")
+
+    env._desktop.evaluate = socket_timeout  # healthy desktop, crashing getter: a 0 with its reason, never infra
+    assert env.evaluate() == 0.0 and "socket timed out" in env.last_eval_error
 
 
 def test_an_evaluation_past_its_timeout_before_any_action_or_with_a_host_fault_is_infra():

@@ -61,6 +61,8 @@ EXEC_TIMEOUT = 120.0
 EVALUATOR_TIMEOUT = 45.0  # one evaluator command: well under the env's evaluate_timeout (90 s) and the pool's (120 s)
 PHASES = ("act", "evaluate")  # the host says when an evaluation begins and ends (the agent cannot: token)
 ISOLATED_PYTHON = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}  # the environment of every command run()s
+MACHINERY_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "NO_AT_BRIDGE": "1"}  # the server's own commands read no ~ config
+MACHINERY_UNSET = ("GTK_MODULES", "DBUS_SESSION_BUS_ADDRESS", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH")
 FETCH_TIMEOUT = 60.0  # reading one file for an evaluator
 OPEN_FILE_TIMEOUT = 60.0
 TERMINAL_APPS = ("gnome-terminal", "xfce4-terminal", "mate-terminal", "tilix", "konsole", "terminator")
@@ -96,14 +98,17 @@ class Desktop:
         launcher.on_exit = self.setup.exited
         self.agent_pids: dict[str, int] = {}  # openbox, dbus: the agent's session, started by the launcher
         self.launcher_pid: int | None = None  # for the health report
+        self.machinery_dir = "/tmp/.verl-cua-machinery"  # the server's own XDG dirs (made at start, 0700)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start Xvfb and openbox and wait until the display answers."""
+        os.makedirs(self.machinery_dir, mode=0o700, exist_ok=False)  # before any agent process: never the agent's
         auth = os.environ["XAUTHORITY"]
         xvfb = [os.path.join(self.infra_dir, "Xvfb"), self.display, "-screen", "0", f"{self.width}x{self.height}x24"]
         xvfb += ["-nolisten", "tcp", "-noreset"]
-        xvfb += ["-nolisten", "local"]  # no abstract socket (network-namespace wide): the private /tmp socket only
+        # its abstract socket too (the network namespace is the desktop's own): libxcb tries that name first, so it
+        # must be Xvfb's before any agent process exists, or an agent could bind it and answer the server's X clients
         self.start_dbus()  # needs no display: up while Xvfb starts
         xvfb += ["-auth", auth]
         self.infra["xvfb"] = self.spawn(xvfb, stdout=subprocess.DEVNULL)  # its stderr goes to server.log
@@ -168,6 +173,17 @@ class Desktop:
             status[name] = pid if _alive(pid) else None
         status["launcher"] = None if self.launcher.gone else self.launcher_pid
         return status
+
+    def machinery_env(self) -> dict[str, str]:
+        """The environment of the server's own commands: isolated Python, no configuration from the agent's HOME
+        (XDG dirs of its own, git's global config off, no GTK modules, not the agent's session bus); HOME stays
+        the agent's, for the evaluator's `~`."""
+        env = {**os.environ, **ISOLATED_PYTHON, **MACHINERY_ENV}
+        for key in MACHINERY_UNSET:
+            env.pop(key, None)
+        for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+            env[key] = os.path.join(self.machinery_dir, key.split("_")[1].lower())
+        return env
 
     def agent_env(self) -> dict[str, str]:
         """The environment of the agent's processes: the server's (the session bus included)."""
@@ -246,7 +262,7 @@ class Desktop:
             command = shlex.split(command)
         proc = self.spawn(
             command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            env={**os.environ, **ISOLATED_PYTHON},
+            env=self.machinery_env(),
         )  # fmt: skip
         timeout = min(float(timeout), MAX_TIMEOUT)
         out, err = bytearray(), bytearray()

@@ -24,6 +24,7 @@ import io
 import logging
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from PIL import Image
 from verl_cua.actions import ParsedAction
 from verl_cua.actions.types import GUIAction
 from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
+from verl_cua.envs.calls import CallTimeout, call_with_timeout
 from verl_cua.envs.observation import (
     DEFAULT_BUDGET,
     a11y_elements,
@@ -55,6 +57,7 @@ API_SETTLE = 0.5  # seconds the app gets to take keys sent in a step before an A
 
 
 EVALUATE_TIMEOUT = 90.0  # the whole evaluation, under the pool's evaluate_timeout (120 s), which would mask it
+LATE_EVALUATION_WAIT = 120.0  # a reset after an evaluation that ran past its timeout waits this long for it to end
 
 
 class ActionTimeout(RuntimeError):
@@ -159,6 +162,7 @@ class OSWorldEnv:
     def reset(self, task: Any) -> Observation:
         """Revert the desktop if used, run the task's setup steps, and return the first screenshot."""
         config, base = load_task(task)
+        self._wait_for_late_evaluation()
         stage_cache(config, base, self.cache_dir)
         self._check_alive("reset")
         self._task, self._last, self._done = config, None, False
@@ -217,15 +221,13 @@ class OSWorldEnv:
             return self._broken("before evaluate")
         if self.local is not None:
             self.local.prepare()  # the next episode's sandbox boots while this one is evaluated
-        from verl_cua.envs.calls import call_with_timeout
-
         try:
-            score = float(call_with_timeout(self._evaluate, self.evaluate_timeout))
+            score = float(self._bounded_evaluation())
         except evaluators.MissingDependency:
             raise
         except MetricChildBroken as exc:  # our own failure: never the agent's 0
             raise InfraFailure(f"evaluating {self._task['id']}: {exc}") from exc
-        except TimeoutError:
+        except CallTimeout:
             return self._evaluation_timed_out()
         except Exception as exc:
             if not self.healthy():
@@ -333,11 +335,9 @@ class OSWorldEnv:
 
         if self.local is None:
             return send()
-        from verl_cua.envs.calls import call_with_timeout
-
         try:
             return call_with_timeout(send, self.action_timeout)
-        except TimeoutError:
+        except CallTimeout:
             if fault := self.local.host_fault():
                 raise InfraFailure(f"the desktop stopped answering: {fault}") from None
             raise ActionTimeout(f"the action got no answer within action_timeout ({self.action_timeout:g} s)") from None
@@ -368,6 +368,38 @@ class OSWorldEnv:
             logger.info("%s: the agent broke its desktop (found %s); scored 0", self._task["id"], when)
             return 0.0
         raise InfraFailure(f"the desktop was not healthy {when} {self._task['id']}")
+
+    def _bounded_evaluation(self) -> float:
+        """`_evaluate` in a thread, bounded by `evaluate_timeout` (CallTimeout). A local desktop whose evaluation ran
+        past it is stopped at once (what is left of the evaluation then fails fast), and the next reset waits for
+        that thread first, so that nothing of this evaluation reaches the next episode's desktop."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["score"] = self._evaluate()
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=run, daemon=True, name="verl-cua-evaluate")
+        worker.start()
+        worker.join(self.evaluate_timeout)
+        if worker.is_alive():
+            self._late_evaluation = worker
+            if self.local is not None:
+                self.local.stop()
+            raise CallTimeout(f"no answer after {self.evaluate_timeout:g}s")
+        if "error" in box:
+            raise box["error"]
+        return box["score"]
+
+    def _wait_for_late_evaluation(self) -> None:
+        """Before a reset: the evaluation that ran past its bound must be over (InfraFailure if it is not)."""
+        late, self._late_evaluation = getattr(self, "_late_evaluation", None), None
+        if late is not None:
+            late.join(LATE_EVALUATION_WAIT)
+            if late.is_alive():
+                raise InfraFailure(f"the last evaluation still runs {LATE_EVALUATION_WAIT:g} s after its timeout")
 
     def _evaluate(self) -> float:
         """DesktopEnv's evaluation; on a local desktop, its commands run as the server's user meanwhile."""

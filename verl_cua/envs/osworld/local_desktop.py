@@ -323,13 +323,21 @@ class LocalDesktop:
                               f"(apt-get install -y {apps}, or {SETUP_HINT} as root)")  # fmt: skip
         with self._lock:
             self.stop()
-            self._allocate_display()
-            _prune_stale_runtimes(self.display)
-            try:
-                self.identity = sandbox.identity(self.display)
-            except RuntimeError as exc:
-                self.stop()
-                raise DesktopStartError(str(exc)) from None
+            for _ in range(8):  # a slot whose uid holds keys that cannot be cleared is skipped (clear_keyrings)
+                self._allocate_display()
+                _prune_stale_runtimes(self.display)
+                try:
+                    self.identity = sandbox.identity(self.display)
+                except RuntimeError as exc:
+                    self.stop()
+                    raise DesktopStartError(str(exc)) from None
+                if sandbox.clear_keyrings(self.identity):
+                    break
+                _TAINTED.add(self.display)
+                self._display_lock.close()
+                self._display_lock = None
+            else:
+                raise DesktopStartError("8 desktop slots in a row hold kernel keys that cannot be cleared; see the log")
             self.host = f"127.77.{self.display // 256}.{self.display % 256}"
             self.token = secrets.token_hex(16)
             NETRC.add(self.host, self.token)
@@ -382,6 +390,7 @@ class LocalDesktop:
                 ident=self.identity, runtime=runtime, infra=infra, venv=DESKTOP_VENV, limits=self.limits,
                 info_fd=info_w, server=inner, launcher=launcher, pair=(pair[0].fileno(), pair[1].fileno()),
                 seccomp_fd=seccomp_r, proxy_socket=proxy_socket,
+                servers_only=(token_r, *(listener.fileno() for listener in listeners)),
             )  # fmt: skip
             handed = (token_r, info_w, seccomp_r, *(end.fileno() for end in pair))
             handed += tuple(listener.fileno() for listener in listeners)
@@ -413,20 +422,25 @@ class LocalDesktop:
             return
         infra = self.request("GET", "/_verl_cua/health", timeout=10).json()["infra"]
         pids = [self.host_pid(infra[name]) for name in MACHINERY if isinstance(infra.get(name), int)]
+        if None in pids or len(pids) != len(MACHINERY):
+            sandbox.warn_once(f"local desktop: the server's processes were not found ({infra}); they stay in the "
+                              "agent's cgroup")  # fmt: skip
         sandbox.join_cgroups(self.machinery_cgroups, [pid for pid in pids if pid is not None])
 
     @contextlib.contextmanager
     def evaluation(self):
         """While it lasts, the server runs the evaluator's commands as its own user (no agent process can see, stop
-        or trace them), each bounded by its own timeout; setup routes (postconfig) stay the agent's. A desktop that
-        does not answer is left to the evaluation itself to find."""
-        with contextlib.suppress(requests.RequestException):
-            self.request("POST", "/_verl_cua/phase", json={"phase": "evaluate"}, timeout=10)
+        or trace them), each bounded by its own timeout; setup routes (postconfig) stay the agent's. Fails closed:
+        raises when the server does not take the phase (the evaluation then never runs as the agent's)."""
+        url, token = self.url, self.token  # this sandbox's, even if a revert replaces it meanwhile
+        headers = {"Authorization": f"Bearer {token}"}
+        phase = f"{url}/_verl_cua/phase"
+        requests.post(phase, json={"phase": "evaluate"}, headers=headers, timeout=10).raise_for_status()
         try:
             yield
         finally:
             with contextlib.suppress(requests.RequestException):
-                self.request("POST", "/_verl_cua/phase", json={"phase": "act"}, timeout=10)
+                requests.post(phase, json={"phase": "act"}, headers=headers, timeout=10)
 
     def revert(self) -> None:
         """End the episode's sandbox whole (every process, the X server, the window manager, IPC, every tmpfs) and
@@ -596,6 +610,8 @@ class LocalDesktop:
     def _allocate_display(self) -> None:
         RUNTIME_ROOT.mkdir(parents=True, exist_ok=True)
         for n in range(FIRST_DISPLAY, FIRST_DISPLAY + 1000):
+            if n in _TAINTED:
+                continue
             lock = _lock_display(n)  # held for the desktop's life
             if lock is None:
                 continue
@@ -717,6 +733,7 @@ class LocalDesktop:
 
 
 _OWN = ("_lock", "_spare")  # what a LocalDesktop keeps when revert() moves a fresh sandbox into it
+_TAINTED: set[int] = set()  # displays whose agent uid holds keys that cannot be cleared: never used by this process
 
 
 def _start_quietly(desktop: LocalDesktop) -> None:

@@ -82,7 +82,11 @@ def call_metric(name: str, args: tuple, kwargs: dict, limits: MetricLimits | Non
         out, err = proc.communicate(request, timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        out, err = proc.communicate()
+        if not out.startswith(READY):  # it never got to the metric (a host too busy to load it): ours
+            raise MetricChildBroken(
+                f"the metric child for {name} did not load it in {limits.wall_seconds:g} s"
+            ) from None
         raise MetricLimit(f"metric {name} ran past {limits.wall_seconds:g} s (killed)") from None
     if not out.startswith(READY):  # it never got to the metric: our failure (an install, an import), not the agent's
         last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1][:300]

@@ -234,12 +234,18 @@ def _cgroups(own: str, v2: dict, v1: dict[str, dict], optional: dict | None = No
     return procs
 
 
-def join_cgroups(procs: list[Path], pids: list[int]) -> None:
-    """Move processes (every thread of each) into the cgroups whose `cgroup.procs` files are given."""
+def join_cgroups(procs: list[Path], pids: list[int]) -> bool:
+    """Move processes (every thread of each) into the cgroups whose `cgroup.procs` files are given; False (with one
+    warning) when one could not be moved."""
+    moved = True
     for path in procs:
         for pid in pids:
-            with contextlib.suppress(OSError):
+            try:
                 path.write_text(str(pid))
+            except OSError as exc:
+                moved = False
+                warn_once(f"local desktop: the server could not move into its own cgroup {path.parent} ({exc})")
+    return moved
 
 
 def _quota_us(limits: Limits) -> int:
@@ -325,6 +331,7 @@ def _system_binds() -> list[str]:
 def bwrap_argv(
     *, ident: Identity, runtime: Path, infra: Path, venv: str, limits: Limits, info_fd: int, server: list[str],
     launcher: list[str], pair: tuple[int, int], seccomp_fd: int | None = None, proxy_socket: Path | None = None,
+    servers_only: tuple[int, ...] = (),
 ) -> list[str]:  # fmt: skip
     """bubblewrap's command line for one desktop: its root stage (`stage`) starts `launcher` as the agent's user
     and `server` as the server's, joined by the socket pair `pair` (launcher's end, server's end).
@@ -358,16 +365,20 @@ def bwrap_argv(
     if proxy_socket is not None:
         args += ["--perms", "0755", "--dir", SOCK, "--ro-bind", str(proxy_socket), f"{SOCK}/proxy.sock"]
     args += ["--chdir", "/"]
-    return [*args, "--", "/bin/bash", "-c", stage(ident, limits, server, launcher, pair)]
+    return [*args, "--", "/bin/bash", "-c", stage(ident, limits, server, launcher, pair, servers_only)]
 
 
-def stage(ident: Identity, limits: Limits, server: list[str], launcher: list[str], pair: tuple[int, int]) -> str:
+def stage(
+    ident: Identity, limits: Limits, server: list[str], launcher: list[str], pair: tuple[int, int],
+    servers_only: tuple[int, ...] = (),
+) -> str:  # fmt: skip
     """The sandbox's first shell, bash (as root in root mode, before any agent process exists).
 
     Root mode: /proc remounted with `hidepid=invisible` (the agent sees only its own processes; the server's group
     sees all), /usr and /etc as read-only overlays (inodes of their own: no inotify watch inside sees the host use
     them), then the launcher as the agent's uid with no capability, and the server as its own uid with only
     CAP_DAC_READ_SEARCH (it and the evaluator's commands read the agent's files). Rootless: both as the one user.
+    `servers_only`: fds handed to the sandbox that the launcher must not hold (the token pipe, the listeners).
     """
     launcher_fd, server_fd = pair
     nproc = ["prlimit", f"--nproc={limits.pids}:{limits.pids}", "--"]
@@ -382,27 +393,31 @@ def stage(ident: Identity, limits: Limits, server: list[str], launcher: list[str
         caps = "-all,+dac_read_search"
         machinery = ["setpriv", f"--reuid={m}", f"--regid={m}", "--clear-groups", "--no-new-privs",
                      f"--inh-caps={caps}", f"--ambient-caps={caps}", f"--bounding-set={caps}", "--"]  # fmt: skip
-    lines += [f"{shlex.join([*nproc, *agent, *launcher])} {int(server_fd)}<&- &"]
+    closed = "".join(f" {int(fd)}<&-" for fd in (server_fd, *servers_only))
+    lines += [f"{shlex.join([*nproc, *agent, *launcher])}{closed} &"]
     lines += [f"exec {shlex.join([*nproc, *machinery, *server])} --launcher-pid $! {int(launcher_fd)}<&-"]
     return "\n".join(lines)
 
 
-# -- the keyring syscalls, denied ----------------------------------------------------------------------------------
-# (audit arch, add_key, request_key, keyctl) of the ABIs a desktop's process may call; x32 (nr | 0x40000000) denied
-KEYRING_SYSCALLS = {
-    "x86_64": ((0xC000003E, 248, 249, 250), (0x40000003, 286, 287, 288)),  # x86_64, i386
-    "aarch64": ((0xC00000B7, 217, 218, 219), (0x40000028, 309, 310, 311)),  # aarch64, arm
+# -- the keyring and file-handle syscalls, denied ------------------------------------------------------------------
+# (audit arch, add_key, request_key, keyctl, open_by_handle_at) of the ABIs a desktop's process may call; x32
+# (nr | 0x40000000) denied. open_by_handle_at with CAP_DAC_READ_SEARCH (the server's) would open any file of a host
+# filesystem a bind mount shows, by handle, past every mount of the sandbox.
+DENIED_SYSCALLS = {
+    "x86_64": ((0xC000003E, 248, 249, 250, 304), (0x40000003, 286, 287, 288, 342)),  # x86_64, i386
+    "aarch64": ((0xC00000B7, 217, 218, 219, 265), (0x40000028, 309, 310, 311, 371)),  # aarch64, arm
 }
 ENOSYS = 38
 
 
 def keyring_filter(machine: str | None = None) -> bytes:
-    """A seccomp BPF program: add_key, request_key and keyctl fail with ENOSYS (as on a kernel without keys), every
-    other call is allowed. Kernel keyrings belong to a uid and outlive its processes, so nothing of them may be made
-    inside a desktop; a call of an unknown ABI fails too."""
+    """A seccomp BPF program: add_key, request_key, keyctl and open_by_handle_at fail with ENOSYS (as on a kernel
+    without them), every other call is allowed. Kernel keyrings belong to a uid and outlive its processes, so nothing
+    of them may be made inside a desktop; a file handle would reach past the sandbox's mounts. A call of an unknown
+    ABI fails too."""
     import struct
 
-    abis = KEYRING_SYSCALLS.get(machine or os.uname().machine)
+    abis = DENIED_SYSCALLS.get(machine or os.uname().machine)
     if abis is None:
         raise RuntimeError(f"no keyring filter for {machine or os.uname().machine}")
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
@@ -439,31 +454,50 @@ def keyring_filter(machine: str | None = None) -> bytes:
 
 
 # the calling uid's user, user-session and persistent keyrings given back their owner's permissions (SETPERM), emptied
-# (CLEAR) and checked empty (READ returns the size of the list of key ids): exit 3 when one is not. No process in a
-# desktop can make keys (keyring_filter); this is the host's check at close that none did.
+# (CLEAR) and checked empty (READ returns the size of the list of key ids; a keyring it cannot read counts as not
+# empty): exit 3 when one is not.
 CLEAR_KEYRINGS = (
     "import ctypes, platform, sys\nlibc = ctypes.CDLL(None)\nnr = {'x86_64': 250, 'aarch64': 219}[platform.machine()]\n"
     "persistent = libc.syscall(nr, 22, -1, -2)\nleft = 0\n"
     "for ring in [-4, -5] + [persistent] * (persistent > 0):\n"
     "    libc.syscall(nr, 5, ring, 0x3F3F0000)\n    libc.syscall(nr, 7, ring)\n"
-    "    left += max(0, libc.syscall(nr, 11, ring, None, 0))\nsys.exit(3 if left else 0)\n"
+    "    size = libc.syscall(nr, 11, ring, None, 0)\n    left += size if size >= 0 else 1\n"
+    "sys.exit(3 if left else 0)\n"
 )
 
 
-def clear_keyrings(ident: Identity) -> None:
+def has_keys(uid: int) -> bool:
+    """Whether the kernel holds any key of `uid` (it is listed in /proc/key-users). No process in a desktop can make
+    keys (keyring_filter), so a listed desktop uid was used by an older version, or by something else."""
+    try:
+        with open("/proc/key-users") as f:
+            return any(line.split(":", 1)[0].strip() == str(uid) for line in f)
+    except OSError:
+        return False
+
+
+def clear_keyrings(ident: Identity) -> bool:
     """Empty the kernel keyrings of the desktop's uid (root mode: they outlive its processes and would reach the next
-    desktop in the slot; rootless desktops get fresh ones with each user namespace)."""
-    if ident.rootless or os.geteuid() != 0:
-        return
+    desktop in the slot; rootless desktops get fresh ones with each user namespace). False, with one error line, when
+    keys are left that cannot be cleared (a keyring whose permissions its owner took away, before the keyring calls
+    were denied): the slot must not be used."""
+    if ident.rootless or os.geteuid() != 0 or not has_keys(ident.uid):
+        return True  # nothing to clear: and no keyring is made just to look (the check itself would make one)
     try:
         result = subprocess.run(["/usr/bin/python3", "-S", "-c", CLEAR_KEYRINGS], user=ident.uid, group=ident.gid,
                                 extra_groups=[], timeout=10, capture_output=True, cwd="/")  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         logger.error("local desktop: the keyrings of uid %d were not cleared (%s)", ident.uid, exc)
-        return
+        return False
     if result.returncode != 0:
-        logger.error("local desktop: the keyrings of uid %d are not empty after clearing (exit %d): keys of this "
-                     "desktop may reach the next one in its slot", ident.uid, result.returncode)  # fmt: skip
+        logger.error(
+            "local desktop: the keyrings of uid %d are not empty after clearing (exit %d): its slot is not "
+            "used (keys of an earlier desktop would reach the next one)",
+            ident.uid,
+            result.returncode,
+        )
+        return False
+    return True
 
 
 def keeper_argv(cgroup_procs: list[Path], argv: list[str], handed: tuple[int, ...] = ()) -> list[str]:
