@@ -130,3 +130,33 @@ def test_an_evaluation_in_time_keeps_its_score():
     env = _env(hang=0.0)
     env.step("pyautogui.click(1, 1)")
     assert env.evaluate() == 1.0
+
+
+def test_an_evaluator_command_is_bounded_by_its_own_timeout_and_runs_as_the_machinery():
+    from verl_cua.envs.osworld import desktop_server
+
+    desktop = object.__new__(desktop_server.Desktop)  # the routing alone: no display, no launcher
+    calls = []
+    desktop.run = lambda command, shell, timeout, cwd="/": calls.append(("machinery", timeout))
+    desktop.run_as_agent = lambda command, shell, timeout, cwd="/": calls.append(("agent", timeout))
+    for phase in ("evaluate", "act"):
+        desktop.phase = phase
+        desktop.command("true", shell=True, timeout=desktop_server.EXEC_TIMEOUT)
+    assert calls == [("machinery", desktop_server.EVALUATOR_TIMEOUT), ("agent", desktop_server.EXEC_TIMEOUT)]
+    from verl_cua.envs.osworld.env import EVALUATE_TIMEOUT
+
+    assert desktop_server.EVALUATOR_TIMEOUT <= EVALUATE_TIMEOUT / 2  # well under the evaluation's own bound
+
+
+def test_the_machinerys_commands_read_no_configuration_of_the_agents(monkeypatch):
+    from verl_cua.envs.osworld import desktop_server
+
+    desktop = object.__new__(desktop_server.Desktop)
+    desktop.machinery_dir = "/tmp/.verl-cua-machinery"
+    for key, value in {"GTK_MODULES": "gail:atk-bridge", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
+                       "HOME": "/home/user", "LD_PRELOAD": "/home/user/evil.so"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    env = desktop.machinery_env()
+    assert "GTK_MODULES" not in env and "DBUS_SESSION_BUS_ADDRESS" not in env and "LD_PRELOAD" not in env
+    assert env["GIT_CONFIG_GLOBAL"] == "/dev/null" and env["PYTHONSAFEPATH"] == "1" and env["HOME"] == "/home/user"
+    assert all(env[k].startswith("/tmp/.verl-cua-machinery/") for k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME"))
