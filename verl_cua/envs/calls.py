@@ -16,7 +16,11 @@ T = TypeVar("T")
 
 class CallTimeout(TimeoutError):
     """A call to an env that did not return in time (`call_with_timeout`); not any other TimeoutError raised inside
-    the call (a socket's, a future's), which callers must tell apart."""
+    the call (a socket's, a future's), which callers must tell apart. `worker`: the thread still running the call."""
+
+    def __init__(self, message: str, worker: threading.Thread | None = None):
+        super().__init__(message)
+        self.worker = worker
 
 
 def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Callable[[T], None] | None = None) -> T:
@@ -44,7 +48,7 @@ def call_with_timeout(fn: Callable[[], T], timeout: float | None, on_late: Calla
     with guard:
         if "value" not in box and "error" not in box:
             box["abandoned"] = True
-            raise CallTimeout(f"no answer after {timeout:g}s")
+            raise CallTimeout(f"no answer after {timeout:g}s", worker)
     if "error" in box:
         raise box["error"]
     return box["value"]

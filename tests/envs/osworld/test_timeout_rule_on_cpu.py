@@ -70,6 +70,7 @@ def _env(hang: float, fault: str | None = None) -> OSWorldEnv:
         "screenshot",
     )
     env._task, env._done, env._acted, env.desktop_broken, env.last_eval_error = {"id": "t"}, False, False, False, None
+    env._late_evaluation = None
     env._last = Observation(Image.new("RGB", (64, 48)), "", {})
     return env
 

@@ -78,10 +78,7 @@ class Launcher:
 
     def op_kill(self, request: dict, _fds) -> dict:
         """SIGKILL a process, its process group and every descendant."""
-        pid = int(request["pid"])
-        for target in [pid, *descendants(pid)]:
-            _signal(target, signal.SIGKILL)
-        _signal(-pid, signal.SIGKILL)
+        kill_tree(int(request["pid"]))
         return {"ok": True}
 
     def op_maps_x(self, request: dict, _fds) -> dict:
@@ -182,11 +179,6 @@ class LauncherClient:
                 self.lock.wait(left)
             return self.exits.pop(pid)
 
-    def exited(self, pid: int) -> bool:
-        """Whether `pid` has exited (its code stays collectable)."""
-        with self.lock:
-            return pid in self.exits or self.gone
-
     def kill(self, pid: int) -> None:
         """SIGKILL `pid`, its group and its descendants (nothing when the launcher is gone)."""
         try:
@@ -202,17 +194,26 @@ class LauncherClient:
             return set()
 
 
-def descendants(pid: int) -> list[int]:
-    """Every descendant of `pid` (one snapshot of /proc)."""
-    children: dict[int, list[int]] = {}
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, state) of every process, from /proc/*/stat (children of any thread have the process as ppid)."""
+    table = {}
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(name))
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            table[int(name)] = (int(fields[1]), fields[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """Every descendant of `pid` (one snapshot of the process table)."""
+    children: dict[int, list[int]] = {}
+    for child, (ppid, _state) in process_table().items():
+        children.setdefault(ppid, []).append(child)
     out, stack = [], list(children.get(pid, []))
     while stack:
         child = stack.pop()
@@ -228,6 +229,13 @@ def maps_x(pid: int) -> bool:
             return any(lib in line for line in f for lib in X_LIBRARIES)
     except OSError:
         return False
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid`, every descendant and its process group (what is gone or not ours is skipped)."""
+    for target in [pid, *descendants(pid)]:
+        _signal(target, signal.SIGKILL)
+    _signal(-pid, signal.SIGKILL)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -47,11 +47,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 try:  # inside the desktop: the files next to this one
-    from desktop_launcher import LauncherClient
+    from desktop_launcher import LauncherClient, kill_tree, process_table
     from desktop_launcher import descendants as _descendants
     from desktop_setup import SetupTracker
 except ImportError:  # imported as part of verl_cua (tests)
-    from verl_cua.envs.osworld.desktop_launcher import LauncherClient
+    from verl_cua.envs.osworld.desktop_launcher import LauncherClient, kill_tree, process_table
     from verl_cua.envs.osworld.desktop_launcher import descendants as _descendants
     from verl_cua.envs.osworld.desktop_setup import SetupTracker
 
@@ -198,7 +198,6 @@ class Desktop:
         """`run`, but started by the launcher as the agent's user; `stdin`: bytes fed to it."""
         if isinstance(command, str) and not shell:
             command = shlex.split(command)
-        timeout = min(float(timeout), MAX_TIMEOUT)
         pipes = [os.pipe(), os.pipe()]
         feed = os.pipe() if stdin is not None else None
         env = {**self.agent_env(), **ISOLATED_PYTHON}
@@ -214,23 +213,13 @@ class Desktop:
                 os.close(fd)
         if feed:
             threading.Thread(target=_feed, args=(feed[1], stdin), daemon=True).start()
-        out, err = bytearray(), bytearray()
-        readers = [
-            threading.Thread(target=_read_capped, args=(os.fdopen(read, "rb"), buf, self.max_output), daemon=True)
-            for (read, _), buf in zip(pipes, (out, err), strict=True)
-        ]
-        for reader in readers:
-            reader.start()
-        code = self.launcher.wait(pid, timeout)
-        if code is None:
-            self.launcher.kill(pid)
-        for reader in readers:
-            reader.join(DRAIN_TIMEOUT)
-        output, error = _capped_text(out, self.max_output), _capped_text(err, self.max_output)
-        if code is None:
-            why = "the desktop's launcher is gone" if self.launcher.gone else f"timed out after {timeout:g} s"
-            return {"status": "error", "output": output, "error": why, "returncode": -1}
-        return {"status": "success", "output": output, "error": error, "returncode": code}
+        streams = tuple(os.fdopen(read, "rb") for read, _ in pipes)
+
+        def gone() -> str:
+            return "the desktop's launcher is gone" if self.launcher.gone else ""
+
+        return self._collect(streams, lambda s: self.launcher.wait(pid, s), lambda: self.launcher.kill(pid), timeout,
+                             gone)  # fmt: skip
 
     def command(self, command, *, shell: bool, timeout: float, cwd: str = "/") -> dict:
         """A command route's command: the agent's before the evaluation, the evaluator's (bounded) during it."""
@@ -242,15 +231,11 @@ class Desktop:
         """Reap zombie children nobody waits on (apps killed, orphans handed to us as subreaper)."""
         me = os.getpid()
         with self.spawn_lock:
-            for pid, (ppid, state) in _process_table().items():
+            for pid, (ppid, state) in process_table().items():
                 if ppid != me or pid in self.waiting or state != "Z":
                     continue
-                try:
-                    reaped, status = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    continue
-                if reaped:
-                    self.setup.exited(reaped, os.waitstatus_to_exitcode(status))
+                with contextlib.suppress(ChildProcessError):  # the setup's apps are the launcher's to reap
+                    os.waitpid(pid, os.WNOHANG)
 
     def run(self, command, *, shell: bool, timeout: float, cwd: str = "/") -> dict:
         """Run a command to completion with a timeout; OSWorld's `{status, output, error, returncode}` reply.
@@ -264,30 +249,44 @@ class Desktop:
             command, shell=shell, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             env=self.machinery_env(),
         )  # fmt: skip
+        waiter = threading.Thread(target=proc.wait, daemon=True)  # a blocking waitpid: no polling latency
+
+        def wait(seconds: float) -> int | None:
+            waiter.start()
+            waiter.join(seconds)
+            return None if waiter.is_alive() else proc.returncode
+
+        def kill() -> None:
+            kill_tree(proc.pid)
+            waiter.join(DRAIN_TIMEOUT)
+
+        try:
+            return self._collect((proc.stdout, proc.stderr), wait, kill, timeout)
+        finally:
+            self.waiting.discard(proc.pid)
+
+    def _collect(self, streams, wait, kill, timeout: float, gone=None) -> dict:
+        """OSWorld's `{status, output, error, returncode}` reply of a started command: its stdout and stderr read
+        (capped) while `wait(seconds)` gives its exit code, or None when it is still running (then `kill()`).
+        `gone()`: why it could not be waited for, if not the timeout ("" for the timeout)."""
         timeout = min(float(timeout), MAX_TIMEOUT)
         out, err = bytearray(), bytearray()
         readers = [
             threading.Thread(target=_read_capped, args=(stream, buf, self.max_output), daemon=True)
-            for stream, buf in ((proc.stdout, out), (proc.stderr, err))
+            for stream, buf in zip(streams, (out, err), strict=True)
         ]
         for reader in readers:
             reader.start()
-        waiter = threading.Thread(target=proc.wait, daemon=True)  # a blocking waitpid: no polling latency
-        waiter.start()
-        waiter.join(timeout)
-        timed_out = waiter.is_alive()
-        if timed_out:
-            for pid in [proc.pid, *_descendants(proc.pid)]:
-                _signal(pid, signal.SIGKILL)
-            _signal(-proc.pid, signal.SIGKILL)
-            waiter.join(DRAIN_TIMEOUT)
-        self.waiting.discard(proc.pid)
+        code = wait(timeout)
+        if code is None:
+            kill()
         for reader in readers:  # a process that left the group may still hold the pipes: wait for them only so long
             reader.join(DRAIN_TIMEOUT)
         output, error = _capped_text(out, self.max_output), _capped_text(err, self.max_output)
-        if timed_out:
-            return {"status": "error", "output": output, "error": f"timed out after {timeout:g} s", "returncode": -1}
-        return {"status": "success", "output": output, "error": error, "returncode": proc.returncode}
+        if code is None:
+            why = (gone() if gone else "") or f"timed out after {timeout:g} s"
+            return {"status": "error", "output": output, "error": why, "returncode": -1}
+        return {"status": "success", "output": output, "error": error, "returncode": code}
 
     def launch(self, command, *, shell: bool) -> int:
         """Start a setup step's app in the background; it stays our descendant (and is killed on revert). Its exit
@@ -412,21 +411,6 @@ def _terminal_running() -> bool:
     return False
 
 
-def _process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (ppid, state) of every process, from /proc/*/stat (children of any thread have the process as ppid)."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            table[int(name)] = (int(fields[1]), fields[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return table
-
-
 def _read_capped(stream, buf: bytearray, cap: int) -> None:
     """Read a pipe to its end, keeping its first `cap` (+1) bytes: an agent printing gigabytes costs no memory."""
     with stream:
@@ -482,13 +466,6 @@ def _feed(fd: int, data: bytes) -> None:
     """Write `data` to a pipe, then close it (a child that stops reading loses the rest)."""
     with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:
         pipe.write(data)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _tree(path: str, depth: int = 0, budget: list[int] | None = None) -> dict:

@@ -118,6 +118,7 @@ class OSWorldEnv:
         self._acted = False  # an action reached the desktop this episode: from then on a broken desktop is the agent's
         self.desktop_broken = False  # the agent broke its desktop this episode (scored 0, not masked)
         self.last_eval_error: str | None = None
+        self._late_evaluation: threading.Thread | None = None  # an evaluation that ran past evaluate_timeout
         kwargs = dict(
             action_space=action_space, screen_size=tuple(screen), headless=True, cache_dir=str(self.cache_dir),
             require_a11y_tree=require_a11y_tree, require_terminal=require_terminal,
@@ -373,29 +374,17 @@ class OSWorldEnv:
         """`_evaluate` in a thread, bounded by `evaluate_timeout` (CallTimeout). A local desktop whose evaluation ran
         past it is stopped at once (what is left of the evaluation then fails fast), and the next reset waits for
         that thread first, so that nothing of this evaluation reaches the next episode's desktop."""
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["score"] = self._evaluate()
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
-
-        worker = threading.Thread(target=run, daemon=True, name="verl-cua-evaluate")
-        worker.start()
-        worker.join(self.evaluate_timeout)
-        if worker.is_alive():
-            self._late_evaluation = worker
+        try:
+            return call_with_timeout(self._evaluate, self.evaluate_timeout)
+        except CallTimeout as exc:
+            self._late_evaluation = exc.worker
             if self.local is not None:
                 self.local.stop()
-            raise CallTimeout(f"no answer after {self.evaluate_timeout:g}s")
-        if "error" in box:
-            raise box["error"]
-        return box["score"]
+            raise
 
     def _wait_for_late_evaluation(self) -> None:
         """Before a reset: the evaluation that ran past its bound must be over (InfraFailure if it is not)."""
-        late, self._late_evaluation = getattr(self, "_late_evaluation", None), None
+        late, self._late_evaluation = self._late_evaluation, None
         if late is not None:
             late.join(LATE_EVALUATION_WAIT)
             if late.is_alive():

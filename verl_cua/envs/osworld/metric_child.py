@@ -78,19 +78,23 @@ def call_metric(name: str, args: tuple, kwargs: dict, limits: MetricLimits | Non
         [sys.executable, "-s", "-m", ENTRY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, cwd="/", start_new_session=True,
     )  # fmt: skip
+    timed_out = False
     try:
         out, err = proc.communicate(request, timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        if not out.startswith(READY):  # it never got to the metric (a host too busy to load it): ours
-            raise MetricChildBroken(
-                f"the metric child for {name} did not load it in {limits.wall_seconds:g} s"
-            ) from None
-        raise MetricLimit(f"metric {name} ran past {limits.wall_seconds:g} s (killed)") from None
-    if not out.startswith(READY):  # it never got to the metric: our failure (an install, an import), not the agent's
+        timed_out = True
+    if not out.startswith(READY):  # it never got to the metric: our failure (an install, a busy host), not the agent's
         last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1][:300]
-        raise MetricChildBroken(f"the metric child for {name} failed to start (exit {proc.returncode}): {last}")
+        why = (
+            f"did not load it in {limits.wall_seconds:g} s"
+            if timed_out
+            else f"failed to start (exit {proc.returncode})"
+        )
+        raise MetricChildBroken(f"the metric child for {name} {why}: {last}")
+    if timed_out:
+        raise MetricLimit(f"metric {name} ran past {limits.wall_seconds:g} s (killed)")
     try:
         answer = json.loads(out[len(READY) :].decode(errors="replace").strip().splitlines()[-1])
     except (ValueError, IndexError):

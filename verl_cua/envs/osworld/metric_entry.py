@@ -1,5 +1,5 @@
-"""The bounded metric child's entry (`python -m verl_cua.envs.osworld.metric_entry`; see `metric_child`): limit
-itself, read the pickled request from stdin, run OSWorld's metric in this process, print one JSON line."""
+"""The bounded metric child's entry (`python -m verl_cua.envs.osworld.metric_entry`; see `metric_child`): read the
+pickled request from stdin, load OSWorld's metric, say `ready`, limit itself, run the metric, print one JSON line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from verl_cua.envs.osworld.metric_child import READY
 
 
 def main() -> None:
-    """Limit this process, read the request, run the metric, print one JSON line."""
+    """Read the request, load the metric, say `ready`, limit this process, run the metric, print one JSON line."""
     import resource
 
     request = sys.stdin.buffer.read()

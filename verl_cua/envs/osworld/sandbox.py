@@ -234,18 +234,15 @@ def _cgroups(own: str, v2: dict, v1: dict[str, dict], optional: dict | None = No
     return procs
 
 
-def join_cgroups(procs: list[Path], pids: list[int]) -> bool:
-    """Move processes (every thread of each) into the cgroups whose `cgroup.procs` files are given; False (with one
-    warning) when one could not be moved."""
-    moved = True
+def join_cgroups(procs: list[Path], pids: list[int]) -> None:
+    """Move processes (every thread of each) into the cgroups whose `cgroup.procs` files are given; one warning
+    when one could not be moved."""
     for path in procs:
         for pid in pids:
             try:
                 path.write_text(str(pid))
             except OSError as exc:
-                moved = False
                 warn_once(f"local desktop: the server could not move into its own cgroup {path.parent} ({exc})")
-    return moved
 
 
 def _quota_us(limits: Limits) -> int:
