@@ -1,6 +1,7 @@
 # Sourced by the OSWorld recipes after their variable block (needs PYTHON, PROVIDER, VM_PATH, N_GPUS_PER_NODE,
-# MODEL_PATH; reads NNODES, TP, ENGINE, LOGGER, PREFLIGHT_HOST): checks the interpreter (recipes/preflight.sh:
-# verl-cua, verl and OSWorld's client), the GPUs, model, stack and the loggers' credentials
+# MODEL_PATH; reads NNODES, TP, ENGINE, LOGGER, TASKS, PREFLIGHT_HOST): checks the interpreter (recipes/preflight.sh:
+# verl-cua, verl and OSWorld's client), the GPUs, model, stack, the loggers' credentials, the task set (TASKS must
+# name tasks before anything is downloaded; missing evaluator packages are listed)
 # (`python -m verl_cua.doctor.preflight`, with the recipe's appended overrides) and, for the docker provider, Docker
 # and KVM; then fetches the osworld-docker image and the Ubuntu VM image (downloaded once, here, so that no Ray worker
 # downloads it by itself); sets VM_ARGS, the overrides that pass the image on (under KWARGS_PREFIX: +cua.env.kwargs by
@@ -18,14 +19,12 @@ require_python "$(osworld_client)"
 if ! skip_preflight; then  # the machine, before the downloads below (main checks the composed config again)
     "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --host "${PREFLIGHT_HOST:-verl}" \
         --gpus "${N_GPUS_PER_NODE}" --nnodes "${NNODES:-1}" --tp "${TP:-1}" --rollout "${ENGINE:-vllm}" \
-        --model "${MODEL_PATH}" --logger "${LOGGER:-}" -- "$@" || exit 1
+        --model "${MODEL_PATH}" --logger "${LOGGER:-}" --tasks "${TASKS:-}" -- "$@" || exit 1
 fi
 if [ "${PROVIDER}" = docker ]; then
     skip_preflight || require_docker
     docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker
-    if [ ! -f "${VM_PATH}" ]; then
-        "${PYTHON}" -c "from desktop_env.providers.docker.manager import DockerVMManager as M; M().get_vm_path('Ubuntu', None)"
-    fi
-    [ -f "${VM_PATH}" ] || die "no OSWorld VM image at VM_PATH=${VM_PATH}"
+    # downloaded into VM_PATH's folder (desktop-env's own download goes to ./docker_vm_data), the zip deleted
+    [ -f "${VM_PATH}" ] || "${PYTHON}" -m verl_cua.envs.osworld.vm_image --vm-path "${VM_PATH}" || exit 1
     VM_ARGS=("${KWARGS_PREFIX:-+cua.env.kwargs}.path_to_vm=${VM_PATH}")
 fi

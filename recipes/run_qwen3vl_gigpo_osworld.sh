@@ -43,8 +43,9 @@ RESET_TIMEOUT=${RESET_TIMEOUT:-600}               # a docker reset restarts the 
 STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 EVALUATE_TIMEOUT=${EVALUATE_TIMEOUT:-300}
 ACTION_FORMAT=${ACTION_FORMAT:-qwen3vl}
-OSWORLD_DIR=${OSWORLD_DIR:-OSWorld}               # a clone of github.com/xlang-ai/OSWorld
-TASKS=${TASKS:-${OSWORLD_DIR}/evaluation_examples/examples}  # task JSON folders/files, comma-separated
+OSWORLD_DIR=${OSWORLD_DIR:-OSWorld}               # a clone of github.com/xlang-ai/OSWorld, checked out at f0ae387b3906
+#   (the commit whose test_all.json desktop-env 1.0.2 loads whole; the dataset step drops and lists what it cannot run)
+TASKS=${TASKS:-${OSWORLD_DIR}/evaluation_examples/test_all.json}  # 369 tasks; or JSON files/folders, comma-separated
 DATA_DIR=${DATA_DIR:-data/osworld}
 PROJECT_NAME=${PROJECT_NAME:-verl_cua}
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_gigpo_osworld}

@@ -54,14 +54,18 @@ RESET_TIMEOUT=${RESET_TIMEOUT:-600}               # a docker reset restarts the 
 STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 EVALUATE_TIMEOUT=${EVALUATE_TIMEOUT:-300}
 ACTION_FORMAT=${ACTION_FORMAT:-qwen3vl}
-OSWORLD_DIR=${OSWORLD_DIR:-OSWorld}               # a clone of github.com/xlang-ai/OSWorld
-TASKS=${TASKS:-${OSWORLD_DIR}/evaluation_examples/examples}  # task JSON folders/files, comma-separated
+OSWORLD_DIR=${OSWORLD_DIR:-OSWorld}               # a clone of github.com/xlang-ai/OSWorld, checked out at f0ae387b3906
+#   (the commit whose test_all.json desktop-env 1.0.2 loads whole; the dataset step drops and lists what it cannot run)
+TASKS=${TASKS:-${OSWORLD_DIR}/evaluation_examples/test_all.json}  # 369 tasks; or JSON files/folders, comma-separated
 DATA_DIR=${DATA_DIR:-data/osworld}
 PROJECT_NAME=${PROJECT_NAME:-verl_cua}
 EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen3vl8b_sdpo_osworld}
 LOGGER=${LOGGER:-[console,wandb]}
 TOTAL_EPOCHS=${TOTAL_EPOCHS:-10}
 SAVE_FREQ=${SAVE_FREQ:-20}
+SHAKEDOWN=${SHAKEDOWN:-0}                         # 1 (a first run): train step 1 and save, resume and train step 2
+                                                  # and save, then go on (resumed): the first ~140 GB save and a
+                                                  # resume within the first hours, not after SAVE_FREQ steps
 CKPT_KEEP=${CKPT_KEEP:-2}                         # checkpoints kept: verl removes older global_step_N/actor (~140 GB each
                                                   # for an 8B full fine-tune with SDPO's EMA); null keeps every one
 TEST_FREQ=${TEST_FREQ:--1}
@@ -103,6 +107,7 @@ fi
 
 "${PYTHON}" -m verl_cua.integrations.verl.dataset --env osworld --tasks "${TASKS}" --out "${DATA_DIR}/train.parquet"
 
+train() {
 "${PYTHON}" -m verl_cua.main \
     preset=osworld \
     algorithm.adv_estimator=sdpo \
@@ -171,3 +176,10 @@ fi
     trainer.test_freq="${TEST_FREQ}" \
     trainer.total_epochs="${TOTAL_EPOCHS}" \
     "$@"
+}
+
+if [ "${SHAKEDOWN}" = 1 ]; then  # verl resumes from the latest checkpoint (trainer.resume_mode=auto)
+    train trainer.total_training_steps=1 trainer.save_freq=1 "$@"
+    train trainer.total_training_steps=2 trainer.save_freq=1 "$@"
+fi
+train "$@"

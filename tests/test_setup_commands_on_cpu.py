@@ -35,3 +35,73 @@ def test_in_a_checkout_the_package_data_are_this_trees_folders():
     assert checkout_root() == ROOT
     assert envs_dir() == ROOT / "envs" and recipes_dir() == ROOT / "recipes"
     assert (envs_dir() / "local_desktop" / "setup.sh").is_file()
+
+
+def _requirement(text: str):
+    from packaging.requirements import Requirement
+
+    req = Requirement(text)
+    return req.name.lower(), req.specifier
+
+
+def test_the_evaluators_extra_covers_every_package_desktop_envs_evaluators_import():
+    """Each third-party module desktop-env's metrics and getters import is installed by the osworld extra or the
+    osworld-evaluators one (by its pip name), so no metric's package is left out of both."""
+    import ast
+    import importlib.util
+    import sys
+
+    import pytest
+
+    spec = importlib.util.find_spec("desktop_env")
+    if spec is None:
+        pytest.skip("desktop-env is not installed")
+    from verl_cua.envs.osworld.evaluators import PIP_NAMES
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert sorted(map(_requirement, setup_commands.extra_requirements("osworld-evaluators"))) == sorted(
+        map(_requirement, extras["osworld-evaluators"])
+    )
+    provided = {_requirement(r)[0] for r in extras["osworld"] + extras["osworld-evaluators"] + extras["verl"]}
+    provided |= {"pillow", "numpy", "requests", "lxml", "scipy", "playwright", "pandas"}  # the core's or verl's own
+    root = Path(next(iter(spec.submodule_search_locations))) / "evaluators"
+    missing = set()
+    for source in [*root.glob("metrics/*.py"), *root.glob("getters/*.py")]:
+        for node in ast.walk(ast.parse(source.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top == "desktop_env":
+                    continue
+                pip = PIP_NAMES.get(top, top).lower()
+                if pip not in provided and {"pil": "pillow", "yaml": "pyyaml"}.get(pip, pip) not in provided:
+                    missing.add(f"{top} ({source.parent.name}/{source.stem})")
+    assert not missing, f"imported by desktop-env's evaluators, in no extra: {sorted(missing)}"
+
+
+def test_install_osworld_evaluators_holds_verls_stack_and_leaves_easyocr_out_without_torch(monkeypatch):
+    runs = []
+
+    def run(cmd, check):
+        held = cmd[cmd.index("-c", cmd.index("install") + 3) + 1] if cmd.count("-c") > 1 else None
+        runs.append((cmd, Path(held).read_text() if held else None))
+
+    versions = {"torch": "2.14.1", "numpy": "2.4.6", "transformers": "5.10.4", "pillow": "13.0.0"}
+    monkeypatch.setattr(setup_commands.subprocess, "run", run)
+    monkeypatch.setattr(setup_commands, "_installed", lambda dist: versions.get(dist))
+    monkeypatch.setattr("verl_cua.envs.osworld.check.check_client", lambda: None)
+    assert setup_commands.install_osworld("1.0.2", evaluators=True) == 0
+    (cmd, held) = runs[-1]
+    wanted = setup_commands.extra_requirements("osworld-evaluators")
+    assert cmd[-len(wanted) :] == wanted
+    assert held.splitlines() == [f"{d}=={v}" for d, v in versions.items()]  # pip may not move them
+    versions.pop("torch")
+    runs.clear()
+    assert setup_commands.install_osworld("1.0.2", evaluators=True) == 0
+    (cmd, held) = runs[-1]
+    assert not any(r.startswith("easyocr") for r in cmd) and "torch==" not in held
+    runs.clear()
+    assert setup_commands.install_osworld("1.0.2") == 0  # offered, not installed
+    assert not any("python-pptx" in " ".join(cmd) for cmd, _ in runs)

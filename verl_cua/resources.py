@@ -10,6 +10,8 @@ PACKAGE = Path(__file__).resolve().parent
 DIST = "verl-cua"
 DOCS_URL = "https://github.com/verl-cua/verl-cua/tree/main/docs"  # pyproject's Documentation (a placeholder home)
 OSWORLD_CLIENT_HINT = "verl-cua install-osworld"  # OSWorld's client (desktop-env, --no-deps) and the osworld extra
+# the packages desktop-env's metrics import beyond the osworld extra (python-pptx, scikit-image, PyMuPDF, ...)
+OSWORLD_EVALUATORS_HINT = "verl-cua install-osworld --evaluators (the osworld-evaluators extra, pinned beside verl)"
 DESKTOP_HINT = "verl-cua setup-desktop"  # the local desktop's system side (as root)
 CONSTRAINTS = "tests/constraints.txt"  # a checkout's pins for the torch builds on its dev machines (verl extra only)
 

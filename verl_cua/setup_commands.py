@@ -8,11 +8,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 from verl_cua.resources import checkout_root, envs_dir
 
 DESKTOP_ENV_VERSION = "1.0.2"
 OSWORLD_EXTRA = "osworld"
+EVALUATORS_EXTRA = "osworld-evaluators"
+HELD = ("torch", "torchvision", "numpy", "transformers", "pillow", "verl")  # kept as installed by --evaluators
 
 
 def extra_requirements(extra: str, dist: str = "verl-cua") -> list[str]:
@@ -41,9 +44,10 @@ def _installed(dist: str) -> str | None:
         return None
 
 
-def install_osworld(version: str = DESKTOP_ENV_VERSION) -> int:
+def install_osworld(version: str = DESKTOP_ENV_VERSION, evaluators: bool = False) -> int:
     """Install the `osworld` extra's light packages and desktop-env with --no-deps (its pins clash with verl's:
-    numpy<2, torch 2.5, transformers 4.35), then check every evaluator our task set uses imports."""
+    numpy<2, torch 2.5, transformers 4.35), then check every evaluator our task set uses imports; `evaluators`:
+    also the osworld-evaluators extra, under the installed stack's pins. Without it, say what it would add."""
     subprocess.run(_pip(*extra_requirements(OSWORLD_EXTRA)), check=True)
     if _installed("desktop-env") != version:
         subprocess.run(_pip("--no-deps", f"desktop-env=={version}"), check=True)
@@ -51,7 +55,35 @@ def install_osworld(version: str = DESKTOP_ENV_VERSION) -> int:
 
     check_client()
     print(f"osworld client ready: desktop-env {version} (--no-deps) in {sys.prefix}")
+    missing = [r for r in extra_requirements(EVALUATORS_EXTRA) if not _installed(_dist_name(r))]
+    if evaluators and missing:
+        return install_evaluators(missing)
+    if missing:
+        names = ", ".join(_dist_name(r) for r in missing)
+        print(f"desktop-env's metrics also import {names}: tasks needing them are dropped at the dataset step; "
+              "`verl-cua install-osworld --evaluators` installs them")  # fmt: skip
     return 0
+
+
+def install_evaluators(requirements: list[str]) -> int:
+    """pip-install `requirements` with the installed torch, numpy, transformers and pillow held where they are
+    (a constraints file of their versions), so nothing of verl's stack moves; easyocr is left out without torch."""
+    held = {dist: _installed(dist) for dist in HELD}
+    if held["torch"] is None:
+        requirements = [r for r in requirements if _dist_name(r) != "easyocr"]
+        print("easyocr left out: it needs torch, which this Python lacks (one OSWorld metric uses it)")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="verl_cua_held_", delete=False) as f:
+        f.write("".join(f"{dist}=={v}\n" for dist, v in held.items() if v))
+    try:
+        subprocess.run(_pip("-c", f.name, *requirements), check=True)
+    finally:
+        os.unlink(f.name)
+    print(f"osworld evaluators ready: {', '.join(_dist_name(r) for r in requirements)} in {sys.prefix}")
+    return 0
+
+
+def _dist_name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0]
 
 
 def setup_desktop() -> int:
@@ -78,7 +110,9 @@ def add_setup_commands(sub) -> None:
         help=f"install OSWorld's client (desktop-env {DESKTOP_ENV_VERSION} --no-deps and the osworld extra)",
     )
     p.add_argument("--version", default=DESKTOP_ENV_VERSION, help="desktop-env version")
-    p.set_defaults(func=lambda args: install_osworld(args.version))
+    evaluators_help = "also what desktop-env's metrics import (python-pptx, scikit-image, PyMuPDF, ...: the "
+    p.add_argument("--evaluators", action="store_true", help=evaluators_help + "osworld-evaluators extra)")
+    p.set_defaults(func=lambda args: install_osworld(args.version, args.evaluators))
     from verl_cua.integrations.vllm_cpu import DEFAULT_VENV, VLLM_CPU_VERSION
 
     p = sub.add_parser(

@@ -2,11 +2,15 @@
 its package and its credentials (wandb's API key, netrc entry or offline mode), in one line with the fix."""
 
 import io
+import socket
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from verl_cua.doctor import loggers
 from verl_cua.doctor.loggers import VERL_LOGGERS, logger_findings, logger_names, swanlab_finding, vemlp_finding
 from verl_cua.doctor.preflight import main as preflight_main
 
@@ -22,6 +26,13 @@ def bare_home(tmp_path, monkeypatch):
     for var in WANDB_VARS:
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def wandb_server_answers(monkeypatch):
+    """FAKE reachability for the credential tests (api.wandb.ai cannot be reached from CI); the probe itself is
+    tested against loopback servers below."""
+    monkeypatch.setattr(loggers, "_unreachable", lambda url: None)
 
 
 def _wandb(host="verl", logger="[console,wandb]"):
@@ -110,3 +121,40 @@ def test_the_doctor_names_the_wandb_blocker_of_the_flagship(bare_home):
     run_doctor(str(Path(__file__).resolve().parents[2] / "recipes" / "run_qwen3vl_sdpo_osworld.sh"), [], out=out)
     (line,) = [line for line in out.getvalue().splitlines() if line.startswith("FAIL  wandb: ")]
     assert "`wandb login`" in line
+
+
+def test_online_wandb_whose_server_does_not_answer_is_a_blocker_naming_offline_mode(bare_home, monkeypatch):
+    """The real probe (`_unreachable`, undone from the fixture) against loopback: a closed port fails in one line
+    naming WANDB_MODE=offline, a server that answers (with any status) passes, and offline mode probes nothing."""
+    monkeypatch.undo()  # the fixture's fake and bare_home's variables; set again below
+    monkeypatch.setenv("HOME", str(bare_home))
+    for var in ("WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE", "NETRC"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed}")
+    finding = _wandb()
+    assert finding.level == "FAIL" and "\n" not in finding.detail
+    assert f"http://127.0.0.1:{closed} did not answer" in finding.detail and "WANDB_MODE=offline" in finding.detail
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        assert _wandb().level == "ok" and "answers" in _wandb().detail
+    finally:
+        server.shutdown()
+        server.server_close()
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed}")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert _wandb().level == "ok"

@@ -37,6 +37,7 @@ def test_parallel_episodes_on_two_browsers(chromium):
             "restarts": 0,
             "infra_failures": 0,
             "desktop_broken": 0,
+            "unscorable": 0,
         }
 
 

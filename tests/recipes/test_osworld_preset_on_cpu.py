@@ -147,3 +147,38 @@ def test_the_preset_alone_composes_and_validates():
     assert (cfg.cua.env.name, cfg.actor_rollout_ref.rollout.name, cfg.trainer.device) == ("osworld", "vllm", "cuda")
     validate_cua_config(OmegaConf.to_container(cfg.cua, resolve=True))
     prepare_config(cfg, registered=tuple(ADV_ESTIMATOR_REGISTRY))
+
+
+@pytest.mark.parametrize("recipe", OSWORLD, ids=OSWORLD)
+def test_step_one_learns_in_the_composed_config(recipe, tmp_path):
+    """verl's own scheduler builder on the composed optimizer config: step 1's updates run above lr 0 (verl's constant
+    schedule, the negative control, gives 0 there), lr/W on a W-step warm-up, the full lr with none."""
+    from verl_cua.doctor.schedule import first_step_lr
+
+    optim = _plain(_compose(_overrides(recipe, tmp_path)).actor_rollout_ref.actor.optim)
+    lr, warmup = first_step_lr(optim, total_steps=1000)
+    assert lr == pytest.approx(optim["lr"] / max(warmup, 1)) and lr > 0  # the flagship warms up over 10 steps
+    warm = {**optim, "lr_warmup_steps": 10}  # a recipe without a warm-up, given one
+    assert first_step_lr(warm, total_steps=1000)[0] == pytest.approx(optim["lr"] / 10)
+    assert first_step_lr({**warm, "lr_scheduler_type": "constant"}, total_steps=1000)[0] == 0.0
+    assert first_step_lr({**warm, "lr_warmup_steps": 1}, total_steps=1000)[0] == pytest.approx(optim["lr"])
+
+
+def test_shakedown_saves_after_step_one_and_resumes_once_then_goes_on(tmp_path):
+    """SHAKEDOWN=1: a 1-step run that saves, a 2-step run (verl resumes the latest checkpoint) that saves, then the
+    run itself; the user's overrides last in each. Without it, one run."""
+    stubs = write_stubs(tmp_path / "stub")
+    vm = tmp_path / "Ubuntu.qcow2"
+    vm.touch()
+    env = {"HOME": os.environ.get("HOME", str(tmp_path)), "PYTHON": str(stubs / "python3"), "VM_PATH": str(vm),
+           "DATA_DIR": str(tmp_path / "data"), "VERL_CUA_COMPOSE_ONLY": "1", "SHAKEDOWN": "1"}  # fmt: skip
+    calls = record_calls(ROOT / "recipes" / OSWORLD[0], stubs, tmp_path, "trainer.total_epochs=3", env=env)
+    runs = [c[3:] for c in calls if c[1:3] == ["-m", "verl_cua.main"]]
+    assert len(runs) == 3 and all(run[-1] == "trainer.total_epochs=3" for run in runs)
+    configs = [_compose(run).trainer for run in runs]
+    assert [(c.total_training_steps, c.save_freq, c.resume_mode) for c in configs] == [
+        (1, 1, "auto"),
+        (2, 1, "auto"),
+        (None, 20, "auto"),
+    ]
+    assert len(_overrides(OSWORLD[0], tmp_path)) > 0  # SHAKEDOWN unset: main_overrides finds exactly one run

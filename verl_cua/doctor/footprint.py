@@ -1,13 +1,17 @@
 """What a run holds beyond its desktops and rows: the model's parameter count (from its config.json, else its name),
 the SDPO teacher's host copy (ema, frozen), the worker and rollout processes of each GPU, and the disk its kept
-checkpoints take. Estimates from the config's sizes, not measurements."""
+checkpoints take. Estimates from the config's sizes, not measurements; only the disk's write rate, behind the
+checkpoint's save time, is measured (`disk_write_rate`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ BF16 = 2
 PROCESS_GB_PER_GPU = 8.0  # host memory of a GPU's Ray worker (actor/ref) and its rollout server process: ~6-10 GB
 # the teachers with a host copy (`cua.sdpo.teacher`): how the memory and the checkpoint findings name the copy
 TEACHER_COPIES = {"ema": ("EMA teacher", "EMA fp32"), "frozen": ("frozen teacher", "frozen teacher fp32")}
+WRITE_PROBE_MIB = 64  # written and fsync'd once where the checkpoints go, for the save time
 NAME_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")  # "Qwen3-VL-8B-Instruct" -> 8
 
 
@@ -184,8 +189,7 @@ def checkpoint_finding(config: dict[str, Any], params: Params | None) -> Finding
         return Finding("info", "checkpoint disk", "the model's size is unknown here (no config.json): not estimated")
     per_param, parts = checkpoint_bytes_per_param(config)
     each = params.count * per_param / 1e9
-    root = Path(str(trainer.get("default_local_dir") or "checkpoints")).expanduser()
-    existing = next((p for p in [root, *root.parents] if p.exists()), Path(".")).resolve()
+    existing = checkpoint_root(config)
     free = shutil.disk_usage(existing).free / 1e9
     what = f"~{each:.0f} GB a save ({params.describe()} x {per_param} B: {parts})"
     keep = trainer.get("max_actor_ckpt_to_keep")
@@ -198,3 +202,44 @@ def checkpoint_finding(config: dict[str, Any], params: Params | None) -> Finding
     fix = "" if level == "ok" else "; free disk, lower CKPT_KEEP, or point trainer.default_local_dir elsewhere"
     return Finding(level, "checkpoint disk", f"{what} x {keep} kept = {need:.0f} GB of {free:.0f} GB free at "
                                              f"{existing}{fix}")  # fmt: skip
+
+
+def checkpoint_root(config: dict[str, Any]) -> Path:
+    """The existing folder at or above trainer.default_local_dir (where the checkpoints will go)."""
+    root = Path(str((config.get("trainer") or {}).get("default_local_dir") or "checkpoints")).expanduser()
+    return next((p for p in [root, *root.parents] if p.exists()), Path(".")).resolve()
+
+
+def disk_write_rate(folder: Path, mib: int = WRITE_PROBE_MIB) -> float | None:
+    """Bytes a second `folder`'s disk takes for `mib` MiB written and fsync'd (the file removed); None if it cannot."""
+    block = os.urandom(1 << 20)  # incompressible, as weights are
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".verl_cua_write_probe_") as f:
+            start = time.perf_counter()
+            for _ in range(mib):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+            elapsed = time.perf_counter() - start
+    except OSError:
+        return None
+    return mib * (1 << 20) / max(elapsed, 1e-6)
+
+
+def checkpoint_time_finding(config: dict[str, Any], params: Params | None) -> Finding | None:
+    """When the first checkpoint comes, its size, and its save time at this disk's measured write rate."""
+    trainer = config.get("trainer") or {}
+    save_freq = int(trainer.get("save_freq") or -1)
+    if save_freq <= 0 or params is None:
+        return None
+    per_param, _ = checkpoint_bytes_per_param(config)
+    size = params.count * per_param
+    root = checkpoint_root(config)
+    rate = disk_write_rate(root)
+    if rate is None:
+        return Finding("warn", "checkpoint", f"~{size / 1e9:.0f} GB a save; {root} takes no write (read-only?)")
+    minutes = size / rate / 60
+    early = "" if save_freq == 1 else "; a first run of the flagship with SHAKEDOWN=1 saves after step 1 and resumes"
+    return Finding("ok", "checkpoint", f"the first save after step {save_freq}: ~{size / 1e9:.0f} GB at "
+                                       f"{rate / 1e6:.0f} MB/s (measured at {root}, {WRITE_PROBE_MIB} MiB fsync'd) = "
+                                       f"~{minutes:.1f} min{early}")  # fmt: skip

@@ -28,6 +28,7 @@ MODULES = {  # the module verl imports for each logger, and the pip package that
     "rl_insight": ("rl_insight", "rl-insight"),
 }
 WANDB_HOST = "https://api.wandb.ai"
+WANDB_PROBE_S = 5.0  # seconds the preflight waits for the wandb server to answer
 WANDB_LOCAL_MODES = ("offline", "disabled", "dryrun")
 SWANLAB_LOCAL_MODES = ("local", "offline", "disabled")
 VEMLP_VARS = ("VOLC_ACCESS_KEY_ID", "VOLC_SECRET_ACCESS_KEY", "MLP_TRACKING_REGION")
@@ -69,23 +70,45 @@ def logger_findings(config: dict[str, Any], host: str = "verl") -> list[Finding]
 
 
 def wandb_finding() -> Finding:
-    """Whether wandb.init will find credentials (or need none) without a terminal to ask at."""
+    """Whether wandb.init will find credentials (or need none) without a terminal to ask at, and, online, whether
+    its server answers from here."""
     mode = os.environ.get("WANDB_MODE", "").lower()
     if mode in WANDB_LOCAL_MODES:
         return Finding("ok", "wandb", f"WANDB_MODE={mode}: nothing is sent, no credentials needed")
-    if os.environ.get("WANDB_API_KEY"):
-        return Finding("ok", "wandb", "credentials from WANDB_API_KEY")
-    if os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
-        return Finding("ok", "wandb", "credentials from WANDB_IDENTITY_TOKEN_FILE")
     url = os.environ.get("WANDB_BASE_URL") or WANDB_HOST
     machine = urlsplit(url).netloc or url
     path = _wandb_netrc()
-    if _netrc_has(path, machine):
-        return Finding("ok", "wandb", f"credentials for {machine} in {path}")
+    if os.environ.get("WANDB_API_KEY"):
+        found = "credentials from WANDB_API_KEY"
+    elif os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        found = "credentials from WANDB_IDENTITY_TOKEN_FILE"
+    elif _netrc_has(path, machine):
+        found = f"credentials for {machine} in {path}"
+    else:
+        found = ""
+    if found:
+        unreachable = _unreachable(url)
+        if unreachable:
+            return Finding("FAIL", "wandb", f"{found}, but {url} did not answer from here in {WANDB_PROBE_S:g} s "
+                                            f"({unreachable}): wandb.init would end the run minutes in; on a closed "
+                                            "node set WANDB_MODE=offline (and `wandb sync` the run later), "
+                                            f"{DROP.format(name='wandb')}")  # fmt: skip
+        return Finding("ok", "wandb", f"{found}; {url} answers")
     return Finding("FAIL", "wandb", f"no credentials for {machine} (no WANDB_API_KEY, no machine {machine} in {path}): "
                                     "wandb.init would end the run minutes in, after the model loads; run "
                                     "`wandb login`, or export WANDB_API_KEY=..., or set WANDB_MODE=offline, "
                                     f"{DROP.format(name='wandb')}")  # fmt: skip
+
+
+def _unreachable(url: str) -> str | None:
+    """Why `url` gave no HTTP answer within WANDB_PROBE_S (any status is an answer), or None when it did."""
+    import httpx
+
+    try:
+        httpx.head(url, timeout=WANDB_PROBE_S, follow_redirects=False)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return None
 
 
 def _wandb_netrc() -> Path:

@@ -36,12 +36,14 @@ def blockers(config: dict[str, Any], host: str = "verl") -> list[Finding]:
     return [finding for finding in system_findings(config, host) if finding.level == "FAIL"]
 
 
-def check_preflight(config: dict[str, Any], prog: str = "verl-cua", host: str = "verl") -> None:
+def check_preflight(
+    config: dict[str, Any], prog: str = "verl-cua", host: str = "verl", extra: list[Finding] | None = None
+) -> None:
     """Raise `PreflightError` naming every blocker of `config` (a resolved trainer config, of our trainer or of
-    verl-agent's as `host` says), unless skipped."""
+    verl-agent's as `host` says) and the `extra` ones found apart, unless skipped."""
     if skipped(config):
         return
-    found = blockers(config, host)
+    found = [*blockers(config, host), *(extra or [])]
     if found:
         lines = [f"{prog}: {finding.check}: {finding.detail}" for finding in found]
         lines.append(f"{prog}: {len(found)} blocker(s) before the run starts; {SKIP_VAR}=1 starts it anyway")
@@ -100,13 +102,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logger", default=None, help="trainer.logger as the recipe sets it ([console,wandb])")
     parser.add_argument("--host", default="verl", choices=("verl", "verl-agent"), help="whose trainer runs")
     parser.add_argument("--prog", default="verl-cua", help="the name the lines start with (the recipe's)")
+    parser.add_argument("--tasks", default="", help="OSWorld TASKS (comma-separated): checked against this install")
     parser.add_argument("overrides", nargs="*", help="the recipe's appended Hydra overrides (after --)")
     args = parser.parse_args(argv)
     config = standalone_config(
         args.gpus, args.model, args.nnodes, args.tp, args.rollout, args.overrides, logger=args.logger
     )
+    tasks = []
+    if args.tasks and not skipped(config):
+        from verl_cua.doctor.tasks import task_set_findings
+
+        tasks = task_set_findings(args.tasks)
+        for finding in tasks:
+            if finding.level == "warn":  # the dataset step lists what it drops
+                print(f"{args.prog}: {finding.check}: {finding.detail}", file=sys.stderr)
     try:
-        check_preflight(config, prog=args.prog, host=args.host)
+        check_preflight(config, prog=args.prog, host=args.host, extra=[f for f in tasks if f.level == "FAIL"])
     except PreflightError as exc:
         print(exc, file=sys.stderr)
         return 1

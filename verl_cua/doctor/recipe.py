@@ -8,7 +8,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from verl_cua.doctor.finding import Finding
-from verl_cua.doctor.recipe_source import RecipeSource, resolve_recipe, trainer_calls
+from verl_cua.doctor.recipe_source import RecipeSource, dataset_tasks, recipe_calls, resolve_recipe, trainer_runs
+from verl_cua.doctor.schedule import first_step_finding
+from verl_cua.doctor.tasks import task_set_findings
 from verl_cua.resources import install_hint
 
 if TYPE_CHECKING:
@@ -49,10 +51,12 @@ def recipe_findings(recipe: str | RecipeSource, extra: list[str]) -> tuple[list[
     source = recipe if isinstance(recipe, RecipeSource) else resolve_recipe(recipe)
     name = source.label
     try:
-        runs = trainer_calls(source)
+        calls = recipe_calls(source)
+        runs = trainer_runs(source, calls)
+        tasks = [f for t in dataset_tasks(calls) for f in task_set_findings(t)]
         unchecked = _unchecked(source, len(runs))
         if unchecked:
-            return [unchecked], None
+            return [unchecked, *tasks], None
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
         from verl_cua.integrations.verl.plugin import register_estimators
@@ -93,7 +97,8 @@ def recipe_findings(recipe: str | RecipeSource, extra: list[str]) -> tuple[list[
     ]  # fmt: skip
     if rollout["name"] in ("vllm", "sglang"):
         findings.append(Finding("info", "max_model_len", f"{rollout.get('max_model_len')} (prompt + response)"))
-    return findings, config
+    first = first_step_finding(config)
+    return [*findings, *([first] if first else []), *tasks], config
 
 
 def _row_line(env: EnvConfig, budget: Any) -> str:

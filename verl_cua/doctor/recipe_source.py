@@ -78,9 +78,17 @@ def _runnable(source: RecipeSource, scratch: Path) -> Path:
     return copy / source.script.name
 
 
+DATASET = ["-m", "verl_cua.integrations.verl.dataset"]
+
+
 def trainer_calls(source: RecipeSource, env: dict[str, str] | None = None) -> list[list[str]]:
     """The Hydra overrides of each trainer call the recipe makes (most make one), its variables as this shell and
     `env` set them; paths inside a scratch copy are made relative (to where the doctor runs)."""
+    return trainer_runs(source, recipe_calls(source, env))
+
+
+def recipe_calls(source: RecipeSource, env: dict[str, str] | None = None) -> list[list[str]]:
+    """Every `python` call the recipe makes ([stub, *arguments]), as `trainer_calls` runs it; none is run."""
     with tempfile.TemporaryDirectory(prefix="verl_cua_doctor_") as tmp:
         stubs = write_stubs(Path(tmp) / "stub")
         scratch = Path(tmp) / "run"
@@ -92,10 +100,13 @@ def trainer_calls(source: RecipeSource, env: dict[str, str] | None = None) -> li
         except RecipeRunError as exc:
             raise RuntimeError(f"{source.label} failed before training: {str(exc).strip().splitlines()[-1:]}") from None
         prefixes = {f"{scratch}/", f"{scratch.resolve()}/"}
-        entry = ["-m", source.entry]
-        mains = [
-            [_relative(a, prefixes) for a in c[3:]] for c in calls if c[0].startswith("python") and c[1:3] == entry
-        ]
+        return [[_relative(a, prefixes) for a in c] for c in calls if c[0].startswith("python")]
+
+
+def trainer_runs(source: RecipeSource, calls: list[list[str]]) -> list[list[str]]:
+    """The Hydra overrides of each `python -m <entry>` among `calls`; RuntimeError when there is none."""
+    entry = ["-m", source.entry]
+    mains = [c[3:] for c in calls if c[1:3] == entry]
     if not mains:
         raise RuntimeError(f"the recipe runs no `python -m {source.entry}`")
     return mains
@@ -105,3 +116,26 @@ def _relative(arg: str, prefixes: set[str]) -> str:
     for prefix in prefixes:
         arg = arg.replace(prefix, "")
     return arg
+
+
+def dataset_tasks(calls: list[list[str]]) -> list[str]:
+    """The `--tasks` of each OSWorld dataset step among `calls` (`python -m verl_cua.integrations.verl.dataset
+    --env osworld --tasks T`), repeats dropped."""
+    out: list[str] = []
+    for call in calls:
+        args = call[3:] if call[1:3] == DATASET else None
+        if not args or _option(args, "--env") != "osworld":
+            continue
+        tasks = _option(args, "--tasks")
+        if tasks and tasks not in out:
+            out.append(tasks)
+    return out
+
+
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg.partition("=")[2]
+    return None

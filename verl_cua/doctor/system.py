@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.doctor.finding import Finding
-from verl_cua.doctor.footprint import checkpoint_finding, host_terms, model_params
+from verl_cua.doctor.footprint import checkpoint_finding, checkpoint_time_finding, host_terms, model_params
 from verl_cua.doctor.gpus import gpu_findings, torch_cuda, visible_gpus
 from verl_cua.doctor.loggers import logger_findings
 from verl_cua.doctor.model import model_finding
@@ -164,9 +164,7 @@ def _desktops(config: dict[str, Any]) -> list[Finding]:
     level = "FAIL" if ram and need > ram else "warn" if ram and need > 0.8 * ram else "ok"
     out.append(Finding(level, "memory", f"{count} {provider} desktops x {gb:g} GB + ~{step_gb:.1f} GB of rows a step"
                                         f"{terms} = {need:.0f} GB of {ram:.0f} GB RAM"))  # fmt: skip
-    disk = checkpoint_finding(config, params)
-    if disk:
-        out.append(disk)
+    out += [f for f in (checkpoint_finding(config, params), checkpoint_time_finding(config, params)) if f]
     cpus = os.cpu_count() or 1
     want = count * cores
     out.append(Finding("warn" if want > cpus else "ok", "cores", f"{count} desktops want ~{want:g} cores; "

@@ -46,6 +46,11 @@ class InfraFailure(RuntimeError):
     """The desktop or browser broke (not the agent's fault); callers turn it into `infra_failure=True`."""
 
 
+class TaskUnscorable(RuntimeError):
+    """This install cannot score the task (an evaluator package missing, a task file that cannot be staged): the
+    episode is masked under a named error and the desktop, which nothing broke, is kept."""
+
+
 class EnvUsageError(ValueError):
     """A caller mistake (unknown task, model text without a format, step before reset): raised, never hidden
     as an infra failure."""

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from PIL import Image
 
 from verl_cua.actions import ParsedAction
-from verl_cua.envs.base import EnvUsageError, GUIEnv, Observation, StepResult, step_info
+from verl_cua.envs.base import EnvUsageError, GUIEnv, Observation, StepResult, TaskUnscorable, step_info
 from verl_cua.envs.calls import CallTimeout, call_with_timeout, kill_env
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class EnvLease:
         self._slot = slot
         self.infra_failure = False
         self.desktop_broken = False  # the agent broke its env this episode (a failure scored 0, never masked)
+        self.keep_env = False  # masked, but nothing broke the env (TaskUnscorable): released without a rebuild
         self.error: str | None = None
         self._last: Observation | None = None
         self._released = False
@@ -68,7 +69,7 @@ class EnvLease:
     def reset(self, task: Any) -> Observation:
         """Reset to `task`; on infra failure a blank observation with `extra["infra_failure"] = True`."""
         self._check_held()
-        self.infra_failure, self.desktop_broken, self.error = False, False, None
+        self.infra_failure, self.desktop_broken, self.keep_env, self.error = False, False, False, None
         env = self._slot.env
         if env is None:  # the start failure was counted when it happened
             self.infra_failure, self.error = True, f"env could not be started: {self._slot.start_error}"
@@ -78,6 +79,9 @@ class EnvLease:
             return self._last
         except EnvUsageError:
             raise
+        except TaskUnscorable as exc:
+            self._mark_unscorable(exc)
+            return self._fail_obs(self.error, task)
         except Exception as exc:
             return self._fail_obs(_describe(exc, "reset"), task)
 
@@ -108,6 +112,9 @@ class EnvLease:
             return 0.0
         try:
             score = float(call_with_timeout(env.evaluate, self._pool.evaluate_timeout))
+        except TaskUnscorable as exc:
+            self._mark_unscorable(exc)
+            return 0.0
         except Exception as exc:
             self._mark_broken(_describe(exc, "evaluate"))
             return 0.0
@@ -133,6 +140,11 @@ class EnvLease:
     def _mark_broken(self, error: str) -> None:
         self.infra_failure, self.error = True, error
         self._pool._count_infra(self._slot, error)
+
+    def _mark_unscorable(self, exc: TaskUnscorable) -> None:
+        """The episode is masked as an infra failure under a named error; the desktop, which nothing broke, stays."""
+        self.infra_failure, self.keep_env, self.error = True, True, f"unscorable: {exc}"
+        self._pool._count_unscorable(self._slot, self.error)
 
     def _fail_obs(self, error: str, task: Any) -> Observation:
         if not self.infra_failure:
@@ -191,6 +203,7 @@ class EnvPool:
         self._closed = False
         self.infra_failures = 0
         self.desktop_broken = 0  # episodes whose agent broke its env (failures, not infra failures)
+        self.unscorable = 0  # episodes masked because this install cannot score their task (desktop kept)
         self.last_errors: list[str] = []
 
     # -- leasing ---------------------------------------------------------------------------------------------------
@@ -250,7 +263,7 @@ class EnvPool:
             return  # releasing twice must not free the slot twice
         lease._released = True
         slot = lease._slot
-        if lease.infra_failure and slot.env is not None:
+        if lease.infra_failure and not lease.keep_env and slot.env is not None:
             self._discard(slot)
         with self._cond:
             self._free.append(slot)
@@ -281,6 +294,7 @@ class EnvPool:
             "restarts": sum(s.restarts for s in self._slots),
             "infra_failures": self.infra_failures,
             "desktop_broken": self.desktop_broken,
+            "unscorable": self.unscorable,
         }
 
     def close(self) -> None:
@@ -353,6 +367,12 @@ class EnvPool:
     def _count_desktop_broken(self) -> None:
         with self._cond:
             self.desktop_broken += 1
+
+    def _count_unscorable(self, slot: _Slot, error: str) -> None:
+        with self._cond:
+            self.unscorable += 1
+            self.last_errors = (self.last_errors + [f"env {slot.index}: {error}"])[-20:]
+        logger.warning("episode on env %d masked, desktop kept: %s", slot.index, error)
 
     def _count_infra(self, slot: _Slot, error: str) -> None:
         with self._cond:

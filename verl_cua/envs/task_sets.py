@@ -58,6 +58,11 @@ def resolve_tasks(env: str, spec: str | list[str], seeds: str = "0") -> list[Tas
     except ValueError as exc:
         raise EnvUsageError(str(exc)) from None
     refs = resolve(record.tasks)(items, seeds) if record.tasks is not None else named_tasks(env, items, seeds, record)
+    return unique_refs(refs)
+
+
+def unique_refs(refs: list[TaskRef]) -> list[TaskRef]:
+    """`refs` in order with repeats dropped; two different tasks filed under one key fail in one line."""
     unique: dict[str, TaskRef] = {}
     for ref in refs:
         other = unique.setdefault(ref.key, ref)

@@ -34,7 +34,15 @@ from PIL import Image
 
 from verl_cua.actions import ParsedAction
 from verl_cua.actions.types import GUIAction
-from verl_cua.envs.base import EnvUsageError, InfraFailure, Observation, StepResult, begin_step, step_info
+from verl_cua.envs.base import (
+    EnvUsageError,
+    InfraFailure,
+    Observation,
+    StepResult,
+    TaskUnscorable,
+    begin_step,
+    step_info,
+)
 from verl_cua.envs.calls import CallTimeout, call_with_timeout
 from verl_cua.envs.observation import (
     DEFAULT_BUDGET,
@@ -45,7 +53,7 @@ from verl_cua.envs.observation import (
 )
 from verl_cua.envs.osworld import PROVIDERS, evaluators
 from verl_cua.envs.osworld.metric_child import MetricChildBroken
-from verl_cua.envs.osworld.tasks import load_task, stage_cache
+from verl_cua.envs.osworld.tasks import TaskError, load_task, stage_cache
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +172,10 @@ class OSWorldEnv:
         """Revert the desktop if used, run the task's setup steps, and return the first screenshot."""
         config, base = load_task(task)
         self._wait_for_late_evaluation()
-        stage_cache(config, base, self.cache_dir)
+        try:
+            stage_cache(config, base, self.cache_dir)
+        except TaskError as exc:  # the task's defect, found before the desktop was touched: this episode only
+            raise TaskUnscorable(f"cannot stage {config['id']}: {exc}") from None
         self._check_alive("reset")
         self._task, self._last, self._done = config, None, False
         self._acted = self.desktop_broken = False

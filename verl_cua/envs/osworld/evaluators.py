@@ -21,7 +21,8 @@ import threading
 import types
 from pathlib import Path
 
-from verl_cua.resources import OSWORLD_CLIENT_HINT
+from verl_cua.envs.base import TaskUnscorable
+from verl_cua.resources import OSWORLD_CLIENT_HINT, OSWORLD_EVALUATORS_HINT
 
 PACKAGES = ("metrics", "getters")
 INSTALL_HINT = OSWORLD_CLIENT_HINT
@@ -38,7 +39,7 @@ PIP_NAMES = {
     "pptx": "python-pptx",
     "imagehash": "ImageHash",
     "PyPDF2": "PyPDF2",
-    "easyocr": "easyocr (pulls torch)",
+    "easyocr": "easyocr",
     "librosa": "librosa",
     "borb": "borb",
     "formulas": "formulas",
@@ -51,8 +52,8 @@ PIP_NAMES = {
 _lock = threading.RLock()
 
 
-class MissingDependency(ImportError):
-    """An OSWorld metric or getter needs a package that is not installed."""
+class MissingDependency(ImportError, TaskUnscorable):
+    """An OSWorld metric or getter needs a package that is not installed (the episode is masked, its desktop kept)."""
 
 
 class EvaluatorError(LookupError):
@@ -62,7 +63,8 @@ class EvaluatorError(LookupError):
 def _stub_module(name: str) -> types.ModuleType:
     """A module standing in for a missing package: any use raises MissingDependency naming it."""
     top = name.split(".")[0]
-    message = f"this OSWorld evaluator needs the package {PIP_NAMES.get(top, top)}: pip install it (or {INSTALL_HINT})"
+    pip = PIP_NAMES.get(top, top)
+    message = f"this OSWorld evaluator needs the package {pip}: pip install {pip} (or {OSWORLD_EVALUATORS_HINT})"
 
     class _Meta(type):
         def __getattr__(cls, attr):
@@ -76,11 +78,13 @@ def _stub_module(name: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__path__ = []  # a package, so `from stub.sub import x` works
     module.__verl_cua_stub__ = message
+    module.__verl_cua_pip__ = pip
 
     def __getattr__(attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return _Meta(attr, (), {"__new__": _new, "__module__": name, "__verl_cua_stub__": message})
+        namespace = {"__new__": _new, "__module__": name, "__verl_cua_stub__": message, "__verl_cua_pip__": pip}
+        return _Meta(attr, (), namespace)
 
     module.__getattr__ = __getattr__
     return module
@@ -179,7 +183,7 @@ def _load(package: str, attr: str, *, raw: bool = False):
     fn = getattr(module, attr)
     message = missing_dependency(fn)
     if message is not None:
-        return _refusing(fn, message)
+        return _refusing(fn, message, missing_package(fn))
     if package == "metrics" and not raw and callable(fn):
         from verl_cua.envs.osworld.metric_child import bounded
 
@@ -202,7 +206,7 @@ def _drop_stubs() -> None:
             sys.modules.pop(mod_name, None)
 
 
-def _refusing(fn, message: str):
+def _refusing(fn, message: str, package: str | None):
     """`fn` that raises MissingDependency before running: upstream metrics wrap their work in `except
     Exception` (compare_image_text scores 0, compare_audios scores 1.0 with librosa missing), which would
     otherwise swallow the stub's error and return a score."""
@@ -212,6 +216,7 @@ def _refusing(fn, message: str):
         raise MissingDependency(message)
 
     refuse.__verl_cua_missing__ = message
+    refuse.__verl_cua_pip__ = package
     return refuse
 
 
@@ -280,17 +285,26 @@ def _resolve(package: str, name: str):
 
 def missing_dependency(fn) -> str | None:
     """The one-line install message if `fn`, or an OSWorld helper it calls, uses a package that was stubbed."""
-    message = getattr(fn, "__verl_cua_missing__", None)
-    if message:
-        return message
+    return _stub_attr(fn, "__verl_cua_missing__", "__verl_cua_stub__")
+
+
+def missing_package(fn) -> str | None:
+    """The pip name of the first package `fn` (or an OSWorld helper it calls) needs that is not installed."""
+    return _stub_attr(fn, "__verl_cua_pip__", "__verl_cua_pip__")
+
+
+def _stub_attr(fn, own: str, stub: str) -> str | None:
+    value = getattr(fn, own, None)
+    if value:
+        return value
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
-    return _stub_used(code, getattr(fn, "__globals__", {}), set())
+    return _stub_used(code, getattr(fn, "__globals__", {}), set(), stub)
 
 
-def _stub_used(code: types.CodeType, namespace: dict, seen: set) -> str | None:
-    """The stub message of the first stubbed module/class `code` names (following desktop_env functions)."""
+def _stub_used(code: types.CodeType, namespace: dict, seen: set, attr: str) -> str | None:
+    """`attr` of the first stubbed module/class `code` names (following desktop_env functions)."""
     if code in seen:
         return None
     seen.add(code)
@@ -298,17 +312,17 @@ def _stub_used(code: types.CodeType, namespace: dict, seen: set) -> str | None:
         value = namespace.get(value_name)
         if value is None:
             continue
-        message = getattr(value, "__verl_cua_stub__", None) if isinstance(value, type | types.ModuleType) else None
-        if message:
-            return message
+        found = getattr(value, attr, None) if isinstance(value, type | types.ModuleType) else None
+        if found:
+            return found
         inner = getattr(value, "__code__", None)
         if isinstance(value, types.FunctionType) and (value.__module__ or "").startswith("desktop_env."):
-            message = _stub_used(inner, value.__globals__, seen)
-            if message:
-                return message
+            found = _stub_used(inner, value.__globals__, seen, attr)
+            if found:
+                return found
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            message = _stub_used(const, namespace, seen)
-            if message:
-                return message
+            found = _stub_used(const, namespace, seen, attr)
+            if found:
+                return found
     return None

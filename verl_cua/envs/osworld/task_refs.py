@@ -18,20 +18,29 @@ def osworld_tasks(items: list[str], seeds: str) -> list[TaskRef]:
     return [ref for item in items for ref in _refs(item)]
 
 
-def _refs(item: str) -> list[TaskRef]:
+def task_files(item: str) -> list[Path]:
+    """The task JSON files one `--tasks` item names (a file, a folder, a meta file, or a name in our set)."""
     path = Path(item)
     if path.is_dir():
         files = [f for f in sorted(path.rglob("*.json")) if not _is_meta(f)]
         if not files:
             raise EnvUsageError(f"no OSWorld task JSON under {path}")
-    elif path.is_file() and _is_meta(path):
-        files = _meta_files(path)
-    elif path.is_file() or item.endswith(".json"):
-        files = [path]
-    else:
-        files = [task_path(item)]  # a name in our task set; unknown names list the set
+        return files
+    if path.is_file() and _is_meta(path):
+        return _meta_files(path)
+    if path.is_file():
+        return [path]
+    if item.endswith(".json") or "/" in item:
+        raise EnvUsageError(f"no OSWorld task file or folder {path}")
+    try:
+        return [task_path(item)]  # a name in our task set; unknown names list the set
+    except TaskError as exc:
+        raise EnvUsageError(str(exc)) from None
+
+
+def _refs(item: str) -> list[TaskRef]:
     refs = []
-    for f in files:
+    for f in task_files(item):
         try:
             config, _ = load_task(str(f))
         except TaskError as exc:

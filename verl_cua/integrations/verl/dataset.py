@@ -14,16 +14,33 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verl_cua.envs import ENV_REGISTRY, env_spec
-from verl_cua.envs.task_sets import TaskRef, resolve_tasks
+from verl_cua.envs import ENV_REGISTRY, EnvUsageError, env_spec
+from verl_cua.envs.task_sets import TaskRef, resolve_tasks, unique_refs
 
 HOSTS = ("verl", "verl-agent")
 
 
-def task_rows(env: str, tasks: list[str], seeds: str = "0", host: str = "verl") -> list[dict[str, Any]]:
+def task_rows(
+    env: str, tasks: list[str], seeds: str = "0", host: str = "verl", *, strict: bool = False, report=print
+) -> list[dict[str, Any]]:
     """Rows for `env`'s tasks: MiniWoB++ names (checked against the installed miniwob package) under `seeds`
-    (`0-9`, `1,2`), or OSWorld task JSON files, folders or meta files (each validated as OSWorld would load it)."""
-    return [_row(ref, host) for ref in resolve_tasks(env, tasks, seeds)]
+    (`0-9`, `1,2`), or OSWorld task JSON files, folders or meta files. OSWorld's are checked against this install
+    (`task_check`): a task desktop-env cannot load or that needs a missing evaluator package is dropped, its line
+    given to `report`, or, `strict`, refused."""
+    if env != "osworld":
+        return [_row(ref, host) for ref in resolve_tasks(env, tasks, seeds)]
+    from verl_cua.envs.osworld.task_check import check_task_set
+
+    check = check_task_set([t.strip() for t in tasks if t.strip()])
+    if check.dropped:
+        lines = check.lines()
+        if strict:
+            raise EnvUsageError("\n".join([lines[0] + " (--strict: refused)", *lines[1:]]))
+        for line in [lines[0] + "; the others are dropped:", *lines[1:]]:
+            report(line)
+    if not check.refs:
+        raise EnvUsageError(f"no runnable OSWorld task in {','.join(tasks)}")
+    return [_row(ref, host) for ref in unique_refs(check.refs)]
 
 
 def _row(ref: TaskRef, host: str) -> dict[str, Any]:
@@ -64,10 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0", help="MiniWoB seeds: 0-9 or 1,2,3 (or name@seed in --tasks)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--host", default="verl", choices=HOSTS, help="verl-agent: add the env_kwargs column it reads")
+    ap.add_argument("--strict", action="store_true", help="OSWorld: refuse a task set with tasks this install "
+                    "cannot run (desktop-env cannot load them, or an evaluator package is missing) instead of "
+                    "dropping and listing them")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        rows = task_rows(args.env, args.tasks.split(","), args.seeds, args.host)
-    except ValueError as exc:
+        rows = task_rows(args.env, args.tasks.split(","), args.seeds, args.host, strict=args.strict,
+                         report=lambda line: print(f"verl-cua dataset: {line}", file=sys.stderr))  # fmt: skip
+    except (ValueError, ImportError) as exc:  # ImportError: OSWorld's client missing, named with its install
         print(f"verl-cua dataset: {exc}", file=sys.stderr)
         return 2
     path = write_parquet(rows, args.out)
