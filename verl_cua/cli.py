@@ -1,6 +1,7 @@
 """The `verl-cua` command line: `parse` one output, `eval` a model on tasks, `view` and `compare` runs, `serve` a
 checkpoint on CPU, `doctor` a machine and a recipe before training, `sft-data`: trajectories -> SFT rows,
-`osworld-check`: how much of OSWorld's own benchmark runs on the local desktop, `list`: the registered names."""
+`osworld-check`: how much of OSWorld's own benchmark runs on the local desktop, `probe-boots`: how a host boots
+many docker desktops, `list`: the registered names."""
 
 from __future__ import annotations
 
@@ -307,6 +308,30 @@ def _add_osworld_check(sub) -> None:
     p.set_defaults(func=_osworld_check_cmd)
 
 
+def _probe_boots_cmd(args: argparse.Namespace) -> int:
+    try:
+        from verl_cua.envs.osworld.boot_probe import run
+    except ImportError as exc:
+        from verl_cua.resources import OSWORLD_CLIENT_HINT
+
+        print(f"verl-cua probe-boots: needs OSWorld's client ({exc}): {OSWORLD_CLIENT_HINT}", file=sys.stderr)
+        return 2
+    return run(args)
+
+
+def _add_probe_boots(sub) -> None:
+    from verl_cua.envs.osworld.boot_probe import __doc__ as about
+    from verl_cua.envs.osworld.boot_probe import add_arguments
+
+    p = sub.add_parser(
+        "probe-boots",
+        help="boot N docker desktops at once on this host: boot-time percentiles, lock waits, settings to use",
+        description=" ".join(about.split("\n\n")[1].split()),
+    )
+    add_arguments(p)
+    p.set_defaults(func=_probe_boots_cmd)
+
+
 def _add_view_compare(sub) -> None:
     p = sub.add_parser("view", help="a static HTML page comparing runs (eval or training traces) step by step")
     p.add_argument("runs", nargs="+", help="run directories (verl-cua eval --out, or cua.trace.dir)")
@@ -410,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_doctor(sub)
     _add_sft_data(sub, [f for f in available_formats() if f != "auto"])
     _add_osworld_check(sub)
+    _add_probe_boots(sub)
     add_recipe_command(sub)
     add_setup_commands(sub)
     add_help(parser)

@@ -38,6 +38,8 @@ EXAMPLES = {
     "verl-cua sft-data runs/a runs/b --format pyautogui --model outputs/model --select 'reward>=0.5'",
     "osworld-check": "verl-cua osworld-check ~/OSWorld/evaluation_examples --out osworld_check.json\n"
     "verl-cua osworld-check ~/OSWorld/evaluation_examples --domains os,vlc",
+    "probe-boots": "verl-cua probe-boots --desktops 32 --vm-path ~/OSWorld/docker_vm_data/Ubuntu.qcow2\n"
+    "verl-cua probe-boots --desktops 32 --batch 8 --vm-path ~/OSWorld/docker_vm_data/Ubuntu.qcow2 --json",
     "recipe": "verl-cua recipe list\nverl-cua recipe export qwen3vl_sdpo_osworld ~/verl/recipe/cua_sdpo",
     "recipe list": "verl-cua recipe list",
     "recipe export": "verl-cua recipe export qwen3vl_sdpo_osworld ~/verl/recipe/cua_sdpo",

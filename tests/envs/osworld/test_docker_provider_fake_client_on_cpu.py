@@ -180,13 +180,14 @@ class FakeForeignContainer:
 
 
 class Clock:
-    """The provider module's `time`: sleeps are recorded and advance a virtual clock instead of waiting."""
+    """The provider module's `time`: sleeps are recorded and advance a virtual clock instead of waiting (only the
+    sleeps: a slow poll on a loaded machine does not shorten the readiness wait's count)."""
 
     def __init__(self):
-        self.offset, self.sleeps = 0.0, []
+        self.start, self.offset, self.sleeps = time.time(), 0.0, []
 
     def time(self):
-        return time.time() + self.offset
+        return self.start + self.offset
 
     def sleep(self, seconds):
         self.sleeps.append(seconds)

@@ -1,41 +1,36 @@
 """32 docker desktops at once through our EnvPool, with a FAKE Docker client (no Docker engine on CPU CI).
 
 Real: desktop-env's DockerProvider (its host-wide file lock, port scan, `containers.run`, readiness polling, revert),
-DesktopEnv and its controllers over HTTP, our OSWorldEnv, EnvService and EnvPool. Fake: `docker.from_env()` returns a
-client whose `containers.run(...)` takes `RUN_S` under the lock (as docker does) and serves, in place of the VM, a
-stdlib HTTP server on the mapped host port that answers 503 for `BOOT_S`, then screenshots. Times are scaled down:
-a lock hold of ~0.05 s stands for docker's 1-3 s, so desktop-env's 10 s lock wait becomes `UPSTREAM_LOCK_S`.
+DesktopEnv and its controllers over HTTP, our OSWorldEnv, EnvService and EnvPool. Fake (`verl_cua.testing.fake_docker`):
+`docker.from_env()` returns a client whose `containers.run(...)` takes `RUN_S` under the lock (as docker does) and
+serves, in place of the VM, a stdlib HTTP server on the mapped host port that answers 503 for `BOOT_S`, then
+screenshots. Times are scaled down: a lock hold of ~0.05 s stands for docker's 1-3 s, so desktop-env's 10 s lock wait
+becomes `UPSTREAM_LOCK_S`.
 """
 
-import io
 import itertools
-import json
 import os
 import socket
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import docker
 import filelock
 import pytest
-from PIL import Image
 
 from verl_cua.envs import EnvPool, InfraFailure, make_env
 
 docker_provider = pytest.importorskip("desktop_env.providers.docker.provider")
 from verl_cua.envs.osworld import docker_fleet  # noqa: E402  (needs desktop-env)
 from verl_cua.integrations.verl.env_service import EnvService  # noqa: E402
+from verl_cua.testing import fake_docker  # noqa: E402
+from verl_cua.testing.fake_docker import FakeDockerClient  # noqa: E402
 
 DESKTOPS = 32
-RUN_S = 0.04  # a `docker run` under the lock
-BOOT_S = 0.3  # a VM answering 503 before its first screenshot
 UPSTREAM_LOCK_S = 0.25  # desktop-env's 10 s lock wait, scaled like the lock hold
 SCALED = {"docker_lock_timeout": 30.0, "docker_lock_retries": 1, "docker_start_interval": 0.01}
-UPSTREAM = {"docker_lock_timeout": UPSTREAM_LOCK_S, "docker_lock_retries": 0, "docker_start_interval": 0}
-PNG = io.BytesIO()
-Image.new("RGB", (64, 40), "blue").save(PNG, format="PNG")
+UPSTREAM = {"docker_lock_timeout": UPSTREAM_LOCK_S, "docker_lock_retries": 0, "docker_start_interval": 0,
+            "docker_boot_batch": 0}  # fmt: skip
 TASK = {
     "id": "docker-scale",
     "instruction": "Look at the screen.",
@@ -44,130 +39,10 @@ TASK = {
 }
 
 
-class FakeVM:
-    """The container's VM on its server port: 503 while booting, then screenshots, /terminal and /setup/execute."""
-
-    def __init__(self, port: int, boot_s: float):
-        ready_at = time.monotonic() + boot_s
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, code: int, body: bytes, kind: str = "application/json"):
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                if time.monotonic() < ready_at:
-                    return self._send(503, b"{}")
-                if self.path == "/screenshot":
-                    return self._send(200, PNG.getvalue(), "image/png")
-                return self._send(200, json.dumps({"output": ""}).encode())
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                reply = {"status": "success", "output": "", "error": "", "returncode": 0}
-                return self._send(200, json.dumps(reply).encode())
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-        self.thread.start()
-
-    def shutdown(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class FakeContainer:
-    def __init__(self, client, kwargs: dict, vm: FakeVM | None):
-        self.client, self.kwargs, self.vm = client, kwargs, vm
-        self.id = f"fake{len(client.runs):04d}"
-        self.labels = dict(kwargs.get("labels") or {})
-        ports = {f"{c}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(h)}] for c, h in kwargs.get("ports", {}).items()}
-        self.attrs = {"NetworkSettings": {"Ports": ports}}
-        self.stopped = self.removed = False
-
-    def stop(self):
-        if self.removed:
-            raise docker.errors.NotFound("No such container")
-        self.stopped = True
-        self._power_off()
-
-    def remove(self, force: bool = False):
-        with self.client.lock:
-            if self.removed:
-                raise docker.errors.NotFound("No such container")
-            if not (self.stopped or force):
-                raise docker.errors.APIError("cannot remove a running container")
-            self.removed = True
-            self.client.existing.remove(self)
-        self._power_off()
-
-    def _power_off(self):
-        vm, self.vm = self.vm, None
-        if vm is not None:
-            vm.shutdown()
-
-
-class FakeDockerClient:
-    """`containers.run/list` of a docker client; `existing` is every container not removed."""
-
-    def __init__(self, boot_s: float = BOOT_S):
-        self.boot_s = boot_s
-        self.lock = threading.Lock()
-        self.runs: list[FakeContainer] = []
-        self.existing: list[FakeContainer] = []
-        self.containers = self
-
-    def run(self, image, **kwargs):
-        time.sleep(RUN_S)
-        vm = FakeVM(kwargs["ports"][5000], self.boot_s)
-        with self.lock:
-            container = FakeContainer(self, {**kwargs, "image": image}, vm)
-            self.runs.append(container)
-            self.existing.append(container)
-        return container
-
-    def add(self, labels: dict) -> FakeContainer:
-        """A container some earlier process ran (no VM behind it)."""
-        with self.lock:
-            container = FakeContainer(self, {"labels": labels}, None)
-            self.runs.append(container)
-            self.existing.append(container)
-        return container
-
-    def list(self, all: bool = False, filters: dict | None = None):
-        wanted = [label.partition("=") for label in (filters or {}).get("label", [])]
-        with self.lock:
-            return [c for c in self.existing if not any(c.labels.get(k) != v for k, _, v in wanted)]
-
-    def ours(self) -> list:
-        return [c for c in self.list() if "verl-cua.env" in c.labels]
-
-
 @pytest.fixture
 def client(tmp_path, monkeypatch):
     """A fake docker client behind desktop-env's real provider; its lock file in tmp_path, its polls scaled down."""
-    fake = FakeDockerClient()
-    monkeypatch.setattr(docker_provider.docker, "from_env", lambda *a, **k: fake)
-    monkeypatch.setattr(docker_provider, "RETRY_INTERVAL", 0.1)
-    monkeypatch.setattr(docker_provider, "WAIT_TIME", 0.01)
-    monkeypatch.setattr(docker_fleet, "_reaped", False)  # each test is a "next run"
-    init = docker_provider.DockerProvider.__init__
-
-    def init_with_lock_in_tmp(self, region):  # upstream locks /tmp/docker_port_allocation.lck, host-wide
-        init(self, region)
-        self.lock_file = tmp_path / "docker_port_allocation.lck"
-
-    monkeypatch.setattr(docker_provider.DockerProvider, "__init__", init_with_lock_in_tmp)
-    # restored after the test; 0 so the test's own (short) wait holds: a process keeps the longest wait asked for
-    monkeypatch.setattr(docker_provider, "LOCK_TIMEOUT", 0.0)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "Ubuntu.qcow2").write_bytes(b"QFI\xfb")
+    fake = fake_docker.install(monkeypatch, tmp_path, FakeDockerClient())
     yield fake
     for container in list(fake.existing):  # a failing test leaves no servers behind
         container.remove(force=True)

@@ -1,19 +1,25 @@
-"""OSWorld's docker provider at many desktops: a long lock wait, lock timeouts retried, starts spaced apart, and
-every container labelled, removed on close and, after a crash, by the next run on the host.
+"""OSWorld's docker provider at many desktops: a long lock wait, lock timeouts retried, starts spaced apart, boots
+bounded host-wide, ports chosen once per desktop, and every container labelled, removed on close and, after a
+crash, by the next run on the host.
 
-desktop-env's `DockerProvider` picks ports and runs the container under one host-wide file lock, waiting at most its
-module constant `LOCK_TIMEOUT` (10 s) for it; every reset of a used desktop runs a new container. Dozens of desktops
-starting or resetting at once queue on that lock, and most waits time out. `LabelledDockerProvider` is desktop-env's
-provider with: the lock wait raised (`docker_lock_timeout`, set on desktop-env's module, so process-wide), a lock
-timeout retried after a pause (`docker_lock_retries`), starts of this process spaced `docker_start_interval` apart,
-and labels on each container (`verl-cua.run`, `.host`, `.owner-pid`, `.owner-started`, `.env`) by which `close()`
-removes what this desktop ran and `reap_dead_owners` removes what a dead process left on this host.
+desktop-env's `DockerProvider` picks four ports (four scans of the host's connections and containers) and runs the
+container under one host-wide file lock, waiting at most its module constant `LOCK_TIMEOUT` (10 s) for it, then waits
+a fixed 300 s for the VM; every reset of a used desktop runs a new container. Dozens of desktops starting or
+resetting at once queue on that lock, and most waits time out. `LabelledDockerProvider` is desktop-env's provider
+with: the lock wait raised (`docker_lock_timeout`, set on desktop-env's module, so process-wide), a lock timeout
+retried after a pause (`docker_lock_retries`), starts of this process spaced `docker_start_interval` apart, the
+boot wait a setting (`docker_boot_timeout`), at most `docker_boot_batch` boots at once on the host
+(`docker_boots.BootSlots`), the ports chosen by one scan at the desktop's first start and kept for its resets (a
+reset takes no host lock: a port someone took meanwhile is chosen anew, under the lock), and labels on each
+container (`verl-cua.run`, `.host`, `.owner-pid`, `.owner-started`, `.env`) by which `close()` removes what this
+desktop ran and `reap_dead_owners` removes what a dead process left on this host. `starts` keeps each start's times.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 import random
 import socket
@@ -21,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import filelock
@@ -28,6 +35,7 @@ import psutil
 from desktop_env.providers.docker import provider as upstream
 
 from verl_cua.envs.base import InfraFailure
+from verl_cua.envs.osworld.docker_boots import BOOT_BATCH, BootSlots, Closed, StartTimes, port_free
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +44,13 @@ LOCK_RETRIES = 1  # lock timeouts retried per start
 START_INTERVAL = 1.0  # seconds between two container starts of this process
 BACKOFF_CAP = 30.0  # longest pause before a lock wait is retried
 STOP_MARGIN = 60.0  # a reset's stop of the old container (docker stop, desktop-env's pause) and slack
+# desktop-env's own readiness wait (300 s), the default of `docker_boot_timeout`
 BOOT_TIMEOUT = float(inspect.signature(upstream.DockerProvider._wait_for_vm_ready).parameters["timeout"].default)
 OPTIONS = {"docker_lock_timeout": LOCK_TIMEOUT, "docker_lock_retries": LOCK_RETRIES,
-           "docker_start_interval": START_INTERVAL}  # fmt: skip
+           "docker_start_interval": START_INTERVAL, "docker_boot_timeout": BOOT_TIMEOUT,
+           "docker_boot_batch": BOOT_BATCH}  # fmt: skip
+WHOLE = ("docker_lock_retries", "docker_boot_batch")  # counts
+PORT_TAKEN = ("port is already allocated", "address already in use")  # docker's refusals of a taken host port
 
 RUN, HOST, OWNER_PID, OWNER_STARTED, ENV, PID_NS, BOOT = (
     f"verl-cua.{key}" for key in ("run", "host", "owner-pid", "owner-started", "env", "pid-ns", "boot")
@@ -51,18 +63,23 @@ def pop_options(kwargs: dict[str, Any]) -> dict[str, float]:
     for name, value in options.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-    if options["docker_lock_timeout"] <= 0:
-        raise ValueError(f"docker_lock_timeout must be > 0 seconds, got {options['docker_lock_timeout']!r}")
-    if int(options["docker_lock_retries"]) != options["docker_lock_retries"]:
-        raise ValueError(f"docker_lock_retries must be a whole number, got {options['docker_lock_retries']!r}")
+    for name in ("docker_lock_timeout", "docker_boot_timeout"):
+        if options[name] <= 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {options[name]!r}")
+    for name in WHOLE:
+        if int(options[name]) != options[name]:
+            raise ValueError(f"{name} must be a whole number, got {options[name]!r}")
     return options
 
 
 def start_timeout(pool_size: int, options: Mapping[str, float]) -> float:
-    """Seconds a pool should wait for one docker desktop: lock waits, pauses, spaced starts, boot, a margin."""
+    """Seconds a pool should wait for one docker desktop: lock waits, pauses, spaced starts, the boots of the
+    batches before its own (`docker_boot_batch` at once), its boot, a margin."""
     lock, retries = float(options["docker_lock_timeout"]), int(options["docker_lock_retries"])
     waits = (retries + 1) * lock + retries * min(BACKOFF_CAP, lock / 10)
-    return waits + pool_size * float(options["docker_start_interval"]) + BOOT_TIMEOUT + STOP_MARGIN
+    boot, batch = float(options["docker_boot_timeout"]), int(options["docker_boot_batch"])
+    batches_before = math.ceil(pool_size / batch) - 1 if batch else 0
+    return waits + pool_size * float(options["docker_start_interval"]) + (batches_before + 1) * boot + STOP_MARGIN
 
 
 def run_id() -> str:
@@ -141,7 +158,17 @@ class LabelledDockerProvider(upstream.DockerProvider):
             upstream.LOCK_TIMEOUT = max(float(upstream.LOCK_TIMEOUT), float(options["docker_lock_timeout"]))
         self.lock_retries = int(options["docker_lock_retries"])
         self.start_interval = float(options["docker_start_interval"])
+        self.boot_timeout = float(options["docker_boot_timeout"])
+        self.host_lock = Path(self.lock_file)  # desktop-env's, host-wide
+        self.boot_slots = BootSlots(self.host_lock.parent, int(options["docker_boot_batch"]))
+        self.ports: dict[int, int] = {}  # desktop-env's start port -> the host port kept for this desktop
+        self.starts: list[StartTimes] = []  # each start's times (docker_boots.StartTimes)
+        self._scan: set[int] | None = None
+        self._entered = 0.0
+        self._locked: float | None = None
+        self._ran: float | None = None
         self.env_id = uuid.uuid4().hex[:16]
+        self.own_lock = self.host_lock.with_name(f"docker_desktop.{self.env_id}.lck")  # a reset's, uncontended
         self.labels = owner_labels(self.env_id)
         self.closed = False
         self.docker = self.client
@@ -149,13 +176,31 @@ class LabelledDockerProvider(upstream.DockerProvider):
         reap_once(self.docker)
 
     def start_emulator(self, path_to_vm: str, headless: bool, os_type: str) -> None:
-        """Run and boot a container (desktop-env's start); a lock timeout is retried `lock_retries` times."""
+        """Run and boot a container (desktop-env's start) in a boot slot; a lock timeout is retried `lock_retries`
+        times; a kept port found taken is chosen anew."""
+        times = StartTimes()
+        self.starts.append(times)
+        begun = time.monotonic()
+        try:
+            slot = self.boot_slots.hold(lambda: self.closed)
+        except Closed as exc:
+            raise InfraFailure(str(exc)) from None
+        times.slot_wait = time.monotonic() - begun
+        try:
+            self._start_in_slot(path_to_vm, headless, os_type, times)
+        finally:
+            if slot is not None:
+                slot.release()
+
+    def _start_in_slot(self, path_to_vm: str, headless: bool, os_type: str, times: StartTimes) -> None:
+        if self.ports and not all(map(port_free, self.ports.values())):
+            self.ports = {}  # someone took one since the last start: choose again, under the lock
         for attempt in range(self.lock_retries + 1):
             _SPACER.wait(self.start_interval)
             if self.closed:  # checked after the wait too: the turn may come long after a close
                 raise InfraFailure("the docker desktop was closed before its container started")
             try:
-                return super().start_emulator(path_to_vm, headless, os_type)
+                return self._start_once(path_to_vm, headless, os_type, times)
             except filelock.Timeout:
                 if attempt == self.lock_retries:
                     break
@@ -164,13 +209,75 @@ class LabelledDockerProvider(upstream.DockerProvider):
                 time.sleep(pause)
         waits = f"{self.lock_retries + 1} x {upstream.LOCK_TIMEOUT:g} s"
         raise InfraFailure(
-            f"desktop-env's docker lock {self.lock_file} stayed busy ({waits} waited); raise "
+            f"desktop-env's docker lock {self.host_lock} stayed busy ({waits} waited); raise "
             "+cua.env.kwargs.docker_lock_timeout=SECONDS or +cua.env.kwargs.docker_lock_retries=N"
         )
+
+    def _start_once(self, path_to_vm: str, headless: bool, os_type: str, times: StartTimes) -> None:
+        """desktop-env's start: under the host lock when ports are to be chosen, else under this desktop's own; a
+        kept port docker finds taken (another host process chose it meanwhile) is chosen anew, once."""
+        for fresh in (False, True):
+            kept = bool(self.ports)
+            self.lock_file = self.own_lock if kept else self.host_lock  # the host lock guards only port choice
+            self._scan = None
+            self._entered = time.monotonic()
+            self._locked = None
+            try:
+                super().start_emulator(path_to_vm, headless, os_type)
+                return
+            except upstream.docker.errors.APIError as exc:
+                if not (kept and not fresh and any(text in str(exc).lower() for text in PORT_TAKEN)):
+                    raise
+                logger.info("a kept port of docker desktop %s was taken (%s); choosing new ports", self.env_id, exc)
+                self.ports = {}
+            finally:
+                self.lock_file = self.host_lock
+                self._stamp_lock(times)
+
+    def _get_available_port(self, start_port: int) -> int:
+        """The port kept for `start_port`; at a first start, chosen from one scan of the host (not one per port)."""
+        if self._locked is None:
+            self._locked = time.monotonic()  # desktop-env calls this first thing under its lock
+        if start_port in self.ports:
+            return self.ports[start_port]
+        if self._scan is None:
+            self._scan = set(self._get_used_ports())
+            self.starts[-1].port_scans += 1
+        port = start_port
+        while port in self._scan or port in self.ports.values():
+            port += 1
+            if port >= 65354:  # desktop-env's own ceiling
+                raise upstream.PortAllocationError(f"No available ports found starting from {start_port}")
+        self.ports[start_port] = port
+        return port
+
+    def _stamp_lock(self, times: StartTimes) -> None:
+        """Add this attempt's lock wait and hold (its run's end, or now when it ended before) to `times`."""
+        if self._locked is not None:
+            times.lock_wait += self._locked - self._entered
+            times.lock_hold += (self._ran or time.monotonic()) - self._locked
+        else:
+            times.lock_wait += time.monotonic() - self._entered
+        self._locked = self._ran = None
+
+    def _wait_for_vm_ready(self, timeout: float | None = None) -> bool:
+        """desktop-env's readiness wait for `docker_boot_timeout` seconds (desktop-env's is a fixed 300 s)."""
+        booted = time.monotonic()
+        timeout = self.boot_timeout if timeout is None else timeout
+        try:
+            return super()._wait_for_vm_ready(timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"VM failed to become ready within {timeout:g} s (docker_boot_timeout; `verl-cua probe-boots` "
+                "measures this host's boots)"
+            ) from None
+        finally:
+            self.starts[-1].boot = time.monotonic() - booted
 
     def close(self) -> None:
         """Start no more containers and remove every container of this desktop (by its label)."""
         self.closed = True
+        self.own_lock.unlink(missing_ok=True)
         try:
             remove_labelled(self.docker, {ENV: self.env_id})
         except Exception as exc:
@@ -187,6 +294,7 @@ class _LabellingContainers:
         """`containers.run` with our labels."""
         kwargs["labels"] = {**(kwargs.get("labels") or {}), **self._provider.labels}
         container = self._containers.run(image, *args, **kwargs)
+        self._provider._ran = time.monotonic()  # desktop-env lets go of its lock right after this returns
         if self._provider.closed:  # closed while docker ran it: close() may have listed before it existed
             _remove(container)
             raise InfraFailure("the docker desktop was closed while its container started")
