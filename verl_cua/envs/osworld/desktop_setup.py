@@ -16,6 +16,7 @@ import time
 NOT_FOUND = (126, 127)  # the shell's "not executable" and "command not found"
 QUIET_EXIT = frozenset({"pkill", "killall", "pgrep", "kill", "true", "false", "sleep", "xdotool", "wmctrl"})
 GUI_GRACE = 3.0  # seconds a launched process may take to load an X library before it counts as windowless
+MAX_EXITS = 4096  # exit statuses kept per episode (every process the launcher reaped since the revert)
 
 
 class SetupTracker:
@@ -34,10 +35,14 @@ class SetupTracker:
             self.failures, self.launched, self.exit_codes = [], [], {}
 
     def exited(self, pid: int, code: int) -> None:
-        """The launcher reaped `pid` with exit status `code`."""
+        """The launcher reaped `pid` with exit status `code`: kept for any pid, since an app that fails at once can
+        exit before `launch` notes its pid (the spawn's reply and the exit come on different threads). The kernel
+        hands out pids in order, so within an episode an exited pid is not a later app's; the oldest go past
+        `MAX_EXITS`."""
         with self._lock:
-            if any(launched == pid for launched, _, _ in self.launched):
-                self.exit_codes[pid] = code
+            self.exit_codes[pid] = code
+            while len(self.exit_codes) > MAX_EXITS:
+                del self.exit_codes[next(iter(self.exit_codes))]
 
     def failed(self, message: str) -> None:
         """Note one failed setup call."""
