@@ -230,9 +230,10 @@ class LabelledDockerProvider(upstream.DockerProvider):
                     raise
                 logger.info("a kept port of docker desktop %s was taken (%s); choosing new ports", self.env_id, exc)
                 self.ports = {}
+                remove_labelled(self.docker, {ENV: self.env_id})  # docker leaves the container it could not start
             finally:
                 self.lock_file = self.host_lock
-                self._stamp_lock(times)
+                self._stamp_lock(times, host=not kept)
 
     def _get_available_port(self, start_port: int) -> int:
         """The port kept for `start_port`; at a first start, chosen from one scan of the host (not one per port)."""
@@ -251,9 +252,12 @@ class LabelledDockerProvider(upstream.DockerProvider):
         self.ports[start_port] = port
         return port
 
-    def _stamp_lock(self, times: StartTimes) -> None:
-        """Add this attempt's lock wait and hold (its run's end, or now when it ended before) to `times`."""
-        if self._locked is not None:
+    def _stamp_lock(self, times: StartTimes, host: bool) -> None:
+        """Add this attempt's wait for and hold of the host lock (to its run's end, or now when it ended before) to
+        `times`; nothing for a start under the desktop's own lock."""
+        if not host:
+            pass
+        elif self._locked is not None:
             times.lock_wait += self._locked - self._entered
             times.lock_hold += (self._ran or time.monotonic()) - self._locked
         else:
