@@ -14,10 +14,20 @@ Each check runs on its own and prints one JSON line (ok, figures, or the error),
   write rate of a 2 GiB shard (fsync included) on that machine's disk, for the save time at the flagship's size;
 - `ema_offload`: the EMA teacher's reads (`verl_cua.algos.ema`) right after an offload the way verl makes it
   (`module.to("cpu", non_blocking=True)` behind queued device work, `PARAM_OFFLOAD=true`): the copy, the average and
-  the swap see the offloaded values exactly; how often a read without the wait saw stale host memory is reported.
+  the swap see the offloaded values exactly; how often a read without the wait saw stale host memory is reported;
+- `full_size_step` (`bench.gpu_full_size`): a random Qwen3-VL-8B (`QWEN3VL_8B`, no weights, no hub) built on the
+  device in bf16 (sdpa, gradient checkpointing) through one flagship step row (`FLAGSHIP_ROW`: ~6k tokens, 3
+  screenshots of 1920x1080 at MAX_PIXELS): forward with labels, backward; peak memory, seconds, finite grads, and the
+  parameter count against `qwen3vl_param_count`'s closed form;
+- `full_size_teacher_gather`: the same model without grad, one micro-batch of 2 such rows (logits laid out as verl's
+  packed micro-batch) and the SDPO teacher pass's gather of log-probs at the top-100 ids of each response token;
+  peak memory, seconds;
+- `fsdp2_state`: FSDP2's per-rank model state of Qwen3-VL-8B on 8 and 16 ranks by arithmetic
+  (`fsdp2_state_per_rank`, the units verl wraps counted on the meta device): computed, not measured.
 
 `--smoke` runs every check's code at a tiny size (a 4,096-token vocabulary, small screenshots and layers, a 16 MiB
-shard, the suite's cached tiny models): CI's check, with `--device cpu`, that the bench still runs; not its figures.
+shard, the suite's cached tiny models, `SMOKE_ARCH` in float32 for the full-size checks; `fsdp2_state` at its full
+size, arithmetic): CI's check, with `--device cpu`, that the bench still runs; not its figures.
 """
 
 from __future__ import annotations
@@ -30,6 +40,12 @@ import time
 import traceback
 from pathlib import Path
 
+from bench.gpu_full_size import (
+    SMOKE_ARCH,
+    fsdp2_state,
+    full_size_step,
+    full_size_teacher_gather,
+)
 from bench.requires import require
 
 # each check's sizes for `--smoke` (CI, on the CPU); without it, each check's defaults (the figures in docs/gpu.md)
@@ -39,6 +55,15 @@ SMOKE = {
     "lora_compact": {"image": (320, 192), "cached": True},
     "ema_checkpoint": {"shard_floats": 2**22, "cached": True},
     "ema_offload": {"layers": 2, "width": 256, "busy_matmuls": 5},
+    "full_size_step": {"arch": SMOKE_ARCH, "dtype": "float32", "screen": (320, 180), "row_tokens": 400, "response": 64},
+    "full_size_teacher_gather": {
+        "arch": SMOKE_ARCH,
+        "dtype": "float32",
+        "screen": (320, 180),
+        "row_tokens": 400,
+        "response": 64,
+    },
+    "fsdp2_state": {},  # arithmetic on a meta-device model: the full size costs nothing, also in CI
 }
 
 
@@ -311,6 +336,9 @@ def main(argv: list[str] | None = None) -> None:
         )
     checks["ema_checkpoint"] = lambda: ema_checkpoint(args.device, **sizes["ema_checkpoint"])
     checks["ema_offload"] = lambda: ema_offload(args.device, **sizes["ema_offload"])
+    for name, check in (("full_size_step", full_size_step), ("full_size_teacher_gather", full_size_teacher_gather)):
+        checks[name] = lambda name=name, check=check: check(args.device, **sizes[name])
+    checks["fsdp2_state"] = lambda: fsdp2_state(**sizes["fsdp2_state"])
     for name, check in checks.items():
         try:
             result = check()

@@ -27,6 +27,28 @@ BOOT_S = 0.3  # a VM answering 503 before its first screenshot
 PNG = io.BytesIO()
 Image.new("RGB", (64, 40), "blue").save(PNG, format="PNG")
 
+# a task whose setup step marks the desktop used: its next reset stops the container and runs a new one
+USED_TASK = {
+    "id": "docker-used",
+    "instruction": "Look at the screen.",
+    "config": [{"type": "execute", "parameters": {"command": "true", "shell": True}}],
+    "evaluator": {"func": "infeasible"},
+}
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing and sends whole bodies (`_send`)."""
+
+    def log_message(self, *args):
+        """Quiet."""
+
+    def _send(self, code: int, body: bytes, kind: str = "application/json"):
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
 
 class FakeVM:
     """The container's VM on its server port: 503 while booting, then screenshots, /terminal and /setup/execute."""
@@ -44,17 +66,7 @@ class FakeVM:
 
         self.ready = ready
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, code: int, body: bytes, kind: str = "application/json"):
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 if time.monotonic() < ready_at:
                     return self._send(503, b"{}")

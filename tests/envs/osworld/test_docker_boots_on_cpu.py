@@ -27,12 +27,7 @@ from verl_cua.testing.fake_docker import BOOT_S, RUN_S, FakeDockerClient  # noqa
 DESKTOPS = 32
 LIST_S = 0.002  # docker inspects each listed container: a scan of 32 containers ~0.06 s
 FAST = {"docker_lock_timeout": 30.0, "docker_start_interval": 0.0}
-USED = {
-    "id": "docker-boots",
-    "instruction": "Look at the screen.",
-    "config": [{"type": "execute", "parameters": {"command": "true", "shell": True}}],  # used: next reset restarts
-    "evaluator": {"func": "infeasible"},
-}
+USED = fake_docker.USED_TASK  # its setup marks the desktop used: the next reset restarts it
 
 
 @pytest.fixture

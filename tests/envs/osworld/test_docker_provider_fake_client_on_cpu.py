@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import wave
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import docker
 import pytest
@@ -23,6 +23,7 @@ from PIL import Image
 
 from verl_cua.envs import InfraFailure, make_env
 from verl_cua.envs.osworld.evaluators import MissingDependency
+from verl_cua.testing.fake_docker import QuietHandler
 
 docker_provider = pytest.importorskip("desktop_env.providers.docker.provider")
 
@@ -68,17 +69,7 @@ class FakeVM:
         self.png = png.getvalue()
         vm = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _send(self, code: int, body: bytes, kind: str = "application/json"):
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 vm.requests.append(("GET", self.path, None))
                 if self.path == "/screenshot":

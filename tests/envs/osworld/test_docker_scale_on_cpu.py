@@ -31,12 +31,7 @@ UPSTREAM_LOCK_S = 0.25  # desktop-env's 10 s lock wait, scaled like the lock hol
 SCALED = {"docker_lock_timeout": 30.0, "docker_lock_retries": 1, "docker_start_interval": 0.01}
 UPSTREAM = {"docker_lock_timeout": UPSTREAM_LOCK_S, "docker_lock_retries": 0, "docker_start_interval": 0,
             "docker_boot_batch": 0}  # fmt: skip
-TASK = {
-    "id": "docker-scale",
-    "instruction": "Look at the screen.",
-    "config": [{"type": "execute", "parameters": {"command": "true", "shell": True}}],  # used: next reset restarts
-    "evaluator": {"func": "infeasible"},
-}
+TASK = fake_docker.USED_TASK  # its setup marks the desktop used: the next reset restarts it
 
 
 @pytest.fixture
