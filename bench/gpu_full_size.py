@@ -29,24 +29,24 @@ QWEN3VL_8B = {
     "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652, "vision_end_token_id": 151653,
     "tie_word_embeddings": False,
 }  # fmt: skip
+
+
+def _shrunk(arch: dict, text: dict, vision: dict, **top) -> dict:
+    """`arch` with some of its text, vision and top-level numbers replaced."""
+    return {**arch, "text_config": {**arch["text_config"], **text},
+            "vision_config": {**arch["vision_config"], **vision}, **top}  # fmt: skip
+
+
 # the same layout shrunk for `--smoke` (head_dim 32: M-RoPE sections over its 16 frequencies; special ids at the top)
-SMOKE_ARCH = {
-    "text_config": {
-        "vocab_size": 4096, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-6, "attention_bias": False,
-        "rope_parameters": {
-            "rope_type": "default", "rope_theta": 5e6, "mrope_section": [6, 5, 5], "mrope_interleaved": True,
-        },
-    },
-    "vision_config": {
-        "depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2, "in_channels": 3, "patch_size": 16,
-        "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 128, "deepstack_visual_indexes": [0],
-        "num_position_embeddings": 64,
-    },
-    "image_token_id": 4094, "video_token_id": 4095, "vision_start_token_id": 4092, "vision_end_token_id": 4093,
-    "tie_word_embeddings": False,
-}  # fmt: skip
+SMOKE_ARCH = _shrunk(
+    QWEN3VL_8B,
+    text={"vocab_size": 4096, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 4096,
+          "rope_parameters": {**QWEN3VL_8B["text_config"]["rope_parameters"], "mrope_section": [6, 5, 5]}},
+    vision={"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2, "out_hidden_size": 128,
+            "deepstack_visual_indexes": [0], "num_position_embeddings": 64},
+    image_token_id=4094, video_token_id=4095, vision_start_token_id=4092, vision_end_token_id=4093,
+)  # fmt: skip
 # the flagship's step row (recipes/run_qwen3vl_sdpo_osworld.sh): OSWorld's 1920x1080 screen, HISTORY_IMAGES=3 at
 # MAX_PIXELS=1003520, ~6k tokens a row, MAX_RESPONSE_LENGTH=1024
 FLAGSHIP_ROW = {"screen": (1920, 1080), "screenshots": 3, "max_pixels": 1003520, "row_tokens": 6000, "response": 1024}
