@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 # Qwen3-VL-8B's architecture as Qwen3VLConfig's arguments (the numbers of its published config.json, written here: no
 # hub); transformers 5 names the rotary settings `rope_parameters` (4.x: `rope_scaling`, with `rope_theta` beside it)
@@ -77,7 +78,7 @@ def qwen3vl_param_count(arch: dict) -> int:
     return text + vision
 
 
-def build_qwen3vl(arch: dict, device: str, dtype: str = "bfloat16"):
+def build_qwen3vl(arch: dict, device: str, dtype: str = "bfloat16") -> Any:
     """A randomly initialised Qwen3-VL of `arch`, built directly on `device` ("meta": shapes only) in `dtype`, sdpa."""
     import copy
 
@@ -279,7 +280,7 @@ def fsdp2_state_per_rank(
     return out
 
 
-def fsdp2_units(model) -> dict:
+def fsdp2_units(model: Any) -> dict:
     """The parameter counts of the modules verl's FSDP2 wraps (`fsdp_utils._select_fsdp2_wrap_targets`: the model's
     `_no_split_modules` layers, embeddings, an untied lm_head) and of the root's own remainder."""
     import torch

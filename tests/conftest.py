@@ -96,6 +96,26 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.fixture(autouse=True)
+def loopback_only_wandb_probe(monkeypatch):
+    """The doctor's wandb reachability probe reaches loopback only from the tests: on a machine with wandb
+    credentials, a doctor or preflight run in this process would otherwise send a HEAD to api.wandb.ai. Any other
+    host is taken as answering (a FAKE), unprobed."""
+    from urllib.parse import urlsplit
+
+    try:
+        from verl_cua.doctor import loggers
+    except ImportError:  # a core venv's test without the doctor's imports
+        return
+    probe = loggers._unreachable
+
+    def loopback_only(url: str) -> str | None:
+        host = urlsplit(url).hostname or ""
+        return probe(url) if host in ("localhost", "::1") or host.startswith("127.") else None
+
+    monkeypatch.setattr(loggers, "_unreachable", loopback_only)
+
+
 @pytest.fixture(scope="session")
 def chromium():
     """Debian's chromium/chromedriver (tests/run.sh installs them): fail in CI when missing, skip elsewhere."""

@@ -2,6 +2,7 @@
 the setup script that ships inside the package (tests/run.sh runs both through envs/osworld/install.sh and
 envs/local_desktop/setup.sh on every CI run)."""
 
+import subprocess
 from pathlib import Path
 
 import tomllib
@@ -84,9 +85,10 @@ def test_the_evaluators_extra_covers_every_package_desktop_envs_evaluators_impor
 def test_install_osworld_evaluators_holds_verls_stack_and_leaves_easyocr_out_without_torch(monkeypatch):
     runs = []
 
-    def run(cmd, check):
+    def run(cmd, check=False):
         held = cmd[cmd.index("-c", cmd.index("install") + 3) + 1] if cmd.count("-c") > 1 else None
         runs.append((cmd, Path(held).read_text() if held else None))
+        return subprocess.CompletedProcess(cmd, 0)
 
     versions = {"torch": "2.14.1", "numpy": "2.4.6", "transformers": "5.10.4", "pillow": "13.0.0"}
     monkeypatch.setattr(setup_commands.subprocess, "run", run)
@@ -105,3 +107,34 @@ def test_install_osworld_evaluators_holds_verls_stack_and_leaves_easyocr_out_wit
     runs.clear()
     assert setup_commands.install_osworld("1.0.2") == 0  # offered, not installed
     assert not any("python-pptx" in " ".join(cmd) for cmd, _ in runs)
+
+
+def test_install_osworld_evaluators_reports_what_pip_could_not_install_and_keeps_the_rest(monkeypatch, capsys):
+    tried = []
+
+    def run(cmd, check=False):  # pip cannot place librosa beside the held stack, alone or with the rest
+        tried.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1 if any(r.startswith("librosa") for r in cmd) else 0)
+
+    monkeypatch.setattr(setup_commands.subprocess, "run", run)
+    monkeypatch.setattr(setup_commands, "_installed", lambda dist: {"torch": "2.14.1"}.get(dist))
+    monkeypatch.setattr("verl_cua.envs.osworld.check.check_client", lambda: None)
+    assert setup_commands.install_osworld("1.0.2", evaluators=True) == 1
+    wanted = setup_commands.extra_requirements("osworld-evaluators")
+    singles = [cmd[-1] for cmd in tried if cmd[-1] in wanted and cmd[-2] != wanted[-2]]
+    assert sorted(singles) == sorted(wanted)  # after the failed all-at-once, each on its own
+    out, err = capsys.readouterr()
+    assert "osworld evaluators ready: python-pptx" in out and "librosa" not in out.split("ready:")[1].splitlines()[0]
+    assert err.strip().splitlines()[-1].startswith("verl-cua install-osworld: pip could not install librosa beside")
+
+
+def test_install_osworld_evaluators_with_nothing_left_or_no_extra_says_so(monkeypatch, capsys):
+    ok = lambda cmd, check=False: subprocess.CompletedProcess(cmd, 0)  # noqa: E731
+    monkeypatch.setattr(setup_commands.subprocess, "run", ok)
+    monkeypatch.setattr("verl_cua.envs.osworld.check.check_client", lambda: None)
+    monkeypatch.setattr(setup_commands, "_installed", lambda dist: None if dist in ("easyocr", "torch") else "1.0.2")
+    assert setup_commands.install_osworld("1.0.2", evaluators=True) == 0  # only easyocr missing, and no torch
+    assert "nothing to install" in capsys.readouterr().out
+    monkeypatch.setattr(setup_commands, "extra_requirements", lambda extra: [] if extra != "osworld" else ["x"])
+    assert setup_commands.install_osworld("1.0.2", evaluators=True) == 2  # metadata older than the extra
+    assert "has no osworld-evaluators extra; reinstall it" in capsys.readouterr().err

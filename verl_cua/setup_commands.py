@@ -55,13 +55,19 @@ def install_osworld(version: str = DESKTOP_ENV_VERSION, evaluators: bool = False
 
     check_client()
     print(f"osworld client ready: desktop-env {version} (--no-deps) in {sys.prefix}")
-    missing = [r for r in extra_requirements(EVALUATORS_EXTRA) if not _installed(_dist_name(r))]
-    if evaluators and missing:
+    wanted = extra_requirements(EVALUATORS_EXTRA)
+    if evaluators and not wanted:  # metadata of an install older than the extra
+        print(f"verl-cua install-osworld: this install of verl-cua has no {EVALUATORS_EXTRA} extra; reinstall it "
+              "(pip install -e . in a checkout) and run this again", file=sys.stderr)  # fmt: skip
+        return 2
+    missing = [r for r in wanted if not _installed(_dist_name(r))]
+    if evaluators:
         return install_evaluators(missing)
     if missing:
         names = ", ".join(_dist_name(r) for r in missing)
+        torchless = " (easyocr only with torch)" if _installed("torch") is None and "easyocr" in names else ""
         print(f"desktop-env's metrics also import {names}: tasks needing them are dropped at the dataset step; "
-              "`verl-cua install-osworld --evaluators` installs them")  # fmt: skip
+              f"`verl-cua install-osworld --evaluators` installs them{torchless}")  # fmt: skip
     return 0
 
 
@@ -69,16 +75,27 @@ def install_evaluators(requirements: list[str]) -> int:
     """pip-install `requirements` with the installed torch, numpy, transformers and pillow held where they are
     (a constraints file of their versions), so nothing of verl's stack moves; easyocr is left out without torch."""
     held = {dist: _installed(dist) for dist in HELD}
-    if held["torch"] is None:
+    if held["torch"] is None and any(_dist_name(r) == "easyocr" for r in requirements):
         requirements = [r for r in requirements if _dist_name(r) != "easyocr"]
         print("easyocr left out: it needs torch, which this Python lacks (one OSWorld metric uses it)")
+    if not requirements:
+        print(f"osworld evaluators: nothing to install in {sys.prefix}")
+        return 0
     with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="verl_cua_held_", delete=False) as f:
         f.write("".join(f"{dist}=={v}\n" for dist, v in held.items() if v))
     try:
-        subprocess.run(_pip("-c", f.name, *requirements), check=True)
+        failed = []
+        if subprocess.run(_pip("-c", f.name, *requirements)).returncode != 0:  # all at once, else one by one
+            failed = [r for r in requirements if subprocess.run(_pip("-c", f.name, r)).returncode != 0]
     finally:
         os.unlink(f.name)
-    print(f"osworld evaluators ready: {', '.join(_dist_name(r) for r in requirements)} in {sys.prefix}")
+    ready = [_dist_name(r) for r in requirements if r not in failed]
+    print(f"osworld evaluators ready: {', '.join(ready) or 'none'} in {sys.prefix}")
+    if failed:
+        print(f"verl-cua install-osworld: pip could not install {', '.join(map(_dist_name, failed))} beside the held "
+              f"{', '.join(d for d, v in held.items() if v)} (pip's output above); tasks needing them are dropped at "
+              "the dataset step", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

@@ -182,3 +182,13 @@ def test_shakedown_saves_after_step_one_and_resumes_once_then_goes_on(tmp_path):
         (None, 20, "auto"),
     ]
     assert len(_overrides(OSWORLD[0], tmp_path)) > 0  # SHAKEDOWN unset: main_overrides finds exactly one run
+
+
+@pytest.mark.parametrize("bad", [{"lr_scheduler_type": "stepwise"}, {"lr_warmup_steps": None}])
+def test_a_schedule_verl_refuses_is_one_finding_not_a_traceback(bad):
+    from verl_cua.doctor.schedule import first_step_finding
+
+    optim = {"lr": 1e-6, "lr_warmup_steps": 10, "lr_scheduler_type": "cosine", **bad}
+    finding = first_step_finding({"actor_rollout_ref": {"actor": {"optim": optim}}, "trainer": {}})
+    assert finding is not None and "\n" not in finding.detail
+    assert finding.level == "warn" if "lr_scheduler_type" in bad else finding.level in ("ok", "warn")

@@ -106,7 +106,7 @@ def _unreachable(url: str) -> str | None:
 
     try:
         httpx.head(url, timeout=WANDB_PROBE_S, follow_redirects=False)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a malformed WANDB_BASE_URL
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return None
 

@@ -53,10 +53,10 @@ def recipe_findings(recipe: str | RecipeSource, extra: list[str]) -> tuple[list[
     try:
         calls = recipe_calls(source)
         runs = trainer_runs(source, calls)
-        tasks = [f for t in dataset_tasks(calls) for f in task_set_findings(t)]
+        tasks_named = dataset_tasks(calls)
         unchecked = _unchecked(source, len(runs))
         if unchecked:
-            return [unchecked, *tasks], None
+            return [unchecked, *_task_findings(tasks_named)], None
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
         from verl_cua.integrations.verl.plugin import register_estimators
@@ -98,7 +98,12 @@ def recipe_findings(recipe: str | RecipeSource, extra: list[str]) -> tuple[list[
     if rollout["name"] in ("vllm", "sglang"):
         findings.append(Finding("info", "max_model_len", f"{rollout.get('max_model_len')} (prompt + response)"))
     first = first_step_finding(config)
-    return [*findings, *([first] if first else []), *tasks], config
+    return [*findings, *([first] if first else []), *_task_findings(tasks_named)], config
+
+
+def _task_findings(tasks: list[str]) -> list[Finding]:
+    """The task-set check of each dataset step's `TASKS` (its own findings, apart from the recipe's)."""
+    return [f for t in tasks for f in task_set_findings(t)]
 
 
 def _row_line(env: EnvConfig, budget: Any) -> str:

@@ -36,7 +36,7 @@ def first_step_lr(optim: dict[str, Any], total_steps: int | None) -> tuple[float
     config = FSDPOptimizerConfig(**fields)
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=float(optim["lr"]))
     FSDPEngine._build_lr_scheduler(SimpleNamespace(optimizer_config=config, rank=1), optimizer)  # rank 1: no print
-    warmup = config.lr_warmup_steps
+    warmup = config.lr_warmup_steps if config.lr_warmup_steps is not None else -1
     if warmup <= 0:
         warmup = int(config.lr_warmup_steps_ratio * config.total_training_steps)
     return float(optimizer.param_groups[0]["lr"]), warmup
@@ -51,6 +51,8 @@ def first_step_finding(config: dict[str, Any]) -> Finding | None:
         lr, warmup = first_step_lr(optim, (config.get("trainer") or {}).get("total_training_steps"))
     except ImportError as exc:
         return Finding("info", CHECK, f"not checked: {exc}")
+    except (AssertionError, TypeError, ValueError) as exc:  # a setting verl's own config refuses
+        return Finding("warn", CHECK, f"not checked: verl's optimizer config refuses {exc or type(exc).__name__}")
     if lr <= 0:
         return Finding("warn", CHECK, f"lr 0 at step 1 ({warmup} warm-up steps from 0): its updates change no "
                                       f"weight; set {FIX}")  # fmt: skip

@@ -26,12 +26,14 @@ def task_set_findings(tasks: str) -> list[Finding]:
 
     try:
         check = check_task_set(items)
+        clones = {c for c in (clone_commit(item) for item in items if Path(item).exists()) if c is not None}
     except EnvUsageError as exc:
         return [Finding("FAIL", CHECK, f"TASKS={tasks}: {exc}")]
+    except (ImportError, OSError) as exc:  # a half-installed client, an unreadable file: this check's, said here
+        return [Finding("FAIL", CHECK, f"TASKS={tasks} could not be checked: {type(exc).__name__}: {exc}")]
     if not check.refs:
         return [Finding("FAIL", CHECK, f"TASKS={tasks}: none of its {check.total} tasks can run: {check.summary()}")]
     findings = [Finding("warn" if check.dropped else "ok", CHECK, check.summary())]
-    clones = {c for c in (clone_commit(item) for item in items if Path(item).exists()) if c is not None}
     for folder, commit in sorted(clones):
         if commit == CHECKED_COMMIT:
             findings.append(Finding("ok", CHECK, f"{folder} is at {commit[:12]}, the commit checked for desktop-env"))

@@ -276,15 +276,16 @@ def _run_pending(
                 break
         bar.advance(ref.key, result["status"])
 
+    start_timeout = _start_timeout(config, workers)
     with (
         bar,
         EnvPool(
             factory,
             workers,
-            reset_timeout=env_spec(config.env).reset_timeout,
+            reset_timeout=max(env_spec(config.env).reset_timeout, start_timeout or 0.0),  # docker: a reset boots
             step_timeout=300.0,
             evaluate_timeout=600.0,
-            start_timeout=_start_timeout(config, workers),
+            start_timeout=start_timeout,
         ) as pool,
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verl-cua-eval") as executor,
     ):

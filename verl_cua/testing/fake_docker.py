@@ -103,12 +103,14 @@ class FakeContainer:
         self.stopped = self.removed = False
 
     def stop(self):
+        """docker stop: the VM powers off."""
         if self.removed:
             raise docker.errors.NotFound("No such container")
         self.stopped = True
         self._power_off()
 
     def remove(self, force: bool = False):
+        """docker rm (force: a running one too)."""
         with self.client.lock:
             if self.removed:
                 raise docker.errors.NotFound("No such container")
@@ -126,8 +128,8 @@ class FakeContainer:
 
 class FakeDockerClient:
     """`containers.run/list` of a docker client; `existing` is every container not removed, `max_booting` the most
-    VMs that were booting at once, `refuse_ports` host ports whose next run docker refuses as taken (by a container
-    another process ran)."""
+    VMs that were booting at once, `refuse_ports` host ports of which the next run asking for one is refused as
+    taken (by a container another process ran; then the set is cleared)."""
 
     def __init__(self, boot_s: float | Callable[[int], float] = BOOT_S, list_s: float = 0.0):
         self.boot_s, self.list_s = boot_s, list_s
@@ -139,10 +141,11 @@ class FakeDockerClient:
         self.refuse_ports: set[int] = set()
 
     def run(self, image, **kwargs):
+        """docker run: `RUN_S`, then a VM serving on the mapped server port, booting for `boot_s`."""
         time.sleep(RUN_S)
         taken = self.refuse_ports & set(kwargs["ports"].values())
         if taken:  # another process's container got them first
-            self.refuse_ports -= taken
+            self.refuse_ports = set()
             self.add({"com.example.app": "raced"}, {8000 + i: port for i, port in enumerate(sorted(taken))})
             raise docker.errors.APIError(f"driver failed programming external connectivity: Bind for "
                                          f"0.0.0.0:{min(taken)} failed: port is already allocated")  # fmt: skip
@@ -170,6 +173,7 @@ class FakeDockerClient:
         return container
 
     def list(self, all: bool = False, filters: dict | None = None):
+        """docker ps: the containers not removed that carry every label of `filters`."""
         wanted = [label.partition("=") for label in (filters or {}).get("label", [])]
         time.sleep(self.list_s * len(self.existing))  # docker inspects each container it lists
         with self.lock:

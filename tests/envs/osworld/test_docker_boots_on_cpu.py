@@ -226,3 +226,112 @@ def test_probe_boots_bad_input_is_one_line(tmp_path, monkeypatch, capsys):
     assert boot_probe.run(parse(["--vm-path", str(tmp_path / "Ubuntu.qcow2"), "--no-quiet"])) == 2
     err = capsys.readouterr().err.strip()
     assert err == "verl-cua probe-boots: the Docker engine did not answer: Error while fetching server API version"
+
+
+def test_resets_take_no_host_lock_while_someone_holds_it_with_a_fake_docker_client(client, tmp_path):
+    """Resets of desktops with kept ports finish while another process holds desktop-env's lock; a first start
+    (which chooses ports) waits for it: the negative control."""
+    short = {"docker_lock_timeout": 0.3, "docker_lock_retries": 0}  # desktop-env's wait, process-wide: kept short
+    envs = [_env(**short) for _ in range(4)]
+    try:
+        for env in envs:
+            env.reset(USED)
+        holder, release = _hold(tmp_path / "docker_port_allocation.lck")
+        started = time.monotonic()
+        for env in envs:
+            env.reset(USED)  # used: stop, and a new container on the kept ports
+        assert time.monotonic() - started < 5 and all(env.healthy() for env in envs)
+        with pytest.raises(InfraFailure, match=r"stayed busy \(1 x 0.3 s waited\)"):
+            _env(**short)
+        release.set()
+        holder.join()
+    finally:
+        for env in envs:
+            env.close()
+
+
+def _hold(path) -> tuple[threading.Thread, threading.Event]:
+    """Another process's hold of `path` (filelock's locks are per thread), until the event is set."""
+    import filelock
+
+    taken, release = threading.Event(), threading.Event()
+
+    def hold():
+        with filelock.FileLock(str(path)):
+            taken.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    taken.wait(5)
+    return holder, release
+
+
+def test_a_first_start_leaves_out_the_ports_a_desktop_keeps_while_its_vm_is_down_with_a_fake_docker_client(client):
+    first = _env()
+    try:
+        kept = _ports(first)
+        first.docker.stop_emulator("Ubuntu.qcow2")  # a reset's stop: the ports are free on the host, still kept
+        second = _env()
+        try:
+            assert not set(_ports(second).values()) & set(kept.values())
+        finally:
+            second.close()
+    finally:
+        first.close()
+    third = _env()  # closed desktops keep nothing
+    try:
+        assert set(_ports(third).values()) & set(kept.values())
+    finally:
+        third.close()
+
+
+def test_a_first_start_whose_port_docker_refuses_chooses_again_with_a_fake_docker_client(client):
+    client.refuse_ports = set(range(9222, 9422))  # whatever Chrome port the scan chooses, another process won it
+    env = _env()
+    try:
+        assert env.healthy() and len(client.ours()) == 1 and env.docker.starts[0].port_scans == 2
+        raced = [c for c in client.existing if c.labels == {"com.example.app": "raced"}]
+        assert len(raced) == 1 and _ports(env)[9222] not in raced[0].kwargs["ports"].values()
+    finally:
+        env.close()
+
+
+def test_a_desktop_closed_while_its_vm_boots_gives_its_boot_slot_back_at_once_with_a_fake_docker_client(
+    client, monkeypatch
+):
+    monkeypatch.setattr(docker_fleet, "READY_SLICE", 0.2)
+    client.boot_s = 30.0  # never up while the test runs
+    provider = docker_fleet.LabelledDockerProvider(None, docker_fleet.pop_options({**FAST, "docker_boot_batch": 1}))
+    failure = []
+    start = threading.Thread(target=lambda: _catch(failure, provider.start_emulator, "Ubuntu.qcow2", True, "Ubuntu"))
+    start.start()
+    deadline = time.monotonic() + 10
+    while client.booting == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    provider.close()
+    start.join(3)
+    assert not start.is_alive() and "closed while its VM booted" in failure[0]
+    client.boot_s = BOOT_S
+    env = _env(docker_boot_batch=1)  # the one slot is free again
+    try:
+        assert env.docker.starts[0].slot_wait < 1.0
+    finally:
+        env.close()
+    assert client.existing == []
+
+
+def _catch(into: list, call, *args) -> None:
+    try:
+        call(*args)
+    except Exception as exc:
+        into.append(str(exc))
+
+
+def test_probe_boots_in_batches_interpolates_over_the_boots_that_ran_together(client, monkeypatch):
+    """With --batch 4 only 4 boot at once: the slowdown per extra boot is the wave's over 3 more, not 31."""
+    seen = []
+    monkeypatch.setattr(boot_probe, "suggest", lambda quiet, p90, at_once, timeout: seen.append(at_once) or {})
+    boot_probe.probe_boots(8, "Ubuntu.qcow2", {**FAST, "docker_boot_batch": 4}, quiet_first=False, say=lambda s: None)
+    boot_probe.probe_boots(8, "Ubuntu.qcow2", {**FAST, "docker_boot_batch": 0}, quiet_first=False, say=lambda s: None)
+    assert seen == [4, 8] and client.max_booting <= 8 and client.existing == []

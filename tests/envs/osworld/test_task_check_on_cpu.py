@@ -53,11 +53,11 @@ def task_set(tmp_path) -> Path:
     return root
 
 
-def _dataset(*args: str, hide_pptx: bool = True) -> subprocess.CompletedProcess:
+def _dataset(*args: str, hide_pptx: bool = True, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     code = NO_PPTX if hide_pptx else "import sys; from verl_cua.integrations.verl.dataset import main; " \
                                      "sys.exit(main(sys.argv[1:]))"  # fmt: skip
     cmd = [sys.executable, "-c", code, "--env", "osworld", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def test_an_impress_task_without_python_pptx_is_dropped_in_one_named_line_before_any_vm(task_set, tmp_path):
@@ -87,7 +87,8 @@ def test_unknown_metrics_and_unstageable_tasks_are_skipped_and_listed_and_strict
 
 
 def test_tasks_that_name_nothing_say_how_to_get_osworlds_tasks(tmp_path):
-    proc = _dataset("--tasks", "OSWorld/evaluation_examples/test_all.json", "--out", str(tmp_path / "x.parquet"))
+    out = str(tmp_path / "x.parquet")  # from a folder with no OSWorld clone in it (the docs put one in a checkout)
+    proc = _dataset("--tasks", "OSWorld/evaluation_examples/test_all.json", "--out", out, cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "no OSWorld task file or folder OSWorld/evaluation_examples/test_all.json" in proc.stderr
     assert f"checkout {CHECKED_COMMIT[:12]}" in proc.stderr
@@ -113,6 +114,25 @@ def test_a_clones_commit_is_read_from_its_git_folder(tmp_path):
     (clone / ".git" / "HEAD").write_text("b" * 40 + "\n")  # detached
     assert clone_commit(clone) == (clone, "b" * 40)
     assert clone_commit(tmp_path / "elsewhere") is None or clone_commit(tmp_path / "elsewhere")[0] != clone
+
+
+def test_a_copy_inside_another_repository_is_not_that_repositorys_commit_and_worktrees_read_their_common_refs(
+    tmp_path,
+):
+    outer = tmp_path / "verl-cua"
+    (outer / ".git").mkdir(parents=True)
+    (outer / ".git" / "HEAD").write_text("c" * 40 + "\n")
+    copy = outer / "OSWorld" / "evaluation_examples" / "examples"  # downloaded, not cloned
+    copy.mkdir(parents=True)
+    assert clone_commit(copy) is None and clone_commit(outer) == (outer, "c" * 40)  # the negative control
+    main_git, tree = tmp_path / "main.git", tmp_path / "OSWorld-wt"
+    (main_git / "worktrees" / "wt").mkdir(parents=True)
+    (main_git / "packed-refs").write_text(f"{CHECKED_COMMIT} refs/heads/osworld\n")
+    (main_git / "worktrees" / "wt" / "HEAD").write_text("ref: refs/heads/osworld\n")
+    (main_git / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    (tree / "evaluation_examples").mkdir(parents=True)
+    (tree / ".git").write_text(f"gitdir: {main_git / 'worktrees' / 'wt'}\n")
+    assert clone_commit(tree / "evaluation_examples") == (tree, CHECKED_COMMIT)
 
 
 def test_the_doctor_prints_the_task_set_the_first_step_and_the_checkpoint(task_set, monkeypatch):

@@ -5,8 +5,6 @@ desktop, OSWorld's DesktopEnv and its evaluators, our EnvPool."""
 
 import json
 
-import pytest
-
 from verl_cua.envs import EnvPool, make_env
 from verl_cua.envs.osworld import evaluators
 
@@ -35,12 +33,14 @@ def _unstageable(tmp_path) -> str:
     return str(path)
 
 
-def _unscorable_metric() -> dict:
+def _unscorable_metric() -> dict | None:
+    """A task whose metric needs a package this install lacks; None on an install with all of them (the CI venv
+    has none of them: tests/run.sh installs no osworld-evaluators)."""
     evaluators.install()
     for name, package in NEEDS_A_PACKAGE.items():
         if evaluators.missing_package(evaluators.metric(name)) == package:
             return {**GOOD, "id": "unscorable-metric", "evaluator": {"func": name, "result": ECHO, "expected": ECHO}}
-    pytest.skip(f"every package of {', '.join(NEEDS_A_PACKAGE.values())} is installed here")
+    return None
 
 
 def test_an_unscorable_task_masks_only_its_episode_and_keeps_the_desktop(local_desktop, tmp_path):
@@ -55,15 +55,18 @@ def test_an_unscorable_task_masks_only_its_episode_and_keeps_the_desktop(local_d
             assert lease.infra_failure and obs.extra["infra_failure"]
             assert lease.error.startswith("unscorable: cannot stage unscorable-stage: ") and "absent.txt" in lease.error
             assert lease.step("pyautogui.click(10, 10)").info["infra_failure"] and lease.evaluate() == 0.0
-        with pool.acquire() as lease:
-            lease.reset(_unscorable_metric())
-            lease.step("DONE")
-            assert lease.evaluate() == 0.0 and lease.infra_failure
-            assert lease.error.startswith("unscorable: this OSWorld evaluator needs the package ")
+        metric_task = _unscorable_metric()
+        if metric_task is not None:
+            with pool.acquire() as lease:
+                lease.reset(metric_task)
+                lease.step("DONE")
+                assert lease.evaluate() == 0.0 and lease.infra_failure
+                assert lease.error.startswith("unscorable: this OSWorld evaluator needs the package ")
         with pool.acquire() as lease:  # the same desktop, never rebuilt
             assert lease.env is desktop and lease.env.pids() == pids
             lease.reset(GOOD)
             lease.step("DONE")
             assert lease.evaluate() == 1.0 and not lease.infra_failure
         stats = pool.stats()
-    assert stats["unscorable"] == 2 and stats["restarts"] == 0 and stats["infra_failures"] == 0
+    assert stats["unscorable"] == 1 + (metric_task is not None) and stats["restarts"] == 0
+    assert stats["infra_failures"] == 0

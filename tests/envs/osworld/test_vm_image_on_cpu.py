@@ -47,3 +47,24 @@ def test_the_cli_prints_the_path_or_one_line(fake_download, tmp_path, capsys):
     code = main(["--vm-path", str(tmp_path / "file" / "sub" / "Ubuntu.qcow2")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and err[0].startswith("verl-cua vm image: ")
+
+
+def test_an_image_another_config_uses_is_never_moved_and_a_truncated_zip_is_one_line(fake_download, tmp_path, capsys):
+    shared = tmp_path / "vms" / "Ubuntu.qcow2"
+    shared.parent.mkdir()
+    shared.write_bytes(b"qcow2 image")  # the default VM_PATH's image, already there
+    code = main(["--vm-path", str(shared.parent / "custom.qcow2")])
+    assert code == 1 and shared.read_bytes() == b"qcow2 image" and not (shared.parent / "custom.qcow2").exists()
+    assert "set VM_PATH=" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+
+    def truncated(vms_dir):
+        os.makedirs(vms_dir, exist_ok=True)
+        with open(f"{vms_dir}/{manager.DOWNLOADED_FILE_NAME}", "wb") as f:
+            f.write(b"PK\x03\x04 cut short")
+        zipfile.ZipFile(f"{vms_dir}/{manager.DOWNLOADED_FILE_NAME}")  # as upstream's unpacking would
+
+    manager._download_vm = truncated  # restored by fake_download's monkeypatch
+    code = main(["--vm-path", str(broken / "Ubuntu.qcow2")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith("verl-cua vm image: ")

@@ -26,7 +26,7 @@ _STARTING: list[threading.Thread] = []
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float] | None:
-    """p50, p90 and max of `values` (nearest rank), rounded to 0.01 s; None when there are none."""
+    """p50, p90 and max of `values` (nearest rank), rounded to the millisecond; None when there are none."""
     if not values:
         return None
     ordered = sorted(values)
@@ -39,8 +39,8 @@ def percentiles(values: Sequence[float]) -> dict[str, float] | None:
 
 def suggest(quiet_boot: float, wave_p90: float, desktops: int, timeout: float) -> dict[str, int]:
     """The settings a wave's boots call for: the largest batch whose boot, interpolated between the quiet boot (1 at
-    once) and the wave's p90 (`desktops` at once), is within half of `timeout`; the timeout itself raised to twice
-    the quiet boot when even one boot alone needs more than half of it."""
+    once) and the wave's p90 (`desktops` booting at once), is within half of `timeout`; the timeout itself raised to
+    twice the quiet boot when even one boot alone needs more than half of it."""
     half = timeout / 2
     if quiet_boot > half:
         return {"docker_boot_batch": 1, "docker_boot_timeout": math.ceil(2 * quiet_boot)}
@@ -83,7 +83,8 @@ def probe_boots(
     boots = wave["boot"]
     if boots is not None:
         quiet_boot = (report.get("quiet") or {}).get("boot") or {"p50": boots["p50"]}
-        report["suggested"] = suggest(quiet_boot["p50"], boots["p90"], desktops, opts["docker_boot_timeout"])
+        at_once = min(int(opts["docker_boot_batch"]) or desktops, desktops)  # the most that booted together
+        report["suggested"] = suggest(quiet_boot["p50"], boots["p90"], at_once, opts["docker_boot_timeout"])
     return report
 
 

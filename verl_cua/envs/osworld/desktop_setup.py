@@ -36,9 +36,9 @@ class SetupTracker:
 
     def exited(self, pid: int, code: int) -> None:
         """The launcher reaped `pid` with exit status `code`: kept for any pid, since an app that fails at once can
-        exit before `launch` notes its pid (the spawn's reply and the exit come on different threads). The kernel
-        hands out pids in order, so within an episode an exited pid is not a later app's; the oldest go past
-        `MAX_EXITS`."""
+        exit before `launch` notes its pid (the spawn's reply and the exit come on different threads). A pid comes
+        back only after the kernel's pids wrap at pid_max, so within an episode (`clear` at each revert) an exited
+        pid is almost never a later app's; the oldest go past `MAX_EXITS`."""
         with self._lock:
             self.exit_codes[pid] = code
             while len(self.exit_codes) > MAX_EXITS:

@@ -2,8 +2,8 @@
 choice per desktop.
 
 - `BootSlots`: at most `docker_boot_batch` containers of this host boot at once (0: no bound). Each boot holds one
-  of that many lock files beside desktop-env's port lock (`docker_boot_slot.<i>.lck`) from the start of its
-  container to its VM's first screenshot, so the first wave of a pool, and of every process on the host, starts in
+  of that many lock files beside desktop-env's port lock (`docker_boot_slot.<i>.lck`) from before its turn at that
+  lock to its VM's first screenshot, so the first wave of a pool, and of every process on the host, starts in
   batches of that size.
 - `StartTimes`: what one start spent waiting for a boot slot, waiting for and holding desktop-env's lock, and
   booting (what `verl-cua probe-boots` reports, and `LabelledDockerProvider.starts` keeps).

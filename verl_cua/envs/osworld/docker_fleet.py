@@ -43,6 +43,7 @@ LOCK_TIMEOUT = 600.0  # seconds one start waits for desktop-env's lock (desktop-
 LOCK_RETRIES = 1  # lock timeouts retried per start
 START_INTERVAL = 1.0  # seconds between two container starts of this process
 BACKOFF_CAP = 30.0  # longest pause before a lock wait is retried
+READY_SLICE = 5.0  # seconds of desktop-env's readiness wait between two looks at whether the desktop was closed
 STOP_MARGIN = 60.0  # a reset's stop of the old container (docker stop, desktop-env's pause) and slack
 # desktop-env's own readiness wait (300 s), the default of `docker_boot_timeout`
 BOOT_TIMEOUT = float(inspect.signature(upstream.DockerProvider._wait_for_vm_ready).parameters["timeout"].default)
@@ -194,7 +195,7 @@ class LabelledDockerProvider(upstream.DockerProvider):
 
     def _start_in_slot(self, path_to_vm: str, headless: bool, os_type: str, times: StartTimes) -> None:
         if self.ports and not all(map(port_free, self.ports.values())):
-            self.ports = {}  # someone took one since the last start: choose again, under the lock
+            self._keep({})  # someone took one since the last start: choose again, under the lock
         for attempt in range(self.lock_retries + 1):
             _SPACER.wait(self.start_interval)
             if self.closed:  # checked after the wait too: the turn may come long after a close
@@ -215,8 +216,8 @@ class LabelledDockerProvider(upstream.DockerProvider):
 
     def _start_once(self, path_to_vm: str, headless: bool, os_type: str, times: StartTimes) -> None:
         """desktop-env's start: under the host lock when ports are to be chosen, else under this desktop's own; a
-        kept port docker finds taken (another host process chose it meanwhile) is chosen anew, once."""
-        for fresh in (False, True):
+        port docker finds taken (another host process got it between our choice and our run) is chosen anew, once."""
+        for last in (False, True):
             kept = bool(self.ports)
             self.lock_file = self.own_lock if kept else self.host_lock  # the host lock guards only port choice
             self._scan = None
@@ -226,14 +227,21 @@ class LabelledDockerProvider(upstream.DockerProvider):
                 super().start_emulator(path_to_vm, headless, os_type)
                 return
             except upstream.docker.errors.APIError as exc:
-                if not (kept and not fresh and any(text in str(exc).lower() for text in PORT_TAKEN)):
+                if last or not any(text in str(exc).lower() for text in PORT_TAKEN):
                     raise
-                logger.info("a kept port of docker desktop %s was taken (%s); choosing new ports", self.env_id, exc)
-                self.ports = {}
+                logger.info("a port of docker desktop %s was taken (%s); choosing new ports", self.env_id, exc)
+                self._keep({})
                 remove_labelled(self.docker, {ENV: self.env_id})  # docker leaves the container it could not start
             finally:
                 self.lock_file = self.host_lock
                 self._stamp_lock(times, host=not kept)
+
+    def _keep(self, ports: dict[int, int]) -> None:
+        """This desktop's kept ports, also in the process's register (which a first start's scan leaves out)."""
+        with _KEPT_LOCK:
+            _KEPT.difference_update(self.ports.values())
+            self.ports = ports
+            _KEPT.update(ports.values())
 
     def _get_available_port(self, start_port: int) -> int:
         """The port kept for `start_port`; at a first start, chosen from one scan of the host (not one per port)."""
@@ -241,15 +249,17 @@ class LabelledDockerProvider(upstream.DockerProvider):
             self._locked = time.monotonic()  # desktop-env calls this first thing under its lock
         if start_port in self.ports:
             return self.ports[start_port]
-        if self._scan is None:
-            self._scan = set(self._get_used_ports())
+        if self._scan is None:  # what the host uses, and the ports this process's desktops keep while their VMs
+            self._scan = set(self._get_used_ports())  # are down (a reset between its stop and its run)
+            with _KEPT_LOCK:
+                self._scan |= _KEPT
             self.starts[-1].port_scans += 1
         port = start_port
         while port in self._scan or port in self.ports.values():
             port += 1
             if port >= 65354:  # desktop-env's own ceiling
                 raise upstream.PortAllocationError(f"No available ports found starting from {start_port}")
-        self.ports[start_port] = port
+        self._keep({**self.ports, start_port: port})
         return port
 
     def _stamp_lock(self, times: StartTimes, host: bool) -> None:
@@ -265,22 +275,30 @@ class LabelledDockerProvider(upstream.DockerProvider):
         self._locked = self._ran = None
 
     def _wait_for_vm_ready(self, timeout: float | None = None) -> bool:
-        """desktop-env's readiness wait for `docker_boot_timeout` seconds (desktop-env's is a fixed 300 s)."""
-        booted = time.monotonic()
+        """desktop-env's readiness wait for `docker_boot_timeout` seconds (desktop-env's is a fixed 300 s), in
+        slices of `READY_SLICE`: a desktop closed meanwhile stops waiting (and gives back its boot slot) at once."""
+        booted, since = time.monotonic(), upstream.time.time()  # the slices count on desktop-env's own clock
         timeout = self.boot_timeout if timeout is None else timeout
         try:
-            return super()._wait_for_vm_ready(timeout)
-        except TimeoutError:
-            raise TimeoutError(
-                f"VM failed to become ready within {timeout:g} s (docker_boot_timeout; `verl-cua probe-boots` "
-                "measures this host's boots)"
-            ) from None
+            while True:
+                left = timeout - (upstream.time.time() - since)
+                try:
+                    return super()._wait_for_vm_ready(max(0.001, min(READY_SLICE, left)))
+                except TimeoutError:
+                    if self.closed:
+                        raise InfraFailure("the docker desktop was closed while its VM booted") from None
+                    if left <= READY_SLICE:
+                        raise TimeoutError(
+                            f"VM failed to become ready within {timeout:g} s (docker_boot_timeout; "
+                            "`verl-cua probe-boots` measures this host's boots)"
+                        ) from None
         finally:
             self.starts[-1].boot = time.monotonic() - booted
 
     def close(self) -> None:
         """Start no more containers and remove every container of this desktop (by its label)."""
         self.closed = True
+        self._keep({})
         self.own_lock.unlink(missing_ok=True)
         try:
             remove_labelled(self.docker, {ENV: self.env_id})
@@ -364,6 +382,8 @@ def _owner_alive(pid: str, started: str | None) -> bool:
 
 
 _SPACER = _Spacer()
+_KEPT: set[int] = set()  # host ports the docker desktops of this process keep
+_KEPT_LOCK = threading.Lock()
 _PROCESS_RUN = f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
 _reap_lock = threading.Lock()
 _reaped = False

@@ -151,22 +151,28 @@ def _missing(name: str, kind: str) -> str | None:
 
 
 def clone_commit(path: str | Path) -> tuple[Path, str] | None:
-    """The git clone holding `path` and its HEAD commit, read from `.git` (no git needed); None outside a clone."""
+    """The OSWorld clone holding `path` and its HEAD commit, read from `.git` (no git needed); None outside a
+    clone. Only folders up to the one holding `evaluation_examples` count: a copy of OSWorld that is not a clone,
+    inside some other repository (a verl-cua checkout), is not that repository's commit."""
     here = Path(path).resolve()
-    for folder in [here, *here.parents]:
+    chain = [here, *here.parents]
+    top = next((i for i, folder in enumerate(chain) if folder.name == "evaluation_examples"), None)
+    for folder in chain if top is None else chain[: top + 2]:
         git = folder / ".git"
         if git.is_file():  # a worktree: "gitdir: <path>"
             git = (folder / git.read_text().partition(":")[2].strip()).resolve()
         if not git.is_dir():
             continue
+        common = git / "commondir"  # a worktree's refs live in the main repository's folder
+        shared = (git / common.read_text().strip()).resolve() if common.is_file() else git
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return folder, head
         ref = head[5:]
-        loose = git / ref
-        if loose.is_file():
+        loose = next((g / ref for g in (git, shared) if (g / ref).is_file()), None)
+        if loose is not None:
             return folder, loose.read_text().strip()
-        packed = git / "packed-refs"
+        packed = shared / "packed-refs"
         for line in packed.read_text().splitlines() if packed.is_file() else []:
             sha, _, name = line.partition(" ")
             if name == ref:

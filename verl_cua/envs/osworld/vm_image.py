@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 _lock = threading.Lock()
@@ -27,6 +28,7 @@ def fetch_vm_image(vm_path: str | Path) -> Path:
         return target
     from desktop_env.providers.docker import manager
 
+    unpacked_before = (target.parent / "Ubuntu.qcow2").is_file()  # another config's image: never moved away
     with _lock:
         saved = manager.VMS_DIR
         manager.VMS_DIR = str(target.parent)
@@ -37,7 +39,7 @@ def fetch_vm_image(vm_path: str | Path) -> Path:
         archive = target.parent / manager.DOWNLOADED_FILE_NAME
     if got.is_file() and archive.suffix == ".zip" and archive.is_file():
         archive.unlink()  # unpacked: the zip is ~12 GB of nothing
-    if not target.is_file() and got.is_file() and got.parent == target.parent:
+    if not target.is_file() and got.is_file() and got.parent == target.parent and not unpacked_before:
         got.rename(target)  # VM_PATH names the file otherwise than the archive's Ubuntu.qcow2
     if not target.is_file():
         raise VMImageError(f"desktop-env's image is {got}, not VM_PATH={target}: set VM_PATH={got}")
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         print(fetch_vm_image(args.vm_path))
-    except (VMImageError, ImportError, OSError) as exc:
+    except (VMImageError, ImportError, OSError, zipfile.BadZipFile) as exc:  # BadZipFile: a truncated download
         print(f"verl-cua vm image: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,13 @@ HOSTS = ("verl", "verl-agent")
 
 
 def task_rows(
-    env: str, tasks: list[str], seeds: str = "0", host: str = "verl", *, strict: bool = False, report=print
+    env: str,
+    tasks: list[str],
+    seeds: str = "0",
+    host: str = "verl",
+    *,
+    strict: bool = False,
+    report: Callable[[str], Any] = print,
 ) -> list[dict[str, Any]]:
     """Rows for `env`'s tasks: MiniWoB++ names (checked against the installed miniwob package) under `seeds`
     (`0-9`, `1,2`), or OSWorld task JSON files, folders or meta files. OSWorld's are checked against this install

@@ -24,13 +24,14 @@ def make_gui_envs(config: Any) -> tuple[GUIEnvironmentManager, GUIEnvironmentMan
     group_n = env.rollout.n if env.rollout.n > 0 else 1
     train_n, val_n = int(config.data.train_batch_size) * group_n, int(config.data.val_batch_size)
     kwargs = settings.env_kwargs(name)
+    start = env_start_timeout(name, kwargs, max(train_n, val_n), 120.0)  # docker: lock waits, boot batches, boot
     pool = EnvPool(
         lambda: make_env(name, **kwargs),
         max(train_n, val_n),
-        reset_timeout=settings.reset_timeout,
+        reset_timeout=max(settings.reset_timeout, start or 0.0),  # a docker reset runs a new container: a start
         step_timeout=settings.step_timeout,
         evaluate_timeout=settings.evaluate_timeout,
-        start_timeout=env_start_timeout(name, kwargs, max(train_n, val_n), 120.0),  # docker: lock wait + boot
+        start_timeout=start,
         backend=settings.pool_backend,
         hosts=settings.hosts,
     )
