@@ -47,10 +47,11 @@ def test_the_wall_clock_bound_kills_the_child_and_leaves_nothing_running(bomb):
     watcher = threading.Thread(target=lambda: seen.extend(_children() for _ in range(40) if not time.sleep(0.05)))
     watcher.start()
     start = time.monotonic()
-    with pytest.raises(MetricLimit, match=r"ran past 2 s \(killed\)"):
-        call_metric("compare_table", (bomb, None), RULES, MetricLimits(wall_seconds=2.0))
+    # 6 s: the child loads desktop-env first, which on a machine busy with a verl run took over 2 s in CI
+    with pytest.raises(MetricLimit, match=r"ran past 6 s \(killed\)"):
+        call_metric("compare_table", (bomb, None), RULES, MetricLimits(wall_seconds=6.0))
     watcher.join()
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 15
     assert any(seen), "the metric ran in no child"  # the control: it was there while it ran
     assert _children() == []
 
