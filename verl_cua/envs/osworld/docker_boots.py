@@ -17,7 +17,7 @@ import random
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
@@ -37,10 +37,6 @@ class StartTimes:
     lock_hold: float = 0.0
     boot: float = 0.0
     port_scans: int = 0  # scans of the host's ports (psutil + docker) this start made under desktop-env's lock
-
-    def to_dict(self) -> dict[str, float]:
-        """The times as a plain dict."""
-        return asdict(self)
 
 
 class BootSlots:

@@ -265,12 +265,10 @@ class LabelledDockerProvider(upstream.DockerProvider):
     def _stamp_lock(self, times: StartTimes, host: bool) -> None:
         """Add this attempt's wait for and hold of the host lock (to its run's end, or now when it ended before) to
         `times`; nothing for a start under the desktop's own lock."""
-        if not host:
-            pass
-        elif self._locked is not None:
+        if host and self._locked is not None:
             times.lock_wait += self._locked - self._entered
             times.lock_hold += (self._ran or time.monotonic()) - self._locked
-        else:
+        elif host:
             times.lock_wait += time.monotonic() - self._entered
         self._locked = self._ran = None
 
