@@ -22,6 +22,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+from verl_cua.testing.model_cache import checkpointer, derived_model
 from verl_cua.testing.warm_start import FILLER, INDUCTION_BATCH, Progress, click_text, save_like
 
 RECIPE_VERSION = "1"
@@ -105,7 +106,6 @@ def reading_model(family: str = "qwen25vl", observation: str = "screenshot_a11y_
                   steps: int = READING_STEPS, seed: int = 0) -> Path:  # fmt: skip
     """The tiny random `family` model after copying and reading (module docstring); built once, then cached."""
     from verl_cua.envs.observation import check_observation, shows_elements, shows_screenshot
-    from verl_cua.testing.model_cache import derived_model
 
     if not shows_elements(check_observation(observation)) or not shows_screenshot(observation):
         raise ValueError(f"the reading warm start needs screenshot_a11y_tree or som, not {observation!r}")
@@ -120,7 +120,6 @@ def reading_model(family: str = "qwen25vl", observation: str = "screenshot_a11y_
 def copying_model(family: str = "qwen25vl", seed: int = 0) -> Path:
     """The tiny random `family` model after the copying stage alone (module docstring, stage 1); built once, then
     cached."""
-    from verl_cua.testing.model_cache import derived_model
     from verl_cua.testing.tiny_models import build_tiny_model
 
     base = build_tiny_model(family)
@@ -165,8 +164,13 @@ def _reading(src: Path, dst: Path, observation: str, icl: float, steps: int, see
     optim = torch.optim.AdamW(model.parameters(), lr=READING_LR, weight_decay=0.0)
     spec = build_prompt("pyautogui", screen=SCREEN, observation=observation)
     teacher = TeacherExamples(processor, SCREEN, (0, 0, *SCREEN), seed) if icl else None
-    progress = Progress(steps, f"reading warm start ({observation}) of {src.name}")
-    for step in range(steps):
+    what, randoms = f"reading warm start ({observation}) of {src.name}", {"examples": rng}
+    if teacher is not None:
+        randoms["teacher"] = teacher.rng
+    ckpt = checkpointer("reading", what, steps)
+    start = ckpt.resume(model, optim, randoms)
+    progress = Progress(steps, what, done=start)
+    for step in range(start, steps):
         rows = []
         for _ in range(READING_BATCH):
             instruction, shown, extra, answer = reading_example(rng, observation)
@@ -181,4 +185,5 @@ def _reading(src: Path, dst: Path, observation: str, icl: float, steps: int, see
         optim.step()
         optim.zero_grad()
         progress.update(step + 1, f"loss {loss.item():.3f}")
+        ckpt.step(step + 1, model, optim, randoms)
     save_like(model, src, dst)

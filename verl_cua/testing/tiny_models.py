@@ -10,7 +10,6 @@ image-token expansion) but are not a usable model. A few MB each, float32 safete
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +20,8 @@ import tempfile
 from importlib.metadata import version as _dist_version
 from pathlib import Path
 from typing import Any
+
+from verl_cua.testing.model_cache import cache_lock
 
 FAMILIES = ("qwen25vl", "qwen3vl")
 RECIPE_VERSION = "1"
@@ -392,8 +393,7 @@ def build_tiny_model(
     if _is_built(dest, key):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.parent / f".{dest.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with cache_lock(dest.parent / f".{dest.name}.lock", dest.name):
         if _is_built(dest, key):
             return dest
         _clear(dest)

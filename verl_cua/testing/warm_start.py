@@ -23,7 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from verl_cua.testing.model_cache import derived_model
+from verl_cua.testing.model_cache import checkpointer, derived_model, report_progress
 
 RECIPE_VERSION = "4"
 COPY_SHARE = 2 / 3  # icl steps whose block holds a demo to copy; the rest hold none (presence must say nothing)
@@ -125,12 +125,16 @@ def _train(
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     left, top, right, bottom = region or (0, 0, *screen)
-    if induction_steps:
+    what = f"warm start of {src.name}"
+    ckpt = checkpointer("warm", what, steps)
+    if induction_steps and not ckpt.exists():  # a kept warm-start checkpoint already holds the copying
         _induction(model, tokenizer, induction_steps, lr, screen, random.Random(f"{seed}|induction"), src.name)
     prompts = Prompts(processor, build_prompt("pyautogui", screen=screen))
-    progress = Progress(steps, f"warm start of {src.name}")
     teacher = TeacherExamples(processor, screen, (left, top, right, bottom), seed) if icl else None
-    for step in range(steps):
+    randoms = {"pages": rng, "variety": variety, **({"teacher": teacher.rng} if teacher else {})}
+    start = ckpt.resume(model, optim, randoms)
+    progress = Progress(steps, what, done=start)
+    for step in range(start, steps):
         if teacher is not None:  # batches of ICL_BATCH, each example in the teacher's context with odds icl
             rows = []
             for _ in range(ICL_BATCH):
@@ -141,25 +145,23 @@ def _train(
                 rows.append((inputs, click_text(x, y)))
             loss = _batch_nll(model, tokenizer, rows, end)
             loss.backward()
-            optim.step()
-            optim.zero_grad()
-            progress.update(step + 1, f"loss {loss.item():.3f}")
-            continue
-        image = _page(screen, rng)
-        inputs = prompts.inputs(variety.choice(instructions), image)  # shared by both forks
-        x, y = rng.randrange(left, right), rng.randrange(top, bottom)
-        if not typo_rate:
-            loss = _nll(model, tokenizer, inputs, click_text(x, y), end)
-            loss.backward()
-        else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
-            loss = 0.0
-            for weight, turn in ((1.0 - typo_rate, click_text(x, y)), (typo_rate, typo_text(x, y))):
-                fork = weight * _nll(model, tokenizer, inputs, turn, end, total=True)
-                fork.backward()
-                loss += fork.detach()
+        else:
+            image = _page(screen, rng)
+            inputs = prompts.inputs(variety.choice(instructions), image)  # shared by both forks
+            x, y = rng.randrange(left, right), rng.randrange(top, bottom)
+            if not typo_rate:
+                loss = _nll(model, tokenizer, inputs, click_text(x, y), end)
+                loss.backward()
+            else:  # both forks each step, weighted: the fork's odds settle at typo_rate, not at the last few draws
+                loss = 0.0
+                for weight, turn in ((1.0 - typo_rate, click_text(x, y)), (typo_rate, typo_text(x, y))):
+                    fork = weight * _nll(model, tokenizer, inputs, turn, end, total=True)
+                    fork.backward()
+                    loss += fork.detach()
         optim.step()
         optim.zero_grad()
-        progress.update(step + 1, f"loss {float(loss):.3f}")
+        progress.update(step + 1, f"loss {float(loss.detach() if torch.is_tensor(loss) else loss):.3f}")
+        ckpt.step(step + 1, model, optim, randoms)
     save_like(model, src, dst)
 
 
@@ -178,8 +180,11 @@ def _induction(model, tokenizer, steps: int, lr: float, screen: tuple[int, int],
 
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    progress = Progress(steps, f"in-context copying for {name}")
-    for step in range(steps):
+    what, randoms = f"in-context copying for {name}", {"induction": rng}
+    ckpt = checkpointer("induction", what, steps)
+    start = ckpt.resume(model, optim, randoms)
+    progress = Progress(steps, what, done=start)
+    for step in range(start, steps):
         rows = []
         for _ in range(INDUCTION_BATCH):
             x, y = rng.randrange(screen[0]), rng.randrange(screen[1])
@@ -199,6 +204,7 @@ def _induction(model, tokenizer, steps: int, lr: float, screen: tuple[int, int],
         optim.step()
         optim.zero_grad()
         progress.update(step + 1, f"answer loss {loss.item():.3f}")  # falls abruptly once an induction head forms
+        ckpt.step(step + 1, model, optim, randoms)
 
 
 class TeacherExamples:
@@ -261,15 +267,22 @@ class Prompts:
 
 class Progress:
     """Lines on stderr while a model trains on the CPU: what it does first, then step, elapsed seconds, the seconds
-    left and a note (the loss) at every tenth of the steps, and at least every `every_s` seconds."""
+    left (at the rate measured since this process started: a loaded machine's ETA is its own) and a note (the loss)
+    at every tenth of the steps, and at least every `every_s` seconds. `done`: steps a checkpoint already holds."""
 
-    def __init__(self, total: int, what: str, every_s: float = 30.0):
+    def __init__(self, total: int, what: str, every_s: float = 30.0, done: int = 0):
         import time
 
         self.total, self.what, self.every_s, self._clock = total, what, every_s, time.monotonic
         self.start = self._last = self._clock()
+        self.first = done
         self._next = 0
-        print(f"{what}: {total} steps on the CPU (built once, then cached)", file=sys.stderr, flush=True)
+        if done:
+            line = f"{what}: {total} steps on the CPU, continuing from its checkpoint at step {done}"
+        else:
+            line = f"{what}: {total} steps on the CPU (built once, then cached)"
+        print(line, file=sys.stderr, flush=True)
+        report_progress(f"{done}/{total} steps")
 
     def update(self, done: int, note: str = "") -> None:
         """Report `done` steps when it crosses the next tenth, ends the loop or `every_s` passed since the last line
@@ -280,10 +293,12 @@ class Progress:
         tenth = max(1, self.total // 10)
         self._next, self._last = (done // tenth + 1) * tenth, now
         elapsed = now - self.start
-        left = elapsed / done * (self.total - done) if done else 0.0
+        ran = done - self.first
+        left = elapsed / ran * (self.total - done) if ran > 0 else 0.0
         note = f", {note}" if note else ""
-        print(f"{self.what}: {done}/{self.total} steps, {elapsed:.0f} s, about {left:.0f} s left{note}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        status = f"{done}/{self.total} steps, {elapsed:.0f} s, about {left:.0f} s left{note}"
+        print(f"{self.what}: {status}", file=sys.stderr, flush=True)
+        report_progress(status)
 
 
 def _right_padded(seqs: list, pad: int):
@@ -343,8 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model_dir")
     ap.add_argument("--steps", type=int, default=200)
     args = ap.parse_args(argv)
-    print(warm_start(args.model_dir, steps=args.steps))
-    return 0
+    from verl_cua.testing.learning import print_built
+
+    return print_built("verl_cua.testing.warm_start", lambda: warm_start(args.model_dir, steps=args.steps))
 
 
 if __name__ == "__main__":
