@@ -51,6 +51,7 @@ from verl_cua.integrations.verl.rows.thin_groups import settle_groups, small_gro
 from verl_cua.integrations.verl.sdpo import logit
 from verl_cua.integrations.verl.sdpo.context import TeacherContextBuilder
 from verl_cua.integrations.verl.sdpo.teacher_pass import TeacherResult, run_teacher_pass
+from verl_cua.integrations.verl.step_line import StepLines
 from verl_cua.integrations.verl.trace.episodes import MarkValidation, write_advantages, write_trace_run
 from verl_cua.integrations.verl.trace.logger import log_trace_step
 
@@ -117,6 +118,7 @@ class CuaTrainer(PPOTrainerSync):
         self._cua_rng = random.Random(int(config.actor_rollout_ref.actor.get("data_loader_seed") or 0))
         self._teacher_builder = None
         self._step_metrics: dict = {}
+        self._step_lines: StepLines | None = None
 
     # -- the run's length and its sampling ------------------------------------------------------------------------
     def _build_replay_buffer(self):
@@ -429,6 +431,9 @@ class CuaTrainer(PPOTrainerSync):
         cua = dict(self._step_gui)  # computed in `step` from the same batch's fields (one fetch a step)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
+        if self._step_lines is None:
+            self._step_lines = StepLines(getattr(self, "total_training_steps", None))
+        self._step_lines.print(int(global_steps), metrics)
         return result
 
     def _image_pad_id(self) -> int | None:
