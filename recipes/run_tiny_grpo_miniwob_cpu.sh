@@ -54,7 +54,8 @@ OUT=$(cd "${OUT}" && pwd)
     --out "${OUT}/train.parquet"
 "${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds "${HELDOUT_SEEDS}" \
     --out "${OUT}/heldout.parquet"
-# metrics.jsonl: a fresh run starts it anew; trainer.resume_mode=auto keeps the steps its checkpoint holds
+# metrics.jsonl: a fresh run starts it anew; a resume (the CPU preset's trainer.resume_mode=auto, from the last save
+# in OUT/checkpoints) keeps the steps its checkpoint holds
 
 VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     preset=cpu \

@@ -42,7 +42,8 @@ fi
 mkdir -p "${OUT}"
 OUT=$(cd "${OUT}" && pwd)
 "${PY}" -m verl_cua.integrations.verl.dataset --env miniwob --tasks "${TASKS}" --seeds "${SEEDS}" --out "${OUT}/train.parquet"
-# metrics.jsonl: a fresh run starts it anew; trainer.resume_mode=auto keeps the steps its checkpoint holds
+# metrics.jsonl: a fresh run starts it anew; a resume (the CPU preset's trainer.resume_mode=auto, from the last save
+# in OUT/checkpoints) keeps the steps its checkpoint holds
 
 START=$(date +%s)
 VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \

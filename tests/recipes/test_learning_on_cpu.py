@@ -19,9 +19,11 @@ sink a mean.
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from bench.learn import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 30
+SAVE_EVERY = 10  # the quickstart's default: the first save, after which the fixture stops it
 K = 5
 MARGIN = 0.25
 # Two training layouts (click-test seeds 84 and 116: ~100 px buttons that overlap), so a 30-step run rises reliably
@@ -41,18 +44,47 @@ CONFIG = {"TRAIN_SEEDS": "84,116", "PROMPTS_PER_STEP": "2", "N_RESP": "16", "PPO
 
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory, chromium):
-    """One run of the README's quickstart against this venv (its installs are no-ops here)."""
+    """One run of the README's quickstart against this venv (its installs are no-ops here), stopped by a Ctrl-C of
+    its whole process group (as a terminal sends it) once its first checkpoint is saved, then run again: the rerun
+    goes on from that checkpoint (what the kill cost: the rerun's start and the steps after the save)."""
     out = tmp_path_factory.mktemp("quickstart")
     env = {**os.environ, "VENV": sys.prefix, "OUT": str(out), "STEPS": str(STEPS), "RAY_DEDUP_LOGS": "0", **CONFIG}
     cmd = ["bash", str(ROOT / "recipes" / "quickstart.sh"), "trainer.total_epochs=1"]
+    tracker = out / "train" / "checkpoints" / "latest_checkpointed_iteration.txt"
+    with (out / "stopped.log").open("w") as log:
+        first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
+                                 start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 1500
+        while not tracker.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        os.killpg(first.pid, signal.SIGINT)
+        first.wait(timeout=300)
+    stopped = (out / "stopped.log").read_text()
+    assert tracker.read_text().strip() == str(SAVE_EVERY), stopped[-6000:]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     (out / "quickstart.log").write_text(proc.stdout + "\n" + proc.stderr)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
-    return out, proc.stdout
+    return out, proc.stdout, (first.returncode, stopped, proc.stdout + proc.stderr)
+
+
+def test_a_ctrl_c_after_the_first_save_is_one_line_and_the_rerun_goes_on_from_it(quickstart):
+    _, _, (returncode, stopped, rerun) = quickstart
+    assert returncode == 130
+    ours = [line for line in stopped.splitlines() if line.startswith("quickstart: stopped")]
+    assert len(ours) == 1, stopped[-4000:]
+    assert "(Ctrl-C) at [4/8] training" in ours[0] and f"training checkpoint of step {SAVE_EVERY}/{STEPS}" in ours[0]
+    assert "run the same command again" in ours[0]
+    assert "Traceback" not in stopped, stopped[-6000:]
+    assert f"continuing from its checkpoint at step {SAVE_EVERY}/{STEPS}" in rerun
+    steps = [
+        int(line.split("verl-cua step ")[1].split("/")[0]) for line in rerun.splitlines() if "verl-cua step " in line
+    ]
+    assert steps == list(range(SAVE_EVERY + 1, STEPS + 1)), steps  # one line a step, from the step after the save
 
 
 def test_the_quickstart_learns(quickstart):
-    out, _ = quickstart
+    """Over both runs: every step once in the metrics and the summary."""
+    out, _, _ = quickstart
     run = read_run(out / "train" / "metrics.jsonl")
     assert len(run.success_rate) == STEPS  # total_epochs=1 allows 1: the trainer raised the epochs, never cut
     assert _rise(run.success_rate) >= MARGIN, run.success_rate
@@ -63,7 +95,7 @@ def test_the_quickstart_learns(quickstart):
 
 
 def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
-    out, stdout = quickstart
+    out, stdout, _ = quickstart
     merged = out / "model"
     assert (merged / "config.json").is_file() and list(merged.glob("*.safetensors"))
     summary = json.loads((out / "summary.json").read_text())
