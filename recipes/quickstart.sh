@@ -28,6 +28,7 @@ OUT=${OUT:-outputs/quickstart}
 APT_PACKAGES=(chromium chromium-driver fonts-liberation)
 
 cd "$(dirname "$0")/.."
+CKPT="${OUT}/train/checkpoints"
 SERVER_PID=
 TRAINING_SINCE=
 MODEL=
@@ -46,8 +47,8 @@ stages_kept() {
     elif [ "${STAGE_N}" -ge 3 ]; then
         kept+=("the warm start's last checkpoint in the model cache")
     fi
-    if [ -f "${OUT}/train/checkpoints/latest_checkpointed_iteration.txt" ]; then
-        kept+=("training checkpoint of step $(cat "${OUT}/train/checkpoints/latest_checkpointed_iteration.txt")/${STEPS}")
+    if [ -f "${CKPT}/latest_checkpointed_iteration.txt" ]; then
+        kept+=("training checkpoint of step $(cat "${CKPT}/latest_checkpointed_iteration.txt")/${STEPS}")
     fi
     local IFS=,
     echo "${kept[*]}" | sed 's/,/, /g'
@@ -145,7 +146,6 @@ stage "the initial model: a tiny Qwen2.5-VL built here and warm-started into cli
 MODEL=$("${PY}" -m verl_cua.testing.learning model)
 
 # 2. train, saving every SAVE_EVERY steps; a rerun resumes from the last save (the CPU preset's resume_mode=auto)
-CKPT="${OUT}/train/checkpoints"
 if [ "${FRESH}" = 1 ]; then
     rm -rf "${OUT:?}/train"
 fi
@@ -157,7 +157,8 @@ else
     if [ "${SAVED}" -gt 0 ]; then
         stage "training: GRPO on MiniWoB++ click-test, continuing from its checkpoint at step ${SAVED}/${STEPS}"
     else
-        stage "training: GRPO on MiniWoB++ click-test, ${STEPS} steps (a line a step, all metrics in ${OUT}/train/metrics.jsonl; a checkpoint every ${SAVE_EVERY})"
+        stage "training: GRPO on MiniWoB++ click-test, ${STEPS} steps (a line a step, all metrics in" \
+            "${OUT}/train/metrics.jsonl; a checkpoint every ${SAVE_EVERY})"
     fi
     TRAINING_SINCE=$(date +%s)
     VENV="${VENV}" OUT="${OUT}/train" STEPS="${STEPS}" TRAIN_SEEDS="${TRAIN_SEEDS}" SAVE_FREQ="${SAVE_EVERY}" \
@@ -187,7 +188,8 @@ stage "report, summary and learning curve"
 "${CLI}" view "${OUT}/eval/initial" "${OUT}/eval/trained" --out "${OUT}/report.html" \
     --title "quickstart: the initial and the trained model on held-out click-test layouts"
 
-"${PY}" -m verl_cua.integrations.verl.summary "${OUT}/train/metrics.jsonl" \
+ticking "the summary and the screen-blind baseline" \
+    "${PY}" -m verl_cua.integrations.verl.summary "${OUT}/train/metrics.jsonl" \
     --seconds "$(cat "${OUT}/train/wall_seconds" 2>/dev/null || echo 0)" \
     --eval initial="${OUT}/eval/initial" \
     --eval trained="${OUT}/eval/trained" \
