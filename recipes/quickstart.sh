@@ -64,9 +64,7 @@ add_training_seconds() {
     echo $((before + $(date +%s) - TRAINING_SINCE)) >"${OUT}/train/wall_seconds"
     TRAINING_SINCE=
 }
-trap 'stage_stopped 130' INT
-trap 'stage_stopped 143' TERM
-trap 'stage_exit' EXIT
+stages_traps
 set -x
 
 stage "system packages (${APT_PACKAGES[*]})"

@@ -1,6 +1,5 @@
 # Stage lines for a recipe a person waits on (sourced; bash). The recipe sets STAGES_OF (its name) and STAGES_TOTAL,
-# may define `stages_kept` (prints what a stop leaves for a rerun) and `stages_cleanup`, and traps:
-#   trap 'stage_stopped 130' INT; trap 'stage_stopped 143' TERM; trap 'stage_exit' EXIT
+# may define `stages_kept` (prints what a stop leaves for a rerun) and `stages_cleanup`, and calls `stages_traps`.
 # `stage TEXT` ends the stage before (a line with its time) and announces the next, `[k/N] TEXT`; `stage_note TEXT`
 # adds a line to it; `ticking LABEL CMD...` runs CMD in the foreground with a line every TICK_S seconds while it runs;
 # `stage_end` ends the last stage. A stop (Ctrl-C, SIGTERM) prints one line: where, what was kept, how to go on.
@@ -95,4 +94,10 @@ stage_exit() {
         exit "${STAGE_STOPPED}"
     fi
     exit "${rc}"
+}
+
+stages_traps() {
+    trap '{ set +x; } 2>/dev/null; stage_stopped 130' INT
+    trap '{ set +x; } 2>/dev/null; stage_stopped 143' TERM
+    trap '{ set +x; } 2>/dev/null; stage_exit' EXIT
 }
