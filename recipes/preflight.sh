@@ -16,17 +16,20 @@ skip_preflight() {
     case "${SKIP_PREFLIGHT:-}" in 1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss] | [Oo][Nn]) return 0 ;; *) return 1 ;; esac
 }
 
-# require_python [MODULE=WHAT=FIX ...]: verl_cua and verl always (installed), each extra MODULE (imported) with what
-# it is and the fix.
-require_python() {
-    if skip_preflight || [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then return 0; fi
-    local exe lines errors
+VERL_MODULE="~verl=verl 0.9.1=install it there ({exe} -m pip install -e '.[verl]')"  # python_lacks' verl
+
+# python_lacks [MODULE=WHAT=FIX ...]: LACKING holds one line per module the interpreter PYTHON names lacks: verl_cua
+# always (installed), each MODULE given (imported; ~MODULE: installed is enough; {exe} in FIX: the interpreter's
+# path); empty when it has them all. Dies in one line when PYTHON is no interpreter or does not run as Python.
+python_lacks() {
+    local exe lines errors xtrace
+    xtrace=$(set +o | grep xtrace)  # the lines below, not their trace (a multi-line trace would read as output)
+    set +x
     exe=$(command -v "${PYTHON}") || die "PYTHON=${PYTHON} is not an interpreter on PATH; set PYTHON= to the" \
         "python of the environment that has verl-cua (e.g. PYTHON=.venv/bin/python)"
     errors=$(mktemp)
     lines=$("${exe}" - "${exe}" "${PYTHON}" \
-        "~verl_cua=verl-cua=install it there (${exe} -m pip install -e '.[verl]')" \
-        "~verl=verl 0.9.1=install it there (${exe} -m pip install -e '.[verl]')" \
+        "~verl_cua=verl-cua=install it there ({exe} -m pip install -e '.[verl]')" \
         "$@" 2>"${errors}" <<'EOF'
 import importlib, importlib.util, sys
 exe, named = sys.argv[1], sys.argv[2]
@@ -38,8 +41,8 @@ for spec in sys.argv[3:]:
         if not module.startswith("~"):
             importlib.import_module(module)
     except Exception as exc:
-        print(f"lacks: {exe} (PYTHON={named}) lacks {what} ({type(exc).__name__}: {exc}): {fix}, or set PYTHON= "
-              "to an interpreter that has it")
+        print(f"lacks: {exe} (PYTHON={named}) lacks {what} ({type(exc).__name__}: {exc}): "
+              f"{fix.replace('{exe}', exe)}, or set PYTHON= to an interpreter that has it")
 EOF
     ) || {
         local rc=$? why
@@ -48,10 +51,18 @@ EOF
         die "PYTHON=${PYTHON} (${exe}) does not run as Python (exit ${rc})${why:+: ${why}}"
     }
     rm -f "${errors}"
-    lines=$(grep '^lacks: ' <<< "${lines}" || true)  # an import's own output is not a blocker
-    if [ -n "${lines}" ]; then
+    LACKING=$(grep '^lacks: ' <<< "${lines}" | sed 's/^lacks: //' || true)  # an import's own output is no blocker
+    eval "${xtrace}"
+}
+
+# require_python [MODULE=WHAT=FIX ...]: verl_cua and verl always (installed), each extra MODULE (imported) with what
+# it is and the fix; one line per missing piece, then exit 1.
+require_python() {
+    if skip_preflight || [ -n "${VERL_CUA_COMPOSE_ONLY:-}" ]; then return 0; fi
+    python_lacks "${VERL_MODULE}" "$@"
+    if [ "${#LACKING}" -gt 0 ]; then  # its length: a trace of the lines would read as more output
         set +x
-        while IFS= read -r line; do echo "$(basename "$0"): ${line#lacks: }" >&2; done <<< "${lines}"
+        while IFS= read -r line; do echo "$(basename "$0"): ${line}" >&2; done <<< "${LACKING}"
         exit 1
     fi
 }

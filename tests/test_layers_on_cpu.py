@@ -8,7 +8,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # lowest first; a module belongs to the layer of its longest matching prefix
 LAYERS = (
-    ("base", ("verl_cua", "verl_cua.registry", "verl_cua.resources", "verl_cua.metrics_log", "verl_cua.model_source")),
+    (
+        "base",
+        (
+            "verl_cua",
+            "verl_cua.registry",
+            "verl_cua.resources",
+            "verl_cua.metrics_log",
+            "verl_cua.model_source",
+            "verl_cua.exits",
+        ),
+    ),
     ("actions", ("verl_cua.actions",)),
     ("desktops", ("verl_cua.envs",)),
     ("algorithms", ("verl_cua.algos",)),
@@ -20,6 +30,7 @@ LAYERS = (
         (
             "verl_cua.cli",
             "verl_cua.cli_help",
+            "verl_cua.cli_interrupt",
             "verl_cua.listing",
             "verl_cua.main",
             "verl_cua.setup_commands",

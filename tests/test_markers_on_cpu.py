@@ -33,6 +33,9 @@ MARKED_BY_HAND = {
     "test_a_missing_data_file_is_one_line_naming_sft_data": "e2e",
     "test_main_stops_a_conflicting_resume_in_one_line_before_ray": "e2e",
     "test_main_rejects_a_bad_value_before_starting_ray": "e2e",
+    "test_main_refuses_a_non_positive_size_in_one_line_before_ray": "e2e",
+    "test_python_m_main_names_the_closest_keys_in_one_line": "e2e",
+    "test_a_closed_pipe_ends_the_trainers_help_quietly": "e2e",
     "test_help_lists_every_key_then_hydras_help": "e2e",
     "test_a_cpu_recipe_with_an_unreachable_model_stops_in_one_line_before_ray": "e2e",
     # the local desktop, started by a module fixture of its own

@@ -122,7 +122,12 @@ def _serve_cmd(args: argparse.Namespace) -> int:
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        pass
+        from verl_cua.exits import INTERRUPTED, interrupted
+
+        interrupted()
+        print(f"verl-cua serve: stopped serving {model.name} at {server.url} (Ctrl-C); it kept nothing; rerun the "
+              "same command to serve again", file=sys.stderr)  # fmt: skip
+        return INTERRUPTED
     finally:
         server.shutdown()
     return 0
@@ -446,9 +451,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `verl-cua` console script; exit 0 ok, 1 invalid output (parse), 2 bad arguments,
     3 eval stopped by the endpoint (bad key, URL or model; failing every request), 4 infra failures left;
-    doctor: 1 when a finding blocks training."""
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    doctor: 1 when a finding blocks training; 130 stopped by Ctrl-C (one line: what was kept, how to go on);
+    141 quietly when the reader of stdout closed it early (`| head -1`)."""
+    from verl_cua.cli_interrupt import stopped_line
+    from verl_cua.exits import guarded
+
+    parsed: list[argparse.Namespace] = []
+
+    def run() -> int:
+        parsed.append(build_parser().parse_args(argv))
+        return parsed[0].func(parsed[0])
+
+    return guarded(run, lambda: stopped_line(parsed[0] if parsed else None))
 
 
 if __name__ == "__main__":

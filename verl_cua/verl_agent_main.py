@@ -3,7 +3,8 @@
 The same Hydra config and overrides as `python3 -m verl.trainer.main_ppo` (run from the verl-agent checkout).
 Before Ray starts it checks the estimator, our env section and the machine (the preflight: GPUs, model, stack);
 then it swaps in a TaskRunner actor that calls `install()` first, since make_envs, the trainer and
-compute_advantage all run in that actor, not here. Ray's waits for resources are bounded as in our trainer.
+compute_advantage all run in that actor, not here. Ray's waits for resources are bounded as in our trainer; Ctrl-C
+is one line naming the last saved checkpoint (exit 130), as in our trainer.
 An entry point, beside `verl_cua.main` (verl's) and above every layer: it may import the doctor's preflight.
 """
 
@@ -13,7 +14,11 @@ import os
 import sys
 from typing import Any
 
+from verl_cua.exits import guarded
 from verl_cua.integrations.verl_agent.install import NOT_FOUND, builtin_estimators, install
+from verl_cua.main import check_overrides, exit_interrupted
+
+OUR_SECTIONS = ("preflight",)  # the `cua.*` keys this host reads: +cua.preflight.resource_timeout and .skip
 
 
 def check_config(config: Any) -> None:
@@ -82,10 +87,16 @@ def main(argv: list[str] | None = None) -> None:
                 main_ppo.run_ppo(config)
         except ResourceWaitError as exc:
             raise SystemExit(f"verl-cua: {exc}") from None
+        except KeyboardInterrupt:
+            exit_interrupted(config)
 
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    run()
+    check_overrides(sys.argv[1:], sections=OUR_SECTIONS)
+    status = guarded(run, lambda: "verl-cua: stopped by Ctrl-C before training started; nothing kept; rerun the same "
+                                  "command to start again")  # fmt: skip
+    if status:
+        sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ step, `python -m verl_cua.main` up to the point before Ray starts) and stop in o
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -69,13 +70,69 @@ def test_appended_overrides_reach_the_recipes_early_check(tmp_path):
 @pytest.mark.parametrize("recipe", ["run_qwen3vl_sdpo_osworld.sh", "run_qwen3vl_gigpo_osworld.sh",
                                     "run_qwen25vl_grpo_osworld.sh"])  # fmt: skip
 def test_a_recipe_run_with_an_interpreter_lacking_osworlds_client_names_that_interpreter(tmp_path, recipe):
+    """The missing client first, then every other blocker (the GPUs of this GPU-less machine among them), counted."""
     exe = python_without("desktop_env", tmp_path)
     proc, seconds = _run_recipe(recipe, tmp_path, PYTHON=str(exe), PROVIDER="local")
     lines = _lines(proc.stderr)
-    assert proc.returncode == 1 and seconds < 20 and len(lines) == 1, lines
-    assert lines[0].startswith(f"{recipe}: {exe} (PYTHON={exe}) lacks OSWorld's client (desktop-env)")
+    assert proc.returncode == 1 and seconds < 60, lines
+    assert lines[0].startswith(f"{recipe}: python: {exe} (PYTHON={exe}) lacks OSWorld's client (desktop-env)")
     assert f"PYTHON={exe} bash envs/osworld/install.sh" in lines[0] and "set PYTHON=" in lines[0]
+    assert any(line.startswith(f"{recipe}: gpu: ") and "found 0" in line for line in lines), lines
+    summary = lines[-1]
+    assert summary == f"{recipe}: {len(lines) - 1} blocker(s) before the run starts; SKIP_PREFLIGHT=1 starts it anyway"
     assert not (tmp_path / "data").exists()  # stopped before the dataset step
+
+
+def test_the_flagship_names_every_blocker_at_once_on_the_docker_provider(tmp_path):
+    """The recipe's default provider: no OSWorld client, no GPUs, the Docker daemon where none answers, each on a line
+    of its own before anything is downloaded; the negative control (an interpreter with the client) lacks that line
+    only."""
+    docker = (
+        subprocess.run(["docker", "info"], capture_output=True).returncode == 0 if shutil.which("docker") else False
+    )
+    vm = tmp_path / "vm" / "Ubuntu.qcow2"
+    exe = python_without("desktop_env", tmp_path)
+    runs = {}
+    for name, python in (("without", exe), ("with", sys.executable)):
+        proc, _ = _run_recipe("run_qwen3vl_sdpo_osworld.sh", tmp_path, PYTHON=str(python), VM_PATH=str(vm),
+                              TASKS="files-make-dirs")  # fmt: skip
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        runs[name] = _lines(proc.stderr)
+    prefix = "run_qwen3vl_sdpo_osworld.sh: "
+    checks = {name: [line[len(prefix) :].split(":")[0] for line in lines[:-1]] for name, lines in runs.items()}
+    assert checks["without"][0] == "python" and "python" not in checks["with"]
+    assert "osworld tasks" in checks["without"] and "osworld tasks" not in checks["with"]  # read by the client
+    assert [c for c in checks["without"][1:] if c != "osworld tasks"] == checks["with"]  # the same other blockers
+    assert "gpu" in checks["with"] and ("docker" in checks["with"]) == (not docker)
+    for lines in runs.values():
+        assert (
+            lines[-1] == f"{prefix}{len(lines) - 1} blocker(s) before the run starts; SKIP_PREFLIGHT=1 starts it anyway"
+        )
+    assert not vm.parent.exists() and not (tmp_path / "data").exists()  # nothing downloaded, no dataset step
+
+
+def test_the_standalone_preflight_lists_blockers_found_before_it_first(tmp_path, monkeypatch, capsys):
+    from verl_cua.doctor import preflight, system
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    base = ["--gpus", "0", "--model", str(model), "--prog", "run.sh"]
+    assert preflight.main(base) == 0  # the negative control: a CPU run on a local model has no blocker
+    assert preflight.main([*base, "--provider", "local"]) == 0  # docker's checks are for the docker provider
+
+    def no_daemon(*args, **kwargs):
+        raise FileNotFoundError("docker")
+
+    monkeypatch.setattr(system.subprocess, "run", no_daemon)
+    capsys.readouterr()
+    assert preflight.main([*base, "--provider", "docker", "--vm-path", str(tmp_path / "vm.qcow2"),
+                           "--blocker", "/x/python (PYTHON=x) lacks OSWorld's client"]) == 1  # fmt: skip
+    assert capsys.readouterr().err.splitlines() == [
+        "run.sh: python: /x/python (PYTHON=x) lacks OSWorld's client",
+        "run.sh: docker: OSWorld's docker provider needs a Docker daemon this user can reach",
+        "run.sh: 2 blocker(s) before the run starts; SKIP_PREFLIGHT=1 starts it anyway",
+    ]
 
 
 def test_a_python_that_is_not_there_or_lacks_verl_is_named(tmp_path):

@@ -57,9 +57,13 @@ def quickstart(tmp_path_factory, chromium):
         deadline = time.monotonic() + 1500
         while not tracker.exists() and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        os.killpg(first.pid, signal.SIGINT)
+        os.killpg(first.pid, signal.SIGINT)  # the quickstart's bash, the trainer, Ray's processes, the browsers
         first.wait(timeout=300)
+        gone = _gone(first.pid, 30)
+        if not gone:
+            os.killpg(first.pid, signal.SIGKILL)
     stopped = (out / "stopped.log").read_text()
+    assert gone, "a process of the stopped run outlived it"
     assert tracker.read_text().strip() == str(SAVE_EVERY), stopped[-6000:]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     (out / "quickstart.log").write_text(proc.stdout + "\n" + proc.stderr)
@@ -70,15 +74,18 @@ def quickstart(tmp_path_factory, chromium):
 def test_a_ctrl_c_after_the_first_save_is_one_line_and_the_rerun_goes_on_from_it(quickstart):
     _, _, (returncode, stopped, rerun) = quickstart
     assert returncode == 130
+    assert "Traceback" not in stopped and "KeyboardInterrupt" not in stopped, stopped[-6000:]
     ours = [line for line in stopped.splitlines() if line.startswith("quickstart: stopped")]
     assert len(ours) == 1, stopped[-4000:]
     assert "(Ctrl-C) at [4/8] training" in ours[0] and f"training checkpoint of step {SAVE_EVERY}/{STEPS}" in ours[0]
     assert "run the same command again" in ours[0]
-    assert "Traceback" not in stopped, stopped[-6000:]
+    trainer = [line for line in stopped.splitlines() if line.startswith("verl-cua: stopped")]
+    assert len(trainer) == 1 and f"step {SAVE_EVERY} in " in trainer[0], trainer  # the trainer's own one line
+    lines = [line for line in stopped.splitlines() if line.strip() and not line.startswith("+")]  # not set -x
+    assert lines[-2:] == [trainer[0], ours[0]]  # Ray was down before the trainer's line: no worker's line follows
     assert f"continuing from its checkpoint at step {SAVE_EVERY}/{STEPS}" in rerun
-    steps = [
-        int(line.split("verl-cua step ")[1].split("/")[0]) for line in rerun.splitlines() if "verl-cua step " in line
-    ]
+    steps = [int(line.split("verl-cua step ")[1].split("/")[0]) for line in rerun.splitlines()
+             if "verl-cua step " in line]  # fmt: skip
     assert steps == list(range(SAVE_EVERY + 1, STEPS + 1)), steps  # one line a step, from the step after the save
 
 
@@ -119,6 +126,18 @@ def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
     assert f"learning curve {out / 'curve.png'}" in stdout
     assert f"report {out / 'report.html'}" in stdout or "report.html" in stdout
     assert stdout.count("grounding gap") >= 2
+
+
+def _gone(group: int, seconds: float) -> bool:
+    """Whether every process of the process group `group` ended within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def _rise(curve: list[float]) -> float:

@@ -3,7 +3,9 @@ Every blocker is one printed line; `SKIP_PREFLIGHT=1` (or `cua.preflight.skip=tr
 
 `python -m verl_cua.doctor.preflight --gpus N --model PATH` checks what a recipe's variables (and appended
 overrides) ask before a slow step: the SFT recipe before torchrun starts N processes, the OSWorld recipes before
-they download the VM image. `verl_cua.main` checks the composed config again before Ray starts."""
+they download the VM image (with `--provider docker`: the daemon, KVM and the image's disk; `--blocker`: what the
+recipe's interpreter lacks, so that every blocker is named at once). `verl_cua.main` checks the composed config
+again before Ray starts."""
 
 from __future__ import annotations
 
@@ -37,13 +39,18 @@ def blockers(config: dict[str, Any], host: str = "verl") -> list[Finding]:
 
 
 def check_preflight(
-    config: dict[str, Any], prog: str = "verl-cua", host: str = "verl", extra: list[Finding] | None = None
+    config: dict[str, Any],
+    prog: str = "verl-cua",
+    host: str = "verl",
+    extra: list[Finding] | None = None,
+    first: list[Finding] | None = None,
 ) -> None:
     """Raise `PreflightError` naming every blocker of `config` (a resolved trainer config, of our trainer or of
-    verl-agent's as `host` says) and the `extra` ones found apart, unless skipped."""
+    verl-agent's as `host` says) and the `extra` ones found apart (`first`: listed before the others), unless
+    skipped."""
     if skipped(config):
         return
-    found = [*blockers(config, host), *(extra or [])]
+    found = [*(first or []), *blockers(config, host), *(extra or [])]
     if found:
         lines = [f"{prog}: {finding.check}: {finding.detail}" for finding in found]
         lines.append(f"{prog}: {len(found)} blocker(s) before the run starts; {SKIP_VAR}=1 starts it anyway")
@@ -103,21 +110,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="verl", choices=("verl", "verl-agent"), help="whose trainer runs")
     parser.add_argument("--prog", default="verl-cua", help="the name the lines start with (the recipe's)")
     parser.add_argument("--tasks", default="", help="OSWorld TASKS (comma-separated): checked against this install")
+    parser.add_argument("--provider", default=None, help="OSWorld's provider (docker: the daemon, KVM, VM image)")
+    parser.add_argument("--vm-path", default=None, help="the docker provider's VM image (the recipe's VM_PATH)")
+    parser.add_argument("--blocker", action="append", default=[],
+                        help="a blocker found before this check (what the recipe's interpreter lacks): listed first, "
+                        "counted with the others")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="the recipe's appended Hydra overrides (after --)")
     args = parser.parse_args(argv)
     config = standalone_config(
         args.gpus, args.model, args.nnodes, args.tp, args.rollout, args.overrides, logger=args.logger
     )
-    tasks = []
+    found = []
     if args.tasks and not skipped(config):
         from verl_cua.doctor.tasks import task_set_findings
 
-        tasks = task_set_findings(args.tasks)
-        for finding in tasks:
-            if finding.level == "warn":  # the dataset step lists what it drops
-                print(f"{args.prog}: {finding.check}: {finding.detail}", file=sys.stderr)
+        found += task_set_findings(args.tasks)  # a warning: the dataset step lists what it drops
+    if args.provider == "docker" and not skipped(config):
+        from verl_cua.doctor.system import docker_findings
+
+        found += docker_findings(args.vm_path)  # a warning: no usable /dev/kvm
+    for finding in found:
+        if finding.level == "warn":
+            print(f"{args.prog}: {finding.check}: {finding.detail}", file=sys.stderr)
+    first = [Finding("FAIL", "python", line) for line in args.blocker]
     try:
-        check_preflight(config, prog=args.prog, host=args.host, extra=[f for f in tasks if f.level == "FAIL"])
+        check_preflight(config, prog=args.prog, host=args.host, extra=[f for f in found if f.level == "FAIL"],
+                        first=first)  # fmt: skip
     except PreflightError as exc:
         print(exc, file=sys.stderr)
         return 1

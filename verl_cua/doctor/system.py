@@ -200,6 +200,12 @@ def _local_desktop(api_gui: bool = False) -> list[Finding]:
 
 
 def _docker(env: EnvConfig) -> list[Finding]:
+    return docker_findings(env.kwargs.get("path_to_vm"))
+
+
+def docker_findings(vm_path: str | None = None) -> list[Finding]:
+    """OSWorld's docker provider on this machine: the daemon, /dev/kvm, the VM image at `vm_path` (or the disk its
+    download needs)."""
     out = []
     try:
         subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=True)
@@ -210,7 +216,7 @@ def _docker(env: EnvConfig) -> list[Finding]:
     usable = kvm.exists() and os.access(kvm, os.R_OK | os.W_OK)
     out.append(Finding("ok" if usable else "warn", "kvm", "/dev/kvm usable" if usable else
                        "no usable /dev/kvm: the VMs run in software emulation, too slowly to train"))  # fmt: skip
-    vm = Path(str(env.kwargs.get("path_to_vm") or "docker_vm_data/Ubuntu.qcow2"))
+    vm = Path(str(vm_path or "docker_vm_data/Ubuntu.qcow2"))
     if vm.is_file():
         out.append(Finding("ok", "vm image", f"{vm} ({vm.stat().st_size / 1e9:.1f} GB)"))
     else:

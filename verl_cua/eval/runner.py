@@ -210,6 +210,16 @@ def _open_run(out: Path, config: EvalConfig, refs: list[TaskRef]) -> dict[str, A
     return meta
 
 
+def finished_tasks(out: str | Path) -> tuple[int, int]:
+    """(finished, listed): the tasks of the run in `out` (its run.json) with a final result, which a rerun skips."""
+    out = Path(out)
+    try:
+        tasks = json.loads((out / RUN).read_text(encoding="utf-8")).get("tasks") or []
+    except (OSError, ValueError, AttributeError):
+        return 0, 0
+    return sum(_status(out / key) in FINAL for key in tasks), len(tasks)
+
+
 def _status(episode_dir: Path) -> str | None:
     try:
         return (read_result(episode_dir) or {}).get("status")

@@ -12,7 +12,6 @@ elapsed, the seconds left) goes to stderr.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 FAMILY = "qwen25vl"
@@ -68,30 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     build = lambda: learnable_model(tuple(args.tasks.split(",")), args.family, args.warm_steps, args.icl,  # noqa: E731
                                     args.observation)  # fmt: skip
+    from verl_cua.testing.train_checkpoint import print_built
+
     return print_built("verl_cua.testing.learning", build)
-
-
-def print_built(prog: str, build) -> int:
-    """Print the path `build()` returns (exit 0); a bad setting is one line (2); a stop by a signal is one line
-    saying what was kept and how to go on (128 + the signal: 130 for Ctrl-C)."""
-    import signal
-
-    from verl_cua.testing.train_checkpoint import BuildStopped
-
-    try:
-        print(build())
-    except ValueError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    except BuildStopped as stop:
-        print(f"{prog}: {stop.what} stopped at step {stop.done}/{stop.total}; kept its checkpoint {stop.path}; "
-              "run the same command again to continue from it", file=sys.stderr)  # fmt: skip
-        return 128 + stop.signum
-    except KeyboardInterrupt:
-        print(f"{prog}: stopped (Ctrl-C) outside a training step; finished models and checkpoints already written "
-              "are kept in the model cache; run the same command again to go on", file=sys.stderr)  # fmt: skip
-        return 128 + signal.SIGINT
-    return 0
 
 
 if __name__ == "__main__":

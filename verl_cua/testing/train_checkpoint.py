@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,22 @@ def _as_state(saved: Any) -> tuple:
     """`random.Random.getstate()`'s tuple as saved (torch keeps tuples; a list inside is turned back)."""
     version, internal, gauss = saved
     return version, tuple(internal), gauss
+
+
+def print_built(prog: str, build: Callable[[], Path]) -> int:
+    """Print the path `build()` returns (exit 0); a bad setting is one line (2); a stop by a signal is one line
+    saying what was kept and how to go on (128 + the signal: 130 for Ctrl-C)."""
+    try:
+        print(build())
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    except BuildStopped as stop:
+        print(f"{prog}: {stop.what} stopped at step {stop.done}/{stop.total}; kept its checkpoint {stop.path}; "
+              "run the same command again to continue from it", file=sys.stderr)  # fmt: skip
+        return 128 + stop.signum
+    except KeyboardInterrupt:
+        print(f"{prog}: stopped (Ctrl-C) outside a training step; finished models and checkpoints already written "
+              "are kept in the model cache; run the same command again to go on", file=sys.stderr)  # fmt: skip
+        return 128 + signal.SIGINT
+    return 0

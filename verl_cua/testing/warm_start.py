@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model_dir")
     ap.add_argument("--steps", type=int, default=200)
     args = ap.parse_args(argv)
-    from verl_cua.testing.learning import print_built
+    from verl_cua.testing.train_checkpoint import print_built
 
     return print_built("verl_cua.testing.warm_start", lambda: warm_start(args.model_dir, steps=args.steps))
 

@@ -67,3 +67,35 @@ def test_a_lora_checkpoint_is_merged_into_plain_weights():
     assert set(merged) == {f"{name}.weight", f"{name}.bias", "model.visual.patch.weight"}
     assert torch.allclose(merged[f"{name}.weight"], w + 8 * (b @ a)) and torch.equal(merged[f"{name}.bias"], bias)
     assert torch.equal(merged["model.visual.patch.weight"], w)  # the tower had no adapter: unchanged
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_ctrl_c_is_one_line_from_rank_0_naming_the_last_checkpoint(tmp_path, monkeypatch, capsys, rank):
+    """Every rank exits 130; rank 0 alone says where training stopped and how to resume (SFT resumes only with
+    trainer.resume_mode=auto, which cua_sft.yaml leaves off)."""
+    import signal
+
+    from verl_cua.integrations.verl.sft import main as sft
+
+    with initialize_config_module("verl_cua.integrations.verl.config.sft", version_base=None):
+        cfg = compose("cua_sft", overrides=["preset=cpu", f"trainer.default_local_dir={tmp_path}"])
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("40")
+
+    def interrupted(config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sft, "run", interrupted)
+    monkeypatch.setenv("RANK", rank)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            sft.main.__wrapped__(cfg)  # the task function under hydra.main
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert exc.value.code == 130
+    lines = capsys.readouterr().err.splitlines()
+    if rank == "1":
+        assert lines == []
+    else:
+        want = (f"verl-cua sft: stopped by Ctrl-C before training started; last saved checkpoint: step 40 in "
+                f"{tmp_path}; rerun the same command with trainer.resume_mode=auto to resume from it")  # fmt: skip
+        assert lines == [want]

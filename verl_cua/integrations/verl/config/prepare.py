@@ -1,5 +1,6 @@
-"""The trainer config made ready before Ray starts: estimator settings checked (warnings printed), token budgets
-checked (one-line errors), the rollout server's context set from the budget when unset, the attention fallback."""
+"""The trainer config made ready before Ray starts: verl's sizes and counts checked positive, estimator settings
+checked (warnings printed), token budgets checked (one-line errors), the rollout server's context set from the
+budget when unset, the attention fallback."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_cua.integrations.verl.config.budget import SERVED_ROLLOUTS, check_budget, rollout_max_model_len
 from verl_cua.integrations.verl.config.checks import estimator_warnings, validate_estimator_config
+from verl_cua.integrations.verl.config.sizes import check_sizes
 from verl_cua.integrations.verl.fixes.attention import resolve_attention
 
 
 def prepare_config(config: DictConfig, registered: tuple[str, ...] = ()) -> None:
-    """Checks and settings that must hold before Ray starts: estimator settings, token budgets (one-line errors),
-    the rollout server's context (`max_model_len` from the budget when unset), the attention fallback."""
+    """Checks and settings that must hold before Ray starts: sizes and counts, estimator settings, token budgets
+    (one-line errors), the rollout server's context (`max_model_len` from the budget when unset), the attention
+    fallback."""
     resolved = OmegaConf.to_container(config, resolve=True)
+    check_sizes(resolved)
     validate_estimator_config(resolved, registered=registered)
     for warning in estimator_warnings(resolved):
         print(f"verl-cua: WARNING: {warning}", file=sys.stderr)

@@ -101,11 +101,27 @@ def _copy_dtypes(src: dict, dst: dict) -> bool:
     return changed
 
 
+def exit_interrupted(config: DictConfig) -> None:
+    """After Ctrl-C: one line from rank 0 (where training stopped, its last saved checkpoint, how to go on), exit
+    130 on every rank."""
+    from verl_cua.exits import INTERRUPTED, interrupted, training_stopped
+
+    interrupted()  # a second Ctrl-C ends the process at once
+    if int(os.environ.get("RANK", "0")) == 0:
+        import torch.distributed as dist
+
+        started = dist.is_available() and dist.is_initialized()
+        print(training_stopped("verl-cua sft", config.get("trainer") or {}, started=started), file=sys.stderr)
+    sys.exit(INTERRUPTED)
+
+
 @hydra.main(config_path="../config/sft", config_name="cua_sft", version_base=None)
 def main(config: DictConfig) -> None:
     """Hydra entry point."""
     try:
         run(config)
+    except KeyboardInterrupt:
+        exit_interrupted(config)
     except (ValueError, FileNotFoundError) as exc:
         print(f"verl-cua sft: {exc}", file=sys.stderr)
         sys.exit(2)
