@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -18,7 +17,8 @@ import pytest
 from verl_cua import cli
 from verl_cua.cli_interrupt import stopped_line
 from verl_cua.exits import INTERRUPTED
-from verl_cua.testing.chat_server import ScriptedChatServer
+from verl_cua.testing.chat_server import GatedChatServer
+from verl_cua.testing.kill import own_group
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "import sys; from verl_cua.cli import main; sys.exit(main())"]
@@ -106,16 +106,11 @@ def _wait_reading_stdin(proc: subprocess.Popen, timeout: float = 60) -> None:
 
 def _interrupt_while_reading(cmd: list[str]) -> tuple[int, str]:
     """Start `cmd` in its own process group, SIGINT the group once it waits on stdin; (exit status, stderr)."""
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, start_new_session=True)  # fmt: skip
-    try:
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with own_group(cmd, **pipes, text=True, cwd=ROOT) as proc:
         _wait_reading_stdin(proc)
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     return proc.returncode, err
 
 
@@ -136,39 +131,17 @@ def test_serve_says_what_it_stopped_serving():
     from verl_cua.testing.tiny_models import build_tiny_model
 
     cmd = [*CLI, "serve", str(build_tiny_model("qwen25vl")), "--port", "0", "--served-model-name", "tiny"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)  # fmt: skip
-    try:
+    with own_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as proc:
         ready = proc.stdout.readline()
         assert ready.startswith("verl-cua serve: tiny at "), proc.stderr.read()[-3000:]
         url = ready.rsplit(" ", 1)[1].strip()
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == INTERRUPTED and "Traceback" not in err, err
     ours = [line for line in err.splitlines() if line.startswith("verl-cua")]
     assert ours == [f"verl-cua serve: stopped serving tiny at {url} (Ctrl-C); it kept nothing; rerun the same command "
                     "to serve again"]  # fmt: skip
     assert err.rstrip().endswith(ours[0])  # the last word
-
-
-class GatedChatServer(ScriptedChatServer):
-    """Answers as scripted, but holds request number `hold` (1-based) until `release` is set."""
-
-    def __init__(self, scripts, hold: int):
-        super().__init__(scripts)
-        self.hold = hold
-        self.held = threading.Event()
-        self.release = threading.Event()
-
-    def answer(self, path, body):
-        if len(self.requests) == self.hold:
-            self.held.set()
-            self.release.wait(60)
-        return super().answer(path, body)
 
 
 def test_eval_stopped_mid_episode_says_how_many_finished_tasks_its_folder_keeps(tmp_path, chromium):

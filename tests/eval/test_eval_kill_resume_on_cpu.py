@@ -6,47 +6,18 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 from verl_cua.eval import EvalConfig, run_eval
-from verl_cua.testing.chat_server import ScriptedChatServer
+from verl_cua.testing.chat_server import GatedChatServer, ScriptedChatServer
+from verl_cua.testing.kill import group_gone
 
 SCRIPT = {"Click": ["```python\npyautogui.click(5, 5)\n```", "DONE"]}  # a corner click: a failure, two turns
-
-
-class GatedChatServer(ScriptedChatServer):
-    """Answers as scripted, but holds request number `hold` (1-based) until `release` is set: the run is then
-    certainly mid-episode."""
-
-    def __init__(self, scripts, hold: int):
-        super().__init__(scripts)
-        self.hold = hold
-        self.held = threading.Event()
-        self.release = threading.Event()
-
-    def answer(self, path, body):
-        if len(self.requests) == self.hold:
-            self.held.set()
-            self.release.wait(60)
-        return super().answer(path, body)
 
 
 def _eval_args(out, url):
     run = ["--env", "miniwob", "--tasks", "click-test", "--seeds", "0-1", "--format", "pyautogui", "--max-steps", "3"]
     return ["eval", *run, "--model", "scripted", "--base-url", url, "--out", str(out), "--no-progress"]
-
-
-def _gone(group: int, seconds: float = 10.0) -> bool:
-    """Whether every process of the process group has exited (within `seconds`)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_killed_eval_resumes_keeping_finished_episodes_and_redoing_the_cut_one(tmp_path, chromium):
@@ -59,7 +30,7 @@ def test_a_killed_eval_resumes_keeping_finished_episodes_and_redoing_the_cut_one
         assert gated.held.wait(120), proc.stderr.read().decode()[-3000:] if proc.poll() is not None else "no 4th call"
         os.killpg(proc.pid, signal.SIGKILL)  # the eval and its chromium/chromedriver, as a crash of the job would
         proc.wait()
-        assert _gone(proc.pid)  # no browser of the killed run is left behind
+        assert group_gone(proc.pid)  # no browser of the killed run is left behind
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

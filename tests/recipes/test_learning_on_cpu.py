@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from bench.learn import read_run
+from verl_cua.testing.kill import group_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 30
@@ -59,7 +60,7 @@ def quickstart(tmp_path_factory, chromium):
             time.sleep(0.5)
         os.killpg(first.pid, signal.SIGINT)  # the quickstart's bash, the trainer, Ray's processes, the browsers
         first.wait(timeout=300)
-        gone = _gone(first.pid, 30)
+        gone = group_gone(first.pid, 30)
         if not gone:
             os.killpg(first.pid, signal.SIGKILL)
     stopped = (out / "stopped.log").read_text()
@@ -126,18 +127,6 @@ def test_the_checkpoint_is_merged_served_evaluated_and_viewed(quickstart):
     assert f"learning curve {out / 'curve.png'}" in stdout
     assert f"report {out / 'report.html'}" in stdout or "report.html" in stdout
     assert stdout.count("grounding gap") >= 2
-
-
-def _gone(group: int, seconds: float) -> bool:
-    """Whether every process of the process group `group` ended within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def _rise(curve: list[float]) -> float:

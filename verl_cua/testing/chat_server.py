@@ -123,3 +123,21 @@ def _decode(data: str) -> Image.Image:
     image = Image.open(io.BytesIO(base64.b64decode(data)))
     image.load()
     return image
+
+
+class GatedChatServer(ScriptedChatServer):
+    """Answers as scripted, but holds request number `hold` (1-based) until `release` is set: a run is then
+    certainly mid-episode (`held` is set once that request arrived)."""
+
+    def __init__(self, scripts: dict[str, list], hold: int):
+        super().__init__(scripts)
+        self.hold = hold
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def answer(self, path: str, body: dict) -> tuple[int, dict]:
+        """The scripted answer, after `release` (at most 60 s) for the held request."""
+        if len(self.requests) == self.hold:
+            self.held.set()
+            self.release.wait(60)
+        return super().answer(path, body)
