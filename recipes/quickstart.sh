@@ -28,6 +28,11 @@ OUT=${OUT:-outputs/quickstart}
 APT_PACKAGES=(chromium chromium-driver fonts-liberation)
 
 cd "$(dirname "$0")/.."
+if ! [ "${SAVE_EVERY}" -ge 1 ] 2>/dev/null || ! [ "${STEPS}" -ge 1 ] 2>/dev/null; then
+    set +x
+    echo "quickstart: STEPS and SAVE_EVERY must be positive integers (got STEPS=${STEPS}, SAVE_EVERY=${SAVE_EVERY})" >&2
+    exit 2
+fi
 CKPT="${OUT}/train/checkpoints"
 SERVER_PID=
 TRAINING_SINCE=
@@ -38,13 +43,14 @@ STAMP=
 source recipes/lib/stages.sh
 STAGES_OF=quickstart
 STAGES_TOTAL=8
+if [ "${FRESH}" = 1 ]; then STAGES_RERUN="without FRESH=1"; fi
 # what a stop leaves for the rerun (stages.sh prints it in its one line), and the eval server to stop on any exit
 stages_kept() {
     local kept=()
     if [ -f "${STAMP:-/nonexistent}" ]; then kept+=("the installed venv ${VENV}"); fi
     if [ -n "${MODEL:-}" ]; then
         kept+=("the initial model ${MODEL}")
-    elif [ "${STAGE_N}" -ge 3 ]; then
+    elif compgen -G "${VERL_CUA_CACHE:-${HOME}/.cache/verl-cua}/tiny-models/.*.state/*.pt" >/dev/null; then
         kept+=("the warm start's last checkpoint in the model cache")
     fi
     if [ -f "${CKPT}/latest_checkpointed_iteration.txt" ]; then
@@ -74,7 +80,7 @@ for pkg in "${APT_PACKAGES[@]}"; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
-        ticking "apt-get install ${missing[*]}" apt-get update -qq
+        ticking "apt-get update" apt-get update -qq
         DEBIAN_FRONTEND=noninteractive ticking "apt-get install ${missing[*]}" \
             apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     else
@@ -143,13 +149,30 @@ stage "the initial model: a tiny Qwen2.5-VL built here and warm-started into cli
     "(the first run only; cached in ${VERL_CUA_CACHE:-${HOME}/.cache/verl-cua})"
 MODEL=$("${PY}" -m verl_cua.testing.learning model)
 
-# 2. train, saving every SAVE_EVERY steps; a rerun resumes from the last save (the CPU preset's resume_mode=auto)
+# 2. train, saving every SAVE_EVERY steps; a rerun resumes from the last save (the CPU preset's resume_mode=auto).
+# A rerun must train what the saved run trained: its inputs (all but STEPS, which may grow) are kept beside it.
 if [ "${FRESH}" = 1 ]; then
     rm -rf "${OUT:?}/train"
 fi
 mkdir -p "${OUT}/train"
+INPUTS="model=${MODEL} train_seeds=${TRAIN_SEEDS} save_every=${SAVE_EVERY} overrides=$*"
+RECIPE_ENV='^(LR|KL_COEF|PROMPTS_PER_STEP|N_RESP|PPO_MINI_BATCH|SEED|TASKS|MAX_STEPS)='  # the recipe's own knobs
+INPUTS+=" env=$({ env | grep -E "${RECIPE_ENV}" || true; } | sort | tr '\n' ' ')"
 SAVED=$(cat "${CKPT}/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
-if [ "${SAVED}" -ge "${STEPS}" ]; then
+if [ "${SAVED}" -gt 0 ] && [ "$(cat "${OUT}/train/inputs.txt" 2>/dev/null)" != "${INPUTS}" ]; then
+    set +x
+    echo "quickstart: ${OUT}/train holds a run of other settings (${OUT}/train/inputs.txt); FRESH=1 trains anew" \
+        "there, or OUT=another/folder" >&2
+    exit 2
+fi
+if [ "${SAVED}" -gt "${STEPS}" ] || { [ "${SAVED}" -gt 0 ] && [ ! -d "${CKPT}/global_step_${SAVED}" ]; }; then
+    set +x
+    echo "quickstart: ${OUT}/train holds a run of ${SAVED} steps; STEPS=${SAVED} uses it," \
+        "FRESH=1 trains ${STEPS} anew" >&2
+    exit 2
+fi
+echo "${INPUTS}" >"${OUT}/train/inputs.txt"
+if [ "${SAVED}" -eq "${STEPS}" ]; then
     stage "training: done earlier (${CKPT}/global_step_${SAVED}; FRESH=1 trains again)"
 else
     if [ "${SAVED}" -gt 0 ]; then

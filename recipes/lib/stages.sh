@@ -1,5 +1,6 @@
 # Stage lines for a recipe a person waits on (sourced; bash). The recipe sets STAGES_OF (its name) and STAGES_TOTAL,
-# may define `stages_kept` (prints what a stop leaves for a rerun) and `stages_cleanup`, and calls `stages_traps`.
+# may define `stages_kept` (prints what a stop leaves for a rerun) and `stages_cleanup`, may set STAGES_RERUN (words
+# after "run the same command again", e.g. "without FRESH=1"), and calls `stages_traps`.
 # `stage TEXT` ends the stage before (a line with its time) and announces the next, `[k/N] TEXT`; `stage_note TEXT`
 # adds a line to it; `ticking LABEL CMD...` runs CMD in the foreground with a line every TICK_S seconds while it runs;
 # `stage_end` ends the last stage. A stop (Ctrl-C, SIGTERM) prints one line: where, what was kept, how to go on.
@@ -79,7 +80,7 @@ stage_stopped() {
 }
 
 stage_exit() {
-    local rc=$?
+    local rc=${1:-$?}
     { set +x; } 2>/dev/null
     _stop_ticker
     if declare -F stages_cleanup >/dev/null; then
@@ -90,7 +91,7 @@ stage_exit() {
         if [ "${STAGE_STOPPED}" != 130 ]; then how="SIGTERM"; fi
         if declare -F stages_kept >/dev/null; then kept=$(stages_kept); fi
         echo "${STAGES_OF}: stopped (${how}) at [${STAGE_N}/${STAGES_TOTAL}] ${STAGE_NAME:-its start}${kept:+; kept: ${kept}};" \
-            "run the same command again to go on from there" >&2
+            "run the same command again${STAGES_RERUN:+ ${STAGES_RERUN}} to go on from there" >&2
         exit "${STAGE_STOPPED}"
     fi
     exit "${rc}"
@@ -99,5 +100,5 @@ stage_exit() {
 stages_traps() {
     trap '{ set +x; } 2>/dev/null; stage_stopped 130' INT
     trap '{ set +x; } 2>/dev/null; stage_stopped 143' TERM
-    trap '{ set +x; } 2>/dev/null; stage_exit' EXIT
+    trap '{ STAGE_RC=$?; set +x; } 2>/dev/null; stage_exit "${STAGE_RC}"' EXIT  # the status before set +x
 }

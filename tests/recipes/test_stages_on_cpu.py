@@ -19,13 +19,14 @@ stage "first"
 stage_note "a note"
 stage "second: a long command"
 ticking "sleeping" sleep {sleep}
+{fail}
 stage_end
 """
 
 
-def _run(tmp_path: Path, sleep: float, stop_after: float | None = None) -> tuple[int, str]:
+def _run(tmp_path: Path, sleep: float, stop_after: float | None = None, fail: str = "") -> tuple[int, str]:
     script = tmp_path / "demo.sh"
-    script.write_text(SCRIPT.format(lib=ROOT / "recipes" / "lib" / "stages.sh", sleep=sleep))
+    script.write_text(SCRIPT.format(lib=ROOT / "recipes" / "lib" / "stages.sh", sleep=sleep, fail=fail))
     proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "TICK_S": "1"}, start_new_session=True)  # fmt: skip
     if stop_after is not None:
@@ -57,3 +58,10 @@ def test_ctrl_c_is_one_line_naming_the_stage_and_what_was_kept(tmp_path):
     assert "Traceback" not in out
     time.sleep(1.5)  # a ticker left behind would still print
     assert subprocess.run(["pgrep", "-f", str(tmp_path / "demo.sh")], capture_output=True).returncode == 1
+
+
+def test_a_failing_stage_keeps_its_exit_status(tmp_path):
+    """The EXIT trap must not turn a failure into success (its own `set +x` would reset `$?`)."""
+    assert _run(tmp_path, sleep=0, fail="false")[0] == 1
+    rc, out = _run(tmp_path, sleep=0, fail="exit 3")
+    assert rc == 3 and not [line for line in out.splitlines() if line.startswith("demo: stopped")]

@@ -77,7 +77,8 @@ def test_ctrl_c_keeps_a_checkpoint_and_the_rerun_ends_at_the_same_weights(tmp_pa
     assert "Traceback" not in err.read_text()
     ours = [line for line in lines if line.startswith("verl_cua.testing.warm_start:")]
     assert len(ours) == 1 and "kept its checkpoint" in ours[0] and "run the same command again" in ours[0], lines
-    done = int(ours[0].split("stopped at step ")[1].split("/")[0])
+    assert "stopped (Ctrl-C) at step " in ours[0], ours
+    done = int(ours[0].split("at step ")[1].split("/")[0])
     assert 1 <= done < STEPS
     assert list(tmp_path.glob("tiny-models/.*.state/warm.pt")), "the stop saved no checkpoint"
 
@@ -130,3 +131,31 @@ def test_a_checkpoint_of_other_weights_is_loaded_so_the_comparison_can_fail(tmp_
     rerun = subprocess.run([*CLI, str(model), "--steps", str(STEPS)], env=_env(tmp_path, "1000"),
                            capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
     assert not _same(_weights(rerun.stdout), reference)
+
+
+@pytest.mark.parametrize("crash_at", [2, 7])  # during the in-context copying (4 steps), during the icl warm start
+def test_an_icl_warm_start_that_crashed_resumes_to_the_same_weights(tmp_path, monkeypatch, crash_at):
+    """The other loops: in-context copying, then the warm start in SDPO's teacher context (its own random stream);
+    a crash (an exception at optimizer step `crash_at`, a checkpoint after every step) in either phase, then the
+    same call again, ends at the weights of a build that never crashed."""
+    from verl_cua.testing.warm_start import warm_start
+
+    monkeypatch.setenv("VERL_CUA_CHECKPOINT_EVERY_S", "0")
+    settings = {"steps": 4, "icl": 0.5, "induction_steps": 4}
+    want = _weights(str(warm_start(_cache(tmp_path / "ref"), **settings)))
+
+    model, calls, step = _cache(tmp_path / "run"), [0], torch.optim.AdamW.step
+
+    def crashing(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == crash_at:
+            raise RuntimeError("a crash mid-build")
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", crashing)
+    with pytest.raises(RuntimeError, match="mid-build"):
+        warm_start(model, **settings)
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    kept = {p.name for p in (tmp_path / "run" / "tiny-models").glob(".*.state/*.pt")}
+    assert kept == ({"induction.pt"} if crash_at <= 4 else {"induction.pt", "warm.pt"}), kept  # what it resumes
+    assert _same(_weights(str(warm_start(model, **settings))), want)

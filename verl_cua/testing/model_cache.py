@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from verl_cua.testing.train_checkpoint import Checkpointer, stop_signals
+from verl_cua.testing.train_checkpoint import Checkpointer, pending_stop, stop_signals
 
 WAIT_REPORT_S = 30.0  # a waiting process says again what it waits for (the first line comes at once)
 POLL_S = 0.5
@@ -56,14 +56,14 @@ class CacheLock:
                     reported = now
                 time.sleep(POLL_S)
         previous = self.holder()  # a holder that ended cleared its note: one left is a holder that died
-        if previous:
+        if previous and previous.get("what") == self.what:
             print(f"verl-cua cache: {self.what}: its builder pid {previous.get('pid')} died at "
                   f"{previous.get('status')!r}; taking the build over", file=sys.stderr, flush=True)  # fmt: skip
         self._since = time.time()
         self.report("starting")
 
     def holder(self) -> dict | None:
-        """The holder's note in the lock file (pid, host, since, status), None when there is none readable."""
+        """The holder's note in the lock file (pid, host, since, what, status), None when there is none readable."""
         try:
             text = self.path.read_text()
             return json.loads(text) if text.strip() else None
@@ -71,10 +71,11 @@ class CacheLock:
             return None
 
     def report(self, status: str) -> None:
-        """Write this process's note (pid, host, since, `status`) into the lock file, for waiters to print."""
+        """Write this process's note (pid, host, since, what it builds, `status`) into the lock file, for waiters."""
         if self._file is None:
             return
-        note = {"pid": os.getpid(), "host": socket.gethostname(), "since": self._since, "status": status}
+        note = {"pid": os.getpid(), "host": socket.gethostname(), "since": self._since, "what": self.what,
+                "status": status}  # fmt: skip
         self._file.seek(0)
         self._file.truncate()
         self._file.write(json.dumps(note))
@@ -94,7 +95,10 @@ def describe(note: dict | None) -> str:
     if not note:
         return "another process holds its lock (no note yet)"
     since = time.strftime("%H:%M:%S", time.localtime(note.get("since") or 0))
-    return f"pid {note.get('pid')} on {note.get('host')} builds it (since {since}); its progress: {note.get('status')}"
+    what = note.get("what") or "it"
+    return (
+        f"pid {note.get('pid')} on {note.get('host')} builds {what} (since {since}); its progress: {note.get('status')}"
+    )
 
 
 @contextmanager
@@ -131,13 +135,18 @@ def derived_model(src: Path, kind: str, recipe: str, build: Callable[[Path], Pat
         if (out / "config.json").exists():
             return out
         lock.state = src.parent / f".{out.name}.state"
-        work = Path(tempfile.mkdtemp(dir=src.parent, prefix=f".{src.name}-{kind}-"))
+        prefix = f".{src.name}-{kind}-"
+        for stale in src.parent.glob(f"{prefix}*"):  # the lock is this kind's: a work folder left is a dead build's
+            if stale.is_dir() and not stale.name.endswith(".state"):
+                shutil.rmtree(stale, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(dir=src.parent, prefix=prefix))
         _active.append(lock)
         try:
             with stop_signals():
                 built = build(work)
-            os.replace(built or work, out)
-            shutil.rmtree(lock.state, ignore_errors=True)
+                os.replace(built or work, out)
+                shutil.rmtree(lock.state, ignore_errors=True)
+                pending_stop()  # a signal during the last step: acted on now that the model is published
         finally:
             _active.remove(lock)
             shutil.rmtree(work, ignore_errors=True)

@@ -25,14 +25,28 @@ CHECKPOINT_EVERY_S = 60.0
 FORMAT = 1
 _stop: list[int] = []  # the signal that asked the armed loop to stop, once it arrives
 _armed = [0]  # loops that act on a stop between steps; outside them a signal interrupts at once
+_installed = [False]  # whether `stop_signals` holds the handlers (main thread only): loops arm only then
 
 
-class BuildStopped(Exception):
+class SignalStop(KeyboardInterrupt):
+    """A build stopped by SIGINT or SIGTERM (`signum`): a KeyboardInterrupt, so no `except Exception` swallows it."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def how(self) -> str:
+        """`Ctrl-C` or `SIGTERM`."""
+        return "Ctrl-C" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+
+
+class BuildStopped(SignalStop):
     """A build loop saved its checkpoint and stopped on a signal: `done`/`total` steps of `what`, kept in `path`."""
 
     def __init__(self, what: str, done: int, total: int, path: Path, signum: int):
-        super().__init__(f"{what} stopped at step {done}/{total}; its checkpoint is kept in {path}")
-        self.what, self.done, self.total, self.path, self.signum = what, done, total, path, signum
+        super().__init__(signum)
+        self.what, self.done, self.total, self.path = what, done, total, path
 
 
 def every_s() -> float:
@@ -50,7 +64,13 @@ def _on_signal(signum: int, frame: Any) -> None:
     if _armed[0] and not _stop:
         _stop.append(signum)
         return
-    raise KeyboardInterrupt
+    raise SignalStop(signum)
+
+
+def pending_stop() -> None:
+    """Act on a signal noted during a loop's last step (the model is published by now): stop (`SignalStop`)."""
+    if _stop:
+        raise SignalStop(_stop[0])
 
 
 @contextmanager
@@ -59,18 +79,19 @@ def stop_signals() -> Iterator[None]:
     main thread only (elsewhere signals cannot be caught, and the block changes nothing)."""
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or _installed[0]:
         yield
         return
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     _stop.clear()
+    _armed[0], _installed[0] = 0, True
     try:
         yield
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
         _stop.clear()
-        _armed[0] = 0
+        _armed[0], _installed[0] = 0, False
 
 
 class Checkpointer:
@@ -82,27 +103,45 @@ class Checkpointer:
         self.what, self.total = what, total
         self._last = time.monotonic()
         self._every = every_s()
+        self._loaded: dict | None = None
 
     def exists(self) -> bool:
-        """Whether a checkpoint of this loop is kept."""
-        return self.path is not None and self.path.is_file()
+        """Whether a usable checkpoint of this loop is kept (one that does not load, or of another loop, is not)."""
+        return self._state() is not None
+
+    def _state(self) -> dict | None:
+        """The kept checkpoint, loaded once; None when there is none, it does not load (a warning) or is another's."""
+        if self._loaded is None:
+            self._loaded = {}
+            if self.path is not None and self.path.is_file():
+                import torch
+
+                try:
+                    state = torch.load(self.path, weights_only=True)
+                except Exception as exc:  # a file cut by a crash, or of another torch: start afresh
+                    print(f"verl-cua cache: {self.path} does not load ({type(exc).__name__}); starting {self.what} "
+                          "afresh", file=sys.stderr)  # fmt: skip
+                    state = {}
+                if isinstance(state, dict) and state.get("format") == FORMAT and state.get("total") == self.total:
+                    self._loaded = state
+        return self._loaded or None
 
     def resume(self, model: Any, optim: Any, randoms: dict[str, random.Random]) -> int:
         """Load the kept checkpoint into `model`, `optim`, torch's RNG and `randoms`; the steps it had done (0: none).
         Arms the loop: from here a signal stops it at a step boundary (`step`)."""
-        _armed[0] += 1
-        if not self.exists():
+        if _installed[0]:
+            _armed[0] += 1
+        state = self._state()
+        if state is None or set(state["randoms"]) != set(randoms):
             return 0
         import torch
 
-        state = torch.load(self.path, weights_only=True)
-        if state.get("format") != FORMAT or state.get("total") != self.total or set(state["randoms"]) != set(randoms):
-            return 0  # another loop's checkpoint (the recipe's hash names the folder): start afresh
         model.load_state_dict(state["model"])
         optim.load_state_dict(state["optim"])
         torch.set_rng_state(state["torch_rng"])
         for name, rng in randoms.items():
             rng.setstate(_as_state(state["randoms"][name]))
+        self._loaded = {}  # loaded into the loop: not kept twice in memory
         return int(state["step"])
 
     def step(self, done: int, model: Any, optim: Any, randoms: dict[str, random.Random]) -> None:
@@ -133,7 +172,10 @@ class Checkpointer:
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        torch.save(state, tmp)
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it replaces the last one: a crash keeps one whole checkpoint
         os.replace(tmp, self.path)
         self._last = time.monotonic()
 
@@ -153,11 +195,12 @@ def print_built(prog: str, build: Callable[[], Path]) -> int:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     except BuildStopped as stop:
-        print(f"{prog}: {stop.what} stopped at step {stop.done}/{stop.total}; kept its checkpoint {stop.path}; "
-              "run the same command again to continue from it", file=sys.stderr)  # fmt: skip
+        print(f"{prog}: {stop.what} stopped ({stop.how}) at step {stop.done}/{stop.total}; kept its checkpoint "
+              f"{stop.path}; run the same command again to continue from it", file=sys.stderr)  # fmt: skip
         return 128 + stop.signum
-    except KeyboardInterrupt:
-        print(f"{prog}: stopped (Ctrl-C) outside a training step; finished models and checkpoints already written "
-              "are kept in the model cache; run the same command again to go on", file=sys.stderr)  # fmt: skip
-        return 128 + signal.SIGINT
+    except KeyboardInterrupt as exc:
+        stop = exc if isinstance(exc, SignalStop) else SignalStop()
+        print(f"{prog}: stopped ({stop.how}) outside a training step; finished models and checkpoints already "
+              "written are kept in the model cache; run the same command again to go on", file=sys.stderr)  # fmt: skip
+        return 128 + stop.signum
     return 0
