@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quickstart on a fresh CPU machine: installs verl-cua with verl 0.9.1 and MiniWoB++, then the whole loop (on 2 cores
-# about 15 minutes the first time, 10 once the venv and the model are cached; measured in docs/quickstart.md):
+# about 17 minutes the first time, 11 once the venv and the model are cached; measured in docs/quickstart.md):
 #   1. train: a tiny Qwen2.5-VL built locally (no hub) and warm-started into click syntax only, trained with verl's
 #      GRPO on MiniWoB++ click-test, a new button layout every prompt (recipes/run_tiny_grpo_miniwob_cpu.sh);
 #   2. merge: the final FSDP checkpoint into a Hugging Face folder with verl's own model merger;
