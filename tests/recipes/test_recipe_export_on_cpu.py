@@ -141,9 +141,12 @@ def test_an_exported_osworld_recipe_checks_its_interpreter_from_its_own_folder(e
     script = folders["qwen3vl_sdpo_osworld"] / "run_qwen3vl_sdpo_osworld.sh"
     env = {**os.environ, "PYTHON": str(exe), "PROVIDER": "local", "DATA_DIR": str(tmp_path / "data")}
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
-    last = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 1 and last.startswith(f"run_qwen3vl_sdpo_osworld.sh: {exe} (PYTHON={exe}) lacks OSWorld")
-    assert f"({exe} -m verl_cua.cli install-osworld)" in last and "envs/osworld" not in last
+    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith("+")]  # not set -x
+    lacks = f"run_qwen3vl_sdpo_osworld.sh: python: {exe} (PYTHON={exe}) lacks OSWorld"
+    client = [line for line in lines if line.startswith(lacks)]
+    assert proc.returncode == 1 and len(client) == 1, client  # one blocker of all, listed together
+    assert f"({exe} -m verl_cua.cli install-osworld)" in client[0] and "envs/osworld" not in client[0]
+    assert "blocker(s) before the run starts" in lines[-1]
 
 
 @pytest.mark.parametrize("name", EXPORTED)

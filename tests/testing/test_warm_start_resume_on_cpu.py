@@ -111,7 +111,7 @@ def test_a_waiter_says_who_holds_the_lock_then_takes_over_a_killed_build(tmp_pat
     assert waiter.returncode == 0, text
     assert "died at" in text and "taking the build over" in text, text
     resumed = int(text.split("continuing from its checkpoint at step ")[1].split()[0])
-    assert resumed >= 3
+    assert resumed >= 2  # step 3's line comes before step 3's checkpoint: the stop may land between them
     assert _same(_weights(out), reference)
 
 

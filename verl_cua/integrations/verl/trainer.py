@@ -431,7 +431,7 @@ class CuaTrainer(PPOTrainerSync):
         cua = dict(self._step_gui)  # computed in `step` from the same batch's fields (one fetch a step)
         cua["cua/infra_failures_total"] = self.cua_totals["infra_failures"]
         metrics.update(cua)
-        if self._step_lines is None:
+        if getattr(self, "_step_lines", None) is None:  # (tests build a trainer without its __init__)
             self._step_lines = StepLines(getattr(self, "total_training_steps", None))
         self._step_lines.print(int(global_steps), metrics)
         return result
