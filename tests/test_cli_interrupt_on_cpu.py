@@ -167,18 +167,14 @@ def test_eval_stopped_mid_episode_says_how_many_finished_tasks_its_folder_keeps(
         str(out),
         "--no-progress",
     ]
-    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)  # fmt: skip
     try:
-        assert gated.held.wait(120), proc.stderr.read()[-3000:] if proc.poll() is not None else "no 4th request"
-        os.killpg(proc.pid, signal.SIGINT)  # the eval, its chromium and chromedriver, as a terminal's Ctrl-C
-        time.sleep(0.5)
-        gated.release.set()  # the episode in flight gets its answer: the eval waits for it, not for a timeout
-        _, err = proc.communicate(timeout=120)
+        with own_group([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as proc:
+            assert gated.held.wait(120), proc.stderr.read()[-3000:] if proc.poll() is not None else "no 4th request"
+            os.killpg(proc.pid, signal.SIGINT)  # the eval, its chromium and chromedriver, as a terminal's Ctrl-C
+            time.sleep(0.5)
+            gated.release.set()  # the episode in flight gets its answer: the eval waits for it, not for a timeout
+            _, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         gated.release.set()
         gated.close()
     kept = sum(json.loads(p.read_text())["status"] in ("success", "failure") for p in out.glob("*/*/result.json"))

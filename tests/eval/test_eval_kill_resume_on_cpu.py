@@ -10,7 +10,7 @@ import time
 
 from verl_cua.eval import EvalConfig, run_eval
 from verl_cua.testing.chat_server import GatedChatServer, ScriptedChatServer
-from verl_cua.testing.kill import group_gone
+from verl_cua.testing.kill import group_gone, own_group
 
 SCRIPT = {"Click": ["```python\npyautogui.click(5, 5)\n```", "DONE"]}  # a corner click: a failure, two turns
 
@@ -24,17 +24,13 @@ def test_a_killed_eval_resumes_keeping_finished_episodes_and_redoing_the_cut_one
     out = tmp_path / "run"
     gated = GatedChatServer(SCRIPT, hold=4)  # seed-0: requests 1-2; seed-1: 3 answered, 4 held (its second turn)
     cli = [sys.executable, "-c", "import sys; from verl_cua.cli import main; sys.exit(main())"]
-    proc = subprocess.Popen([*cli, *_eval_args(out, gated.url)], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        assert gated.held.wait(120), proc.stderr.read().decode()[-3000:] if proc.poll() is not None else "no 4th call"
-        os.killpg(proc.pid, signal.SIGKILL)  # the eval and its chromium/chromedriver, as a crash of the job would
-        proc.wait()
-        assert group_gone(proc.pid)  # no browser of the killed run is left behind
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        with own_group([*cli, *_eval_args(out, gated.url)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+            assert gated.held.wait(120), proc.stderr.read().decode()[-3000:] if proc.poll() is not None else "no 4th"
+            os.killpg(proc.pid, signal.SIGKILL)  # the eval and its chromium/chromedriver, as a crash of the job would
             proc.wait()
+            assert group_gone(proc.pid)  # no browser of the killed run is left behind
+    finally:
         gated.release.set()
         gated.close()
     done, cut = out / "click-test" / "seed-0", out / "click-test" / "seed-1"
