@@ -125,12 +125,20 @@ def test_the_standalone_preflight_lists_blockers_found_before_it_first(tmp_path,
         raise FileNotFoundError("docker")
 
     monkeypatch.setattr(system.subprocess, "run", no_daemon)
+    room = shutil.disk_usage(tmp_path)._replace(free=int(1000e9))  # the VM image's room is not this test's point
+    monkeypatch.setattr(system.shutil, "disk_usage", lambda path: room)
     capsys.readouterr()
     assert preflight.main([*base, "--provider", "docker", "--vm-path", str(tmp_path / "vm.qcow2"),
                            "--blocker", "/x/python (PYTHON=x) lacks OSWorld's client"]) == 1  # fmt: skip
     assert capsys.readouterr().err.splitlines() == [
         "run.sh: python: /x/python (PYTHON=x) lacks OSWorld's client",
         "run.sh: docker: OSWorld's docker provider needs a Docker daemon this user can reach",
+        "run.sh: 2 blocker(s) before the run starts; SKIP_PREFLIGHT=1 starts it anyway",
+    ]
+    monkeypatch.setattr(system.shutil, "disk_usage", lambda path: room._replace(free=int(29e9)))
+    assert preflight.main([*base, "--provider", "docker", "--vm-path", str(tmp_path / "vm.qcow2")]) == 1
+    assert capsys.readouterr().err.splitlines()[1:] == [  # a disk too small for the image's download is a blocker
+        f"run.sh: vm image: {tmp_path / 'vm.qcow2'} absent: its download needs ~40 GB, 29 GB free at {tmp_path}",
         "run.sh: 2 blocker(s) before the run starts; SKIP_PREFLIGHT=1 starts it anyway",
     ]
 
