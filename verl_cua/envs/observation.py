@@ -195,6 +195,34 @@ def mark_centre(elements: Sequence[Element], mark: int) -> tuple[int, int]:
     return numbered[mark - 1].centre
 
 
+def table_elements(text: str | None) -> list[Element]:
+    """The elements an element table (`observation_text` of `a11y_tree` or `dom` rows, as trajectories keep it) lists,
+    read back by pattern; rows that do not parse, the title, header and cut line are skipped; marks give none."""
+    lines = (text or "").splitlines()
+    header = next((i for i, line in enumerate(lines) if line.startswith("tag\t")), None)
+    if header is None:
+        return []
+    a11y = lines[header].split("\t") == list(A11Y_HEADER)
+    found = []
+    for line in lines[header + 1 :]:
+        cells = [_uncell(c) for c in line.split("\t")]
+        if len(cells) != (len(A11Y_HEADER) if a11y else len(DOM_HEADER)):
+            continue
+        xy, size = _pair(cells[-2]), _pair(cells[-1])
+        if xy is None or size is None:
+            continue
+        tag, *texts = cells[:-2]
+        keys = ("name", "text", "classes", "description") if a11y else ("text", "id", "classes")
+        named = dict(zip(keys, texts, strict=True))
+        found.append(Element(tag=tag, box=(*xy, *size), **named))
+    return found
+
+
+def _uncell(value: str) -> str:
+    """A table cell's text with `cell`'s escapes undone."""
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "r": "\r", "n": "\n"}.get(m.group(1), m.group(1)), value)
+
+
 def observation_text(observation: str, elements: Sequence[Element], kind: str, budget: int = DEFAULT_BUDGET,
                      count: Callable[[str], int] = approx_tokens) -> str | None:  # fmt: skip
     """The text `observation` adds beside (or instead of) the screenshot: the element table (`a11y_tree`,

@@ -1,38 +1,14 @@
 """`gui_agent` with verl's real AgentLoopBase, continuous-token builder, tokenizer and processor, on real MiniWoB++
 in Chromium. The LLM server is scripted (it answers the oracle's actions), so outcomes are known exactly."""
 
-import asyncio
-
 import pytest
 from PIL import Image
-from transformers import AutoProcessor, AutoTokenizer
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from verl_cua.actions import parse_action, render_action
 from verl_cua.envs import make_env
-from verl_cua.integrations.verl import env_service
-from verl_cua.integrations.verl.agent_loop import GUIAgentLoop
-from verl_cua.testing.cpu_config import cpu_config
 from verl_cua.testing.miniwob_oracle import solution
-
-SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
-HF_TYPE = {"qwen25vl": "qwen2_5_vl", "qwen3vl": "qwen3_vl"}
-
-
-class ScriptedServer:
-    """Answers each generate call with the next scripted text (as tokens, ending in <|im_end|>)."""
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.calls = tokenizer, list(texts), []
-
-    async def generate(self, *, request_id, prompt_ids, sampling_params, image_data=None, **kwargs):
-        self.calls.append({"prompt_ids": list(prompt_ids), "images": len(image_data or []), **sampling_params})
-        text = self.texts.pop(0) if self.texts else "WAIT"
-        ids = self.tokenizer.encode(text, add_special_tokens=False)[: sampling_params["max_tokens"] - 1]
-        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
-        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+from verl_cua.testing.scripted_rollout import ScriptedServer, run_sample
 
 
 def oracle_texts(task: str, seed: int) -> list[str]:
@@ -44,27 +20,11 @@ def oracle_texts(task: str, seed: int) -> list[str]:
 
 
 def run_loop(model, texts, *overrides, task="click-test", seed=0, aborts=0, **row):
-    family, path = model
-    cfg = cpu_config(path, "cua.env.pool_size=1", *overrides)
-    tokenizer, processor = AutoTokenizer.from_pretrained(path), AutoProcessor.from_pretrained(path)
-    server = AbortingServer(tokenizer, texts, aborts) if aborts else ScriptedServer(tokenizer, texts)
+    def server(tokenizer):
+        return AbortingServer(tokenizer, texts, aborts) if aborts else ScriptedServer(tokenizer, texts)
 
-    async def main():
-        loop = GUIAgentLoop(
-            trainer_config=DictConfigWrap(cfg),
-            server_manager=server,
-            tokenizer=tokenizer,
-            processor=processor,
-            dataset_cls=RLHFDataset,
-            data_config=DictConfigWrap(cfg.data),
-            hf_model_type=HF_TYPE[family],
-        )
-        return await loop.run(dict(SAMPLING), extra_info={"task": task, "seed": seed}, **row)
-
-    try:
-        return asyncio.run(main()), server, tokenizer
-    finally:
-        env_service.close_all()
+    return run_sample(model, server, ["cua.env.pool_size=1", *overrides], extra_info={"task": task, "seed": seed},
+                      **row)  # fmt: skip
 
 
 def _image_pad_runs(ids, pad_id):

@@ -146,3 +146,14 @@ def test_summary_blind_wants_tasks_train_and_heldout_seeds(tmp_path, capsys, spe
     assert summary.main([str(log), "--out", str(out), "--blind", spec]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "TASKS:TRAIN_SEEDS:HELDOUT_SEEDS" in err and not out.exists()
+
+
+def test_a_planners_executor_is_counted_per_episode_and_absent_from_runs_without_one():
+    from verl_cua.integrations.verl.planner.loop import NO_PLANNER, PlannerCounts
+
+    planner = PlannerCounts(calls=3, failures=1, rejected=1, seconds=1.5).fields()
+    rows = [_ep(False, 3, 1, infra=True, **planner, step_index=i) for i in range(3)] + [_ep(True, 1, 0, **NO_PLANNER)]
+    m = gui_metrics(rows)
+    assert (m["cua/executor_calls"], m["cua/executor_failures"], m["cua/executor_rejected"]) == (3, 1, 1)
+    assert m["cua/infra_failures"] == 1 and m["cua/executor_seconds_mean"] == pytest.approx(0.75)
+    assert "cua/executor_calls" not in gui_metrics([_ep(True, 1, 0, **NO_PLANNER)])  # the negative control

@@ -3,6 +3,7 @@ shows the model screenshots, parses its output with `verl_cua.actions`, steps th
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -27,6 +28,7 @@ from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.hooks import TurnContext, TurnHook
+from verl_cua.integrations.verl.planner.loop import NO_PLANNER, PlannerTurns
 from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
 from verl_cua.integrations.verl.screenshots.compact import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts
@@ -101,13 +103,15 @@ def png_bytes(image: Image.Image | None) -> bytes | None:
 
 
 @register("gui_agent")
-class GUIAgentLoop(AgentLoopBase):
-    """Screenshots in, actions out: one env episode per sample, in `cua.env.rows` layout (episode or step)."""
+class GUIAgentLoop(PlannerTurns, AgentLoopBase):
+    """Screenshots in, actions out: one env episode per sample, in `cua.env.rows` layout (episode or step); with
+    `cua.planner.mode` a planner's turns instead (`planner.loop`: online episodes or recorded states)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         cua = CuaConfig.from_mapping(OmegaConf.to_container(self.config.cua, resolve=True))
         self.env_cfg, self.action_cfg, self.trace_cfg = cua.env, cua.action, cua.trace
+        self._planner_init(cua)
         self.anchor = cua.gigpo.anchor
         self.tree_feedback = cua.sdpo.tree_feedback and cua.env.observation != "screenshot"
         self.format = self.action_cfg.format
@@ -126,9 +130,14 @@ class GUIAgentLoop(AgentLoopBase):
         service = env_service(self.env_cfg)
         ep = Episode(task=task, trace=open_trace(self.trace_cfg, kwargs, task), turn_hooks=self._episode_hooks(),
                      tree_feedback=self.tree_feedback)  # fmt: skip
+        if self.planner_mode == "recorded":  # a recorded state and its label: no desktop
+            state, target = recorded_state(kwargs)
+            return await self._run_recorded(ep, state, target, sampling_params)
         async with service.slot():
             lease = await service.call(service.pool.acquire, task=task)
             try:
+                if self.planner_mode == "online":
+                    return await self._run_planner(ep, lease, service, sampling_params)
                 if self.env_cfg.rows == "step":
                     return await self._run_steps(ep, lease, service, sampling_params)
                 return await self._run_episode(ep, lease, service, sampling_params)
@@ -326,11 +335,13 @@ class GUIAgentLoop(AgentLoopBase):
             ep.env_seconds += time.perf_counter() - start
 
     async def _act(self, ep: Episode, service, lease, text: str, screen, image_size, seen: Image.Image, prompt=None,
-                   shown: Observation | None = None):  # fmt: skip
-        """Parse `text` against the observation `shown` (its set-of-marks centres), step the env, record it."""
+                   shown: Observation | None = None, parsed=None):  # fmt: skip
+        """Parse `text` against the observation `shown` (its set-of-marks centres), step the env, record it;
+        `parsed`: the action already parsed (a planner's executor gave it; `text` is then what the trace shows)."""
         extra = shown.extra if shown is not None else {}
         read = extra.get("elements_text")
-        parsed = parse_action(text, format=self.format, screen=screen, image=image_size, marks=extra.get("marks"))
+        if parsed is None:
+            parsed = parse_action(text, format=self.format, screen=screen, image=image_size, marks=extra.get("marks"))
         ep.actions.append(text)
         ep.errors.append(None if parsed.valid else parsed.error)
         ep.invalid += 0 if parsed.valid else 1
@@ -403,6 +414,7 @@ class GUIAgentLoop(AgentLoopBase):
 
     def _extra_fields(self, ep: Episode, rows: int) -> dict[str, Any]:
         return {
+            **NO_PLANNER,
             "cua_task": str(ep.task if not isinstance(ep.task, dict) else ep.task.get("task", ep.task)),
             "cua_instance": task_instance(ep.task),  # the success buffer's key: the task id with its seed
             "cua_instruction": ep.instruction,
@@ -454,6 +466,18 @@ class GUIAgentLoop(AgentLoopBase):
 def _image_grid(processor, max_pixels: int) -> tuple[int, int]:
     """The processor's pixel factor (patch x merge) and the pixel cap we resize screenshots to."""
     return image_grid_factor(getattr(processor, "image_processor", None), max_pixels)
+
+
+def recorded_state(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A recorded-state row's state (`extra_info.coda_state`) and labelled action (`reward_model.ground_truth`)."""
+    state = (kwargs.get("extra_info") or {}).get("coda_state")
+    truth = (kwargs.get("reward_model") or {}).get("ground_truth")
+    if not isinstance(state, dict) or truth is None:
+        raise ValueError(
+            "cua.planner.mode=recorded needs rows of recorded states (extra_info.coda_state and "
+            "reward_model.ground_truth): build them with `python -m verl_cua.sft.recorded_states`"
+        )
+    return state, json.loads(truth) if isinstance(truth, str) else dict(truth)
 
 
 def _row_task(kwargs: dict[str, Any]) -> Any:

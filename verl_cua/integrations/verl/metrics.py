@@ -31,4 +31,13 @@ def gui_metrics(extra_fields: Sequence[dict[str, Any] | None]) -> dict[str, floa
         "cua/env_seconds_mean": sum(e["cua_env_seconds"] for e in episodes) / n,
         "cua/generate_seconds_mean": sum(e["cua_generate_seconds"] for e in episodes) / n,
     }
+    calls = sum(e.get("cua_executor_calls", 0) for e in episodes)
+    if calls or any(e.get("cua_planner_answers") for e in episodes):  # a planner's run (`cua.planner.mode`)
+        out |= {
+            "cua/executor_calls": calls,
+            "cua/executor_failures": sum(e.get("cua_executor_failures", 0) for e in episodes),  # infra
+            "cua/executor_rejected": sum(e.get("cua_executor_rejected", 0) for e in episodes),  # the planner's
+            "cua/executor_seconds_mean": sum(e.get("cua_executor_seconds", 0.0) for e in episodes) / n,
+            "cua/planner_answers": sum(e.get("cua_planner_answers", 0) for e in episodes),
+        }
     return out

@@ -44,7 +44,7 @@ def test_every_schema_key_and_mapping_sub_keys_pass():
     assert len(args) == sum(1 + len(section) for section in CuaConfig().values())  # every section and field
     check_cua_overrides(args)
     free = [key for key, takes_any in schema_keys().items() if takes_any]
-    assert free == ["cua.env.kwargs"]  # the one mapping field: make_env's kwargs
+    assert free == ["cua.env.kwargs", "cua.executor.extra_body"]  # the mapping fields: make_env's, the request's
     check_cua_overrides(["+cua.env.kwargs.provider=docker", "++cua.env.kwargs.a.b=1", "~cua.env.kwargs.x", "cua=x"])
 
 

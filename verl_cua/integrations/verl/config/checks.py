@@ -18,11 +18,29 @@ from verl_cua.integrations.verl.hooks import ADD_ONS, step_hook
 def validate_cua_config(cua: Mapping[str, Any]) -> None:
     """Raise `CuaConfigError` (one line) on an unknown `cua.*` key or an invalid value (an observation type the env
     does not give among them); missing keys are defaults."""
-    env = CuaConfig.from_mapping(cua).env
+    typed = CuaConfig.from_mapping(cua)
+    env = typed.env
     try:
         observed_kwargs(env.name, env.kwargs, env.observation, env.observation_tokens)
     except ValueError as exc:
         raise CuaConfigError(f"cua.env.observation={env.observation}: {exc}") from None
+    _check_planner(typed)
+
+
+def _check_planner(cua: CuaConfig) -> None:
+    """A planner's episode is one row per step (CODA rebuilds its context each step), and its executor settings
+    must make an executor (one line naming what is wrong)."""
+    if cua.planner.mode == "none":
+        return
+    if cua.planner.mode == "online" and cua.env.rows != "step":
+        raise CuaConfigError("cua.planner.mode=online needs cua.env.rows=step: the planner's context is rebuilt each "
+                             f"step, one training row per step (got cua.env.rows={cua.env.rows})")  # fmt: skip
+    from verl_cua.eval.executor import ExecutorSettings
+
+    try:
+        ExecutorSettings.from_mapping(dict(cua.executor))
+    except ValueError as exc:
+        raise CuaConfigError(f"cua.executor: {exc}") from None
 
 
 def validate_estimator_config(

@@ -15,6 +15,7 @@ from verl_cua.algos.gigpo import NORMS
 
 ROW_LAYOUTS = ("episode", "step")
 IMAGE_STORAGES = ("png", "pixel_values")
+PLANNER_MODES = ("none", "recorded", "online")  # cua.planner.mode ("off" would read as false in YAML)
 SDPO_TEACHERS = ("current", "ema", "frozen")
 SDPO_LOSSES = ("logit", "token")
 SDPO_NORMALIZE = ("reprompted", "all")
@@ -57,6 +58,27 @@ def trainable_formats_text() -> str:
 
     built_in = [name for name in trainable_formats() if name in FORMAT_REGISTRY.built_in()]
     return " | ".join(built_in) + " | a trainable format added with verl_cua.actions.register_format"
+
+
+def format_names() -> tuple[str, ...]:
+    """Every registered action format (an executor's reply need not be a trainable one)."""
+    from verl_cua.actions.formats import FORMAT_REGISTRY
+
+    return tuple(FORMAT_REGISTRY.valid())
+
+
+def executor_kinds() -> tuple[str, ...]:
+    """The executor kinds `cua.executor.kind` accepts."""
+    from verl_cua.eval.executor import EXECUTORS
+
+    return tuple(EXECUTORS.valid())
+
+
+def planner_spec_names() -> tuple[str, ...]:
+    """The planner specs `cua.planner.spec` accepts."""
+    from verl_cua.actions.planner import PLANNER_SPECS
+
+    return tuple(PLANNER_SPECS.valid())
 
 
 def setting(default: Any, help: str, **valid: Any) -> Any:

@@ -10,12 +10,14 @@ from typing import Any
 
 from verl_cua.envs.observation import DEFAULT_BUDGET
 from verl_cua.envs.spec import OBSERVATIONS
+from verl_cua.eval.executor import ExecutorSettings
 from verl_cua.integrations.ray_wait import DEFAULT_RESOURCE_TIMEOUT
 from verl_cua.integrations.verl.config.fields import (
     ENTROPULSE_SCHEDULES,
     GIGPO_ANCHORS,
     GIGPO_NORMS,
     IMAGE_STORAGES,
+    PLANNER_MODES,
     ROW_LAYOUTS,
     SDPO_LOSSES,
     SDPO_NORMALIZE,
@@ -24,10 +26,15 @@ from verl_cua.integrations.verl.config.fields import (
     Section,
     env_names,
     env_names_text,
+    executor_kinds,
+    format_names,
+    planner_spec_names,
     setting,
     trainable_formats,
     trainable_formats_text,
 )
+
+EXECUTOR = ExecutorSettings()  # the executor settings' defaults are the config's
 
 __all__ = ["CuaConfig", "CuaConfigError", "EnvConfig", "TraceConfig"]
 
@@ -310,6 +317,51 @@ class PreflightConfig(Section):
 
 
 @dataclass(frozen=True)
+class ExecutorConfig(Section):
+    """The frozen executor a planner's thought goes to with `cua.planner.mode` on (CODA's cerebellum): any
+    OpenAI-compatible endpoint, outside verl's resource pools; a dead or slow executor is infra, counted."""
+
+    kind: str = setting(
+        EXECUTOR.kind,
+        "openai: an OpenAI-compatible chat endpoint; standin_grounding: the CPU tests' stand-in (no model)",
+        choices=executor_kinds,
+    )
+    base_url: str = setting(EXECUTOR.base_url, "the endpoint; requests go to {base_url}/chat/completions")
+    model: str = setting(EXECUTOR.model, "the model name the endpoint serves (vLLM's --served-model-name)")
+    format: str = setting(
+        EXECUTOR.format, "the action format the executor's reply is parsed with", choices=format_names
+    )
+    temperature: float = setting(
+        EXECUTOR.temperature, "the executor's sampling temperature (CODA's code: 1.0)", low=0.0
+    )
+    max_tokens: int = setting(EXECUTOR.max_tokens, "the most tokens of one executor reply", low=1)
+    timeout_s: float = setting(EXECUTOR.timeout_s, "seconds one request may wait for the executor", low=0.0,
+                               low_open=True)  # fmt: skip
+    retries: int = setting(EXECUTOR.retries, "further tries after a timeout, a refused connection or a 429/5xx", low=0)
+    backoff_s: float = setting(EXECUTOR.backoff_s, "seconds before the first retry, doubled per retry", low=0.0)
+    api_key_env: str | None = setting(None, "the environment variable holding the endpoint's key (none: no key)")
+    extra_body: dict[str, Any] = setting(
+        {},
+        "extra request fields, e.g. {continue_final_message: true, add_generation_prompt: false} for vLLM to continue "
+        "the thought instead of opening a new turn (CODA's code opens one)",
+    )
+
+
+@dataclass(frozen=True)
+class PlannerConfig(Section):
+    """A planner-executor agent (CODA): the policy writes a plan, the frozen executor turns it into the action; only
+    the planner's tokens are trained."""
+
+    mode: str = setting(
+        "none",
+        "none: the policy acts itself; recorded: step rows of recorded states scored against their labelled action "
+        "(CODA's Stage 1, no desktop); online: episodes on cua.env with the env's score",
+        choices=PLANNER_MODES,
+    )
+    spec: str = setting("coda", "the planner's prompts, history window and split rules", choices=planner_spec_names)
+
+
+@dataclass(frozen=True)
 class CuaConfig(Section):
     """verl-cua's own keys (`cua.*`), merged into verl's ppo_trainer config by cua_trainer.yaml."""
 
@@ -324,6 +376,8 @@ class CuaConfig(Section):
     entropulse: EntropulseConfig = setting(EntropulseConfig, EntropulseConfig.__doc__)
     resume: ResumeConfig = setting(ResumeConfig, ResumeConfig.__doc__)
     preflight: PreflightConfig = setting(PreflightConfig, PreflightConfig.__doc__)
+    planner: PlannerConfig = setting(PlannerConfig, PlannerConfig.__doc__)
+    executor: ExecutorConfig = setting(ExecutorConfig, ExecutorConfig.__doc__)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None, prefix: str = "cua") -> CuaConfig:
