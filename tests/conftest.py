@@ -82,9 +82,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _worker_group(item: pytest.Item) -> str:
     """The xdist group of a test: `e2e` for every test that starts verl (one worker runs them in order, as one process
     always did: one verl run at a time, its session fixtures built once) and for a test that rewrites the checkout's
-    metadata (`CHECKOUT_WRITERS`), else its module, so a module's fixtures (a desktop, a browser, a server) are built
-    on one worker only."""
-    return "e2e" if item.get_closest_marker("e2e") or CHECKOUT_WRITERS & set(item.fixturenames) else item.path.stem
+    metadata (`CHECKOUT_WRITERS`), `fake_docker` for the modules that run the fake docker client (their fake VMs
+    serve on the host ports the desktops choose from the same start ports: two workers at once would collide), else
+    its module, so a module's fixtures (a desktop, a browser, a server) are built on one worker only."""
+    if item.get_closest_marker("e2e") or CHECKOUT_WRITERS & set(item.fixturenames):
+        return "e2e"
+    names = vars(item.module).values() if getattr(item, "module", None) is not None else ()
+    if any(getattr(value, "__module__", None) == "verl_cua.testing.fake_docker" for value in names):
+        return "fake_docker"
+    return item.path.stem
 
 
 def _cuda_available() -> bool:
