@@ -235,3 +235,16 @@ def test_module_runs_as_a_script(run, tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and len(out.read_text().splitlines()) == 9
+
+
+def test_a_target_box_is_the_smallest_small_element_under_the_click_and_none_for_containers():
+    from verl_cua.envs.observation import Element
+    from verl_cua.sft.recorded_states import target_box
+
+    screen = (160, 210)
+    page, button = Element("body", (0, 0, 160, 210)), Element("button", (40, 60, 40, 20), text="ok")
+    click = {"kind": "click", "x": 50, "y": 70}
+    assert target_box(click, [page, button], screen) == (40, 60, 79, 79)
+    assert target_box(click, [page], screen) is None  # only the page holds it: a container is no exact hit
+    assert target_box({"kind": "type", "text": "x"}, [button], screen) is None
+    assert target_box({"kind": "click", "x": 10, "y": 10}, [page, button], screen) is None

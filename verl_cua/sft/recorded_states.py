@@ -272,29 +272,38 @@ def _episode_states(
             screen = line.get("screen") or ()
             if len(screen) != 2:
                 raise ValueError(f"{record.dir}: step {step} has no screen size (`screen` in its trajectory line)")
-            elements = table_elements(line.get("elements_text"))
+            table = line.get("elements_text") or ""
+            elements = table_elements(table)
+            boxed = [] if "[cut at the " in table else elements  # a cut table may have lost the target's own row
             states.append(RecordedState(
                 task=task, env=env, instruction=instruction, step=step,
                 history=tuple(history[-max_history:] if max_history else ()),
                 screenshots=(previous, current), screen=(int(screen[0]), int(screen[1])), target=target,
                 label_source=labels, episode=str(record.dir),
-                elements=tuple(_element_dict(e) for e in elements), target_box=target_box(target, elements),
+                elements=tuple(_element_dict(e) for e in elements),
+                target_box=target_box(target, boxed, (int(screen[0]), int(screen[1]))),
             ))  # fmt: skip
         history.append((str(action.get("thought") or line.get("model_text") or ""), done))
         previous = current
     return states
 
 
+MAX_BOX_SHARE = 0.1  # a labelled click's element box covers at most this share of the screen
 POINTER_KINDS = frozenset({"click", "double_click", "triple_click", "right_click", "middle_click", "move"})
 
 
-def target_box(target: dict[str, Any], elements: list[Element]) -> tuple[int, int, int, int] | None:
+def target_box(
+    target: dict[str, Any], elements: list[Element], screen: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
     """The box (x1, y1, x2, y2) of the smallest element a pointer target lands in: a click anywhere on that element
-    is the labelled click (CODA's IoU for boxes); None for other kinds, or when no element holds the point."""
+    is the labelled click (CODA's IoU for boxes); None for other kinds, when no element holds the point, or when
+    the smallest is a container (over `MAX_BOX_SHARE` of the screen: any click in a panel is no exact hit)."""
     x, y = target.get("x"), target.get("y")
     if target.get("kind") not in POINTER_KINDS or x is None or y is None:
         return None
-    holding = [e for e in elements if e.box[0] <= x < e.box[0] + e.box[2] and e.box[1] <= y < e.box[1] + e.box[3]]
+    cap = MAX_BOX_SHARE * screen[0] * screen[1]
+    holding = [e for e in elements if e.box[0] <= x < e.box[0] + e.box[2] and e.box[1] <= y < e.box[1] + e.box[3]
+               and e.box[2] * e.box[3] <= cap]  # fmt: skip
     if not holding:
         return None
     bx, by, bw, bh = min(holding, key=lambda e: e.box[2] * e.box[3]).box

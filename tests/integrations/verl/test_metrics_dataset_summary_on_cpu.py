@@ -149,7 +149,7 @@ def test_summary_blind_wants_tasks_train_and_heldout_seeds(tmp_path, capsys, spe
 
 
 def test_a_planners_executor_is_counted_per_episode_and_absent_from_runs_without_one():
-    from verl_cua.integrations.verl.planner.loop import NO_PLANNER, PlannerCounts
+    from verl_cua.integrations.verl.planner.counts import NO_PLANNER, PlannerCounts
 
     planner = PlannerCounts(calls=3, failures=1, rejected=1, seconds=1.5).fields()
     rows = [_ep(False, 3, 1, infra=True, **planner, step_index=i) for i in range(3)] + [_ep(True, 1, 0, **NO_PLANNER)]

@@ -45,9 +45,10 @@ def _marker(action_marker: str) -> re.Pattern[str]:
 
 @cache
 def _answer(answer_token: str) -> re.Pattern[str]:
-    """The answer token as a word, repeats included (`ANS ANS 5`)."""
+    """The answer token as the action's first word (after an opening code fence and its language tag), repeats
+    included (`ANS ANS 5`); elsewhere in the action (`click the ANS button`) it is no answer."""
     token = rf"(?<!\w){re.escape(answer_token)}(?!\w)"
-    return re.compile(rf"{token}(?:\s*{token})*")
+    return re.compile(rf"\A\s*(?:```[ \t]*(?:(?!{token})\w*)?\s*)?{token}(?:\s*{token})*")
 
 
 def split_plan(text: str, spec: PlannerSpec) -> Plan:
@@ -59,7 +60,7 @@ def split_plan(text: str, spec: PlannerSpec) -> Plan:
     if match is None:
         return Plan(thought=thought, planner_action=None, answer=None)
     action = text[match.end() :].strip()
-    token = _answer(spec.answer_token).search(action)
+    token = _answer(spec.answer_token).match(action)
     answer = None if token is None else _unfence(action[token.end() :])
     return Plan(thought=thought, planner_action=action, answer=answer)
 

@@ -28,7 +28,8 @@ from verl_cua.integrations.verl.config.schema import CuaConfig
 from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.hooks import TurnContext, TurnHook
-from verl_cua.integrations.verl.planner.loop import NO_PLANNER, PlannerTurns
+from verl_cua.integrations.verl.planner.counts import NO_PLANNER
+from verl_cua.integrations.verl.planner.loop import PlannerTurns
 from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
 from verl_cua.integrations.verl.screenshots.compact import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts

@@ -1,5 +1,6 @@
 """The trainer config composes on verl's ppo_trainer; `cua.*` keys and values are checked with one-line errors."""
 
+import re
 import subprocess
 import sys
 
@@ -267,3 +268,21 @@ def test_the_observation_key_names_the_valid_types_and_the_budget_counts_its_tab
     with pytest.raises(CuaConfigError, match="^cua.env.observation=som: env 'screens-only' gives no som observation"):
         validate_cua_config({"env": {"name": name, "observation": "som"}})
     validate_cua_config({"env": {"observation": "som"}})  # MiniWoB++ gives every type
+
+
+@pytest.mark.parametrize(
+    ("cua", "estimator", "expected"),
+    [
+        ({"planner": {"mode": "online"}}, "grpo", "needs cua.env.rows=step"),
+        ({"planner": {"mode": "online"}, "env": {"rows": "step"}, "coso": {"enable": True}}, "grpo", "cua.coso"),
+        ({"planner": {"mode": "recorded"}, "executor": {"base_url": "ftp://x"}}, "grpo", "cua.executor: "),
+        ({"planner": {"mode": "recorded"}}, "sdpo", "adv_estimator=sdpo is not supported yet"),
+        ({"planner": {"mode": "none"}, "executor": {"nmae": 1}}, "grpo", "cua.executor.nmae"),
+    ],
+)
+def test_a_planner_setting_that_cannot_work_is_one_line(cua, estimator, expected):
+    with pytest.raises(CuaConfigError, match=re.escape(expected)):
+        validate_cua_config(cua)
+        validate_estimator_config({"algorithm": {"adv_estimator": estimator}, "cua": cua})
+    validate_cua_config({"planner": {"mode": "online"}, "env": {"rows": "step"}})  # the negative control: it works
+    validate_estimator_config({"algorithm": {"adv_estimator": "grpo"}, "cua": {"planner": {"mode": "recorded"}}})

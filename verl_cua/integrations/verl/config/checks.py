@@ -35,6 +35,10 @@ def _check_planner(cua: CuaConfig) -> None:
     if cua.planner.mode == "online" and cua.env.rows != "step":
         raise CuaConfigError("cua.planner.mode=online needs cua.env.rows=step: the planner's context is rebuilt each "
                              f"step, one training row per step (got cua.env.rows={cua.env.rows})")  # fmt: skip
+    if cua.coso.enable:  # its per-token weights come from turn hooks the planner's rows do not run
+        raise CuaConfigError(
+            "cua.planner.mode with cua.coso.enable=true is not supported yet; set cua.coso.enable=false"
+        )
     from verl_cua.eval.executor import ExecutorSettings
 
     try:
@@ -55,6 +59,9 @@ def validate_estimator_config(
         raise CuaConfigError(f"algorithm.adv_estimator={estimator!r} is not valid; valid: {', '.join(registered)}")
     cua = cua if cua is not None else CuaConfig.from_mapping(config.get("cua"))
     plan, defaults = plan_for(estimator, cua), CuaConfig()
+    if plan.teacher_pass and cua.planner.mode != "none":  # its teacher reprompts gui_agent's context, not CODA's
+        raise CuaConfigError(f"cua.planner.mode={cua.planner.mode} with algorithm.adv_estimator={estimator} is not "
+                             "supported yet (its teacher's context is not the planner's); use grpo")  # fmt: skip
     for hook in map(step_hook, step_advantages()):
         if plan.runs(hook.name) or hook.section is None:
             continue

@@ -27,6 +27,7 @@ from verl_cua.actions.planner.reward import MAX_REWARD, action_match
 from verl_cua.actions.types import GUIAction, ParsedAction
 from verl_cua.envs.observation import Element
 from verl_cua.eval.executor import ExecutorSettings, ExecutorUnavailable, make_executor
+from verl_cua.integrations.verl.planner.counts import PlannerCounts
 
 _EXECUTORS: dict[ExecutorSettings, Any] = {}  # one executor per worker process and setting: its stats add up
 _LOCK = threading.Lock()
@@ -39,31 +40,6 @@ def shared_executor(settings: ExecutorSettings) -> Any:
         if key not in _EXECUTORS:
             _EXECUTORS[key] = make_executor(settings)
         return _EXECUTORS[key]
-
-
-@dataclass
-class PlannerCounts:
-    """What one episode's executor did, for the metrics: calls, failures (infra), rejections (the planner's),
-    seconds, and answers that bypassed it."""
-
-    calls: int = 0
-    failures: int = 0
-    rejected: int = 0
-    seconds: float = 0.0
-    answers: int = 0
-
-    def fields(self) -> dict[str, Any]:
-        """The episode's `cua_executor_*` extra fields."""
-        return {
-            "cua_executor_calls": self.calls,
-            "cua_executor_failures": self.failures,
-            "cua_executor_rejected": self.rejected,
-            "cua_executor_seconds": self.seconds,
-            "cua_planner_answers": self.answers,
-        }
-
-
-NO_PLANNER = PlannerCounts().fields()  # every row carries the fields, planner or not (verl stacks them per batch)
 
 
 def answer_action(thought: str, answer: str) -> ParsedAction:
@@ -111,17 +87,24 @@ class PlannerTurns:
         try:
             reply = await self.executor.act_async(messages, observation)
         except ExecutorUnavailable as exc:
+            if exc.kind == "fatal":  # a bad URL, model or key: every row would be infra; stop the run in one line
+                raise RuntimeError(f"cua.executor: {exc}; check cua.executor.base_url, model and api_key_env") from None
             if exc.kind == "rejected":  # it refused the request the planner's text made: the planner's failure
                 counts.rejected += 1
-                error = f"the executor rejected the plan: {exc.cause}"
-                return ParsedAction(valid=False, error=error, format="planner"), f"(rejected: {exc.cause})"
+                cause = self._clean(exc.cause)
+                error = f"the executor rejected the plan: {cause}"
+                return ParsedAction(valid=False, error=error, format="planner"), f"(rejected: {cause})"
             counts.failures += 1
             ep.infra_failure, ep.infra_error = True, f"executor: {exc}"
+            return None
+        except Exception as exc:  # the executor's own bug (a stand-in's, a client's): ours, never the planner's
+            counts.failures += 1
+            ep.infra_failure, ep.infra_error = True, f"executor: {type(exc).__name__}: {exc}"
             return None
         counts.seconds += reply.seconds
         parsed = parse_action(reply.text, format=self.executor_settings.format, screen=screen, image=image_size)
         parsed.thought = plan.thought
-        return parsed, action_line(reply.text)
+        return parsed, self._clean(action_line(reply.text))  # its text enters later prompts: special tokens out
 
     # -- the two modes -------------------------------------------------------------------------------------------
     async def _run_planner(self, ep, lease, service, sampling_params) -> list[AgentLoopOutput]:
