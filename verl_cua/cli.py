@@ -118,8 +118,8 @@ def _serve_cmd(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"verl-cua serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
-    print(f"verl-cua serve: {model.name} at {server.url}", flush=True)
-    try:
+    try:  # the ready line inside: a Ctrl-C right after it is a stop of the server it names
+        print(f"verl-cua serve: {model.name} at {server.url}", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         from verl_cua.exits import INTERRUPTED, interrupted

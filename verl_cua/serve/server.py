@@ -102,11 +102,13 @@ class ChatServer:
 
     def serve_forever(self) -> None:
         """Answer requests until `shutdown()`."""
+        self._served = True
         self.httpd.serve_forever()
 
     def shutdown(self) -> None:
-        """Stop serving and close the socket."""
-        self.httpd.shutdown()
+        """Stop serving and close the socket (a server never started is only closed: waiting for it would hang)."""
+        if getattr(self, "_served", False):
+            self.httpd.shutdown()
         self.httpd.server_close()
 
 
