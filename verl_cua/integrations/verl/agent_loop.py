@@ -29,7 +29,7 @@ from verl_cua.integrations.verl.env_service import env_service
 from verl_cua.integrations.verl.estimator_plan import plan_for
 from verl_cua.integrations.verl.hooks import TurnContext, TurnHook
 from verl_cua.integrations.verl.planner.counts import NO_PLANNER
-from verl_cua.integrations.verl.planner.loop import PlannerTurns
+from verl_cua.integrations.verl.planner.loop import PlannerTurns, as_model_sees
 from verl_cua.integrations.verl.reply_text import plain_reply, special_strings
 from verl_cua.integrations.verl.screenshots.compact import png_bytes as compact_png_bytes
 from verl_cua.integrations.verl.screenshots.grid_prompts import use_grid_prompts
@@ -510,4 +510,4 @@ def _media(images: list) -> dict[str, list]:
 
 def _shot(obs: Any, image_size: tuple[int, int]) -> Image.Image:
     """An observation's screenshot as the model sees it (RGB, resized to the image size)."""
-    return obs.screenshot.convert("RGB").resize(image_size)
+    return as_model_sees(obs.screenshot, image_size)

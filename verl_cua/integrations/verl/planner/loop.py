@@ -113,7 +113,7 @@ class PlannerTurns:
         if opened is None:
             return [self._infra_output(ep, lease, obs)]
         screen, image_size, _spec = opened
-        shot = _resized(obs.screenshot, image_size)
+        shot = as_model_sees(obs.screenshot, image_size)
         steps: list[PlanStep] = []
         rows, counts = [], PlannerCounts()
         for _step in range(self.env_cfg.max_steps):
@@ -132,7 +132,7 @@ class PlannerTurns:
             result, parsed = await self._act(ep, service, lease, text, screen, image_size, shot, None, obs, parsed)
             steps.append(PlanStep(thought=plan.thought, executed=executed, screenshot=shot))
             obs = result.observation
-            shot = _resized(obs.screenshot, image_size)
+            shot = as_model_sees(obs.screenshot, image_size)
             ep.final_screenshot = shot
             if result.info.get("infra_failure") or result.done or parsed.terminal:
                 break
@@ -223,7 +223,8 @@ def _images(messages: list[dict[str, Any]]) -> list:
     ]
 
 
-def _resized(image: Image.Image, image_size: tuple[int, int]) -> Image.Image:
+def as_model_sees(image: Image.Image, image_size: tuple[int, int]) -> Image.Image:
+    """A screenshot as the model sees it (RGB, resized to the image size): both of gui_agent's modes use it."""
     return image.convert("RGB").resize(image_size)
 
 
@@ -231,4 +232,4 @@ def _load(path: str | None, image_size: tuple[int, int]) -> Image.Image | None:
     if not path:
         return None
     with Image.open(path) as image:
-        return _resized(image, image_size)
+        return as_model_sees(image, image_size)
