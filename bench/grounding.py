@@ -50,6 +50,29 @@ def area_click(text: str, screen: tuple[int, int], scale: int, marks: dict | Non
     return area_point(parsed.actions[0].x, parsed.actions[0].y, scale)
 
 
+def planner_click(text: str, obs, scale: int) -> Click:
+    """The task-area point a CODA planner's reply clicks on `obs` when the grounding stand-in executes its thought
+    (the element the thought names, at its centre), or None unless that is a click."""
+    from verl_cua.testing.grounding_standin import choose_action, planner_thought
+
+    thought = planner_thought([{"role": "assistant", "content": text}])
+    action = choose_action(thought, obs.extra.get("elements") or [])
+    return None if action.kind != "click" else area_point(action.x, action.y, scale)
+
+
+def planner_prompt(processor, obs, shown=None):
+    """The CODA planner's first prompt for `obs` as the planner loop builds it (its system prompt, the screenshot,
+    the element table, the Task line), `shown`'s screenshot and table in place of `obs`'s: (input_ids, images)."""
+    from verl_cua.actions.planner import get_planner_spec, planner_messages
+    from verl_cua.testing.log_probs import chat_inputs
+
+    shown = obs if shown is None else shown
+    spec = get_planner_spec("coda")
+    messages = planner_messages(spec, obs.instruction, [], shown.screenshot, shown.extra.get("elements_text"))
+    inputs = chat_inputs(processor, messages, [shown.screenshot])
+    return inputs["input_ids"][0], {k: inputs[k] for k in ("pixel_values", "image_grid_thw") if k in inputs}
+
+
 def derangement(n: int, seed: int = 0) -> list[int]:
     """A permutation of range(n) (n >= 2) that moves every index: whose observation each layout gets in the swap."""
     rng = np.random.default_rng(seed)
@@ -61,9 +84,12 @@ def derangement(n: int, seed: int = 0) -> list[int]:
     return out
 
 
-def policy_sampler(model_path: str, device: str = "cpu", seed: int = 0) -> Callable[[object, object, int], list[str]]:
+def policy_sampler(
+    model_path: str, device: str = "cpu", seed: int = 0, planner: bool = False
+) -> Callable[[object, object, int], list[str]]:
     """`sample(obs, shown, n)`: n of the policy's outputs (temperature 1, no top-k/top-p) for the prompt of `obs`
-    showing the observation `shown` (its screenshot and table), as verl's validation samples them."""
+    showing the observation `shown` (its screenshot and table), as verl's validation samples them; `planner`: the
+    CODA planner's prompt (`planner_prompt`) instead of the actor's."""
     import torch
     from transformers import AutoModelForImageTextToText
     from verl.utils import hf_processor, hf_tokenizer
@@ -76,7 +102,7 @@ def policy_sampler(model_path: str, device: str = "cpu", seed: int = 0) -> Calla
     torch.manual_seed(seed)
 
     def sample(obs, shown, n: int) -> list[str]:
-        prompt, mm = student_prompt(processor, obs, shown)
+        prompt, mm = (planner_prompt if planner else student_prompt)(processor, obs, shown)
         kwargs = model_inputs(model, prompt, mm, image_pad)
         with torch.no_grad():
             out = model.generate(
@@ -109,11 +135,11 @@ def layouts(seeds: str, task: str = "click-test", observation: str = "screenshot
 
 def sample_clicks(
     model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0,
-    observation: str = "screenshot", tokens: int = DEFAULT_BUDGET,
+    observation: str = "screenshot", tokens: int = DEFAULT_BUDGET, planner: bool = False,
 ) -> dict:  # fmt: skip
     """The policy's sampled outputs per layout with its own observation and with a swapped one (another layout's
-    screenshot and table under this layout's task), the pages and the targets."""
-    sample = policy_sampler(model_path, device, seed)
+    screenshot and table under this layout's task), the pages and the targets (`planner`: a CODA planner's)."""
+    sample = policy_sampler(model_path, device, seed, planner)
     pages, scale = layouts(seeds, task, observation, tokens)
     swap = derangement(len(pages), seed)
     return {
@@ -126,24 +152,32 @@ def sample_clicks(
     }
 
 
-def text_hit_matrix(texts: list[list[str]], pages: list, boxes: list[Box], scale: int) -> np.ndarray:
+def actor_click(text: str, obs, scale: int) -> Click:
+    """The task-area point an actor's pyautogui output clicks on `obs` (its marks resolve on `obs`'s)."""
+    return area_click(text, obs.screen, scale, obs.extra.get("marks"))
+
+
+def text_hit_matrix(
+    texts: list[list[str]], pages: list, boxes: list[Box], scale: int, play: Callable = actor_click
+) -> np.ndarray:
     """H[i, j]: the share of layout j's outputs that hit layout i's target when played on layout i. An output is
-    resolved on the layout it is scored on: a mark (`tag_N`, set-of-marks) lands on that layout's mark N, so a policy
-    that names the same mark everywhere has a gap of 0, as one that clicks the same point does."""
+    resolved on the layout it is scored on: a mark (`tag_N`, set-of-marks) lands on that layout's mark N, and a
+    planner's thought (`play=planner_click`) on the element of that name there, so a policy that names the same mark
+    or element everywhere has a gap of 0, as one that clicks the same point does."""
     return np.array([
-        [np.mean([hits(area_click(t, obs.screen, scale, obs.extra.get("marks")), box) for t in mine]) if mine else 0.0
-         for mine in texts]
+        [np.mean([hits(play(t, obs, scale), box) for t in mine]) if mine else 0.0 for mine in texts]
         for obs, box in zip(pages, boxes, strict=True)
     ])  # fmt: skip
 
 
 def grounding(model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, **kw) -> dict:
     """own, cross, gap (with its interval), swap and swap drop of the policy at `model_path` on layouts `seeds`
-    (`kw`: device, seed, observation, tokens)."""
+    (`kw`: device, seed, observation, tokens, planner: a CODA planner whose thoughts the grounding stand-in plays)."""
     drawn = sample_clicks(model_path, seeds, task, samples, **kw)
     pages, boxes, scale = drawn["pages"], drawn["boxes"], drawn["scale"]
-    result = gap_interval(text_hit_matrix(drawn["own"], pages, boxes, scale))
-    swapped = text_hit_matrix(drawn["swap"], pages, boxes, scale)  # layout i's task, another's observation
+    play = planner_click if kw.get("planner") else actor_click
+    result = gap_interval(text_hit_matrix(drawn["own"], pages, boxes, scale, play))
+    swapped = text_hit_matrix(drawn["swap"], pages, boxes, scale, play)  # layout i's task, another's observation
     result["swap"] = own_cross(swapped)[0]
     result["swap_drop"] = result["own"] - result["swap"]
     result["samples"] = samples  # gap_interval already counts the layouts
@@ -160,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--observation", default="screenshot", help="what the policy reads (cua.env.observation)")
     ap.add_argument("--observation-tokens", type=int, default=DEFAULT_BUDGET)
+    ap.add_argument("--planner", action="store_true", help="a CODA planner (its thoughts played by the stand-in)")
     ap.add_argument("--out", default=None, help="write the figures here as JSON")
     args = ap.parse_args(argv)
     require("bench.grounding", NEEDS)
@@ -168,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.model = str(learnable_model((args.task,)))
     g = grounding(args.model, args.seeds, args.task, args.samples, device=args.device, observation=args.observation,
-                  tokens=args.observation_tokens)  # fmt: skip
+                  tokens=args.observation_tokens, planner=args.planner)  # fmt: skip
     print(f"bench.grounding: {args.model}, {g['layouts']} {args.task} layouts x {args.samples} clicks")
     print(f"  {describe(g)}")
     if args.out:

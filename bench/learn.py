@@ -107,15 +107,18 @@ class LearningRun:
         return statistics.fmean(values)
 
 
-def train(out: Path, *overrides: str, timeout: float = 3600, **settings: str | int) -> LearningRun:
-    """One run of the learnable setting's recipe in `out`; `settings` set its UPPERCASE variables (SEED=1, STEPS=30,
-    LR=0, SAVE_FREQ=...), `overrides` are appended Hydra overrides (an estimator, a test's knobs)."""
+def train(
+    out: Path, *overrides: str, timeout: float = 3600, recipe: Path = RECIPE, **settings: str | int
+) -> LearningRun:
+    """One run of the learnable setting's recipe (or another CPU recipe with the same variables and metrics, e.g.
+    the CODA one) in `out`; `settings` set its UPPERCASE variables (SEED=1, STEPS=30, LR=0, SAVE_FREQ=...),
+    `overrides` are appended Hydra overrides (an estimator, a test's knobs)."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "VENV": sys.prefix, "OUT": str(out), "RAY_DEDUP_LOGS": "0"}
     env.update({key: str(value) for key, value in settings.items()})
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(RECIPE), *overrides], capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(["bash", str(recipe), *overrides], capture_output=True, text=True, timeout=timeout, env=env)
     seconds = time.monotonic() - start
     (out / "train.log").write_text(proc.stdout + "\n" + proc.stderr)
     if proc.returncode != 0:
@@ -327,9 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     return report(out, plot=not args.no_plot)
 
 
-def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
+def trained_grounding(run_dir: Path, setting: dict, planner: bool = False) -> dict | None:
     """The grounding gap of a run's final policy on the held-out layouts (its checkpoint merged by verl's model
-    merger into run_dir/model); None when the run left no checkpoint."""
+    merger into run_dir/model; `planner`: a CODA planner, its thoughts played by the grounding stand-in); None when
+    the run left no checkpoint."""
     done = run_dir / "grounding.json"
     if done.is_file():  # measured already: a resumed bench.learn does not sample it again
         return json.loads(done.read_text())
@@ -340,7 +344,8 @@ def trained_grounding(run_dir: Path, setting: dict) -> dict | None:
     if not (model / "config.json").is_file():
         merge = ["-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor)]
         subprocess.run([sys.executable, *merge, "--target_dir", str(model)], check=True, capture_output=True)
-    result = grounding(str(model), setting["HELDOUT_SEEDS"], setting["TASKS"].split(",")[0], **_observed(setting))
+    task = setting["TASKS"].split(",")[0]
+    result = grounding(str(model), setting["HELDOUT_SEEDS"], task, **_observed(setting), planner=planner)
     print(f"bench.learn: {run_dir.name}: {describe(result)}", file=sys.stderr, flush=True)
     write_json(done, result)
     return result

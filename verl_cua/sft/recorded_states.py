@@ -63,6 +63,7 @@ class RecordedState:
     episode: str  # the episode directory (absolute)
     elements: tuple[dict[str, Any], ...] = ()  # the screen's elements, where the step read a table (boxes in pixels)
     target_box: tuple[int, int, int, int] | None = None  # x1, y1, x2, y2 of the smallest element the target points in
+    elements_text: str = ""  # the table or marks the step read, as the planner is shown them ("" for screenshots)
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,7 @@ def _episode_states(
                 label_source=labels, episode=str(record.dir),
                 elements=tuple(_element_dict(e) for e in elements),
                 target_box=target_box(target, boxed, (int(screen[0]), int(screen[1]))),
+                elements_text=table,
             ))  # fmt: skip
         history.append((str(action.get("thought") or line.get("model_text") or ""), done))
         previous = current
@@ -373,6 +375,7 @@ def state_rows(
             "episode": s.episode,
             "elements": list(s.elements),
             "target_box": list(s.target_box) if s.target_box else None,
+            "elements_text": s.elements_text,
         }
         rows.append({
             "data_source": data_source,

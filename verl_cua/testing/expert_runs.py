@@ -148,8 +148,10 @@ def expert_runs(
     noise: float = 0.0,
     seed: int = 0,
     client: OracleClient | None = None,
+    observation: str = "screenshot",
 ) -> dict[str, Any]:
-    """Play the oracle on `tasks` x `seeds` into the eval run directory `out`; returns run_eval's summary."""
+    """Play the oracle on `tasks` x `seeds` into the eval run directory `out` (`observation`: what each step records
+    beside the screenshot, e.g. the element table of `screenshot_a11y_tree`); returns run_eval's summary."""
     names = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t.strip()]
     unsupported = [n for n in names if n.partition("@")[0] not in SUPPORTED_TASKS]
     if unsupported:
@@ -163,9 +165,10 @@ def expert_runs(
         format="pyautogui",
         out=str(out),
         workers=workers,
+        observation=observation,
         extra_body={"oracle": {"noise": client.noise, "seed": client.seed}},  # run.json keeps it; a resume checks it
     )
-    return run_eval(config, client=client, env_factory=client.env_factory())
+    return run_eval(config, client=client, env_factory=client.env_factory(observation=observation))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,11 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--noise", type=float, default=0.0, help="fraction of episodes answered with a wrong target")
     ap.add_argument("--seed", type=int, default=0, help="which episodes the noise picks")
+    ap.add_argument("--observation", default="screenshot", help="recorded beside each screenshot (OSWorld's types)")
     args = ap.parse_args(argv)
     # the pool kills a browser before closing it; selenium's quit then retries the dead driver with a warning each
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
-        summary = expert_runs(args.out, args.tasks, args.seeds, args.workers, args.noise, args.seed)
+        summary = expert_runs(
+            args.out, args.tasks, args.seeds, args.workers, args.noise, args.seed, observation=args.observation
+        )
     except ValueError as exc:
         print(f"expert_runs: {exc}", file=sys.stderr)
         return 2

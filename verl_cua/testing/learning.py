@@ -4,6 +4,7 @@ whatever the page shows, so it starts with valid actions and no idea where to cl
 
     python -m verl_cua.testing.learning model [--tasks click-test] [--family qwen25vl]   # prints the model's path
     python -m verl_cua.testing.learning model --observation screenshot_a11y_tree --icl 0.6  # the reading model
+    python -m verl_cua.testing.learning model --observation screenshot_a11y_tree --planner  # planner and actor
 
 stdout holds the path alone (the quickstart captures it with $(...)); the first build's progress (step, loss,
 elapsed, the seconds left) goes to stderr.
@@ -29,14 +30,21 @@ def learnable_model(
     warm_steps: int = WARM_STEPS,
     icl: float = 0.0,
     observation: str = "screenshot",
+    planner: bool = False,
 ) -> Path:
     """The tiny random `family` model warm-started into `pyautogui.click(x, y)` syntax (built once, then cached);
     `icl`: the share of warm-start steps in SDPO's teacher context, after `INDUCTION_STEPS` of text-only copying
     (`verl_cua.testing.warm_start`): a model whose SDPO teacher can read a demo. `observation` other than
-    `screenshot`: the reading model (`verl_cua.testing.reading`: copying, then synthetic tables; no task's text)."""
+    `screenshot`: the reading model (`verl_cua.testing.reading`: copying, then synthetic tables; no task's text).
+    `planner`: the planner reading model (`verl_cua.testing.planner_reading`: CODA's planner and the actor alone,
+    one model; `icl` does not apply)."""
     from verl_cua.testing.tiny_models import build_tiny_model
     from verl_cua.testing.warm_start import warm_start
 
+    if planner:
+        from verl_cua.testing.planner_reading import planner_model
+
+        return planner_model(family, observation)
     if observation != "screenshot":
         from verl_cua.testing.reading import reading_model
 
@@ -64,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--warm-steps", type=int, default=WARM_STEPS)
     model.add_argument("--icl", type=float, default=0.0, help="share of warm-start steps in SDPO's teacher context")
     model.add_argument("--observation", default="screenshot", help="screenshot_a11y_tree or som: the reading model")
+    model.add_argument("--planner", action="store_true", help="the planner reading model (CODA's planner and actor)")
     args = ap.parse_args(argv)
     build = lambda: learnable_model(tuple(args.tasks.split(",")), args.family, args.warm_steps, args.icl,  # noqa: E731
-                                    args.observation)  # fmt: skip
+                                    args.observation, args.planner)  # fmt: skip
     from verl_cua.testing.train_checkpoint import print_built
 
     return print_built("verl_cua.testing.learning", build)

@@ -40,7 +40,8 @@ def mark_text(mark: int) -> str:
     return f"```python\npyautogui.click(tag_{mark})\n```"
 
 
-def _word(rng: random.Random) -> str:
+def random_word(rng: random.Random) -> str:
+    """A filler word or a random 2-6 letter string (half each)."""
     if rng.random() < 0.5:
         return rng.choice(FILLER)
     return "".join(rng.choice(LETTERS) for _ in range(rng.randrange(2, 7)))
@@ -56,14 +57,14 @@ def synthetic_elements(rng: random.Random, screen: tuple[int, int] = SCREEN) -> 
     for _ in range(rng.randrange(2, 10)):
         x, y = rng.randrange(width - 8), rng.randrange(height - 8)
         w, h = rng.randrange(8, min(width - x, 120) + 1), rng.randrange(8, min(height - y, 60) + 1)
-        text = " ".join(_word(rng) for _ in range(rng.randrange(1, 4))) if rng.random() < 0.6 else ""
+        text = " ".join(random_word(rng) for _ in range(rng.randrange(1, 4))) if rng.random() < 0.6 else ""
         elements.append(
             Element(
                 tag=rng.choice(TAGS),
                 box=(x, y, w, h),
                 text=text,
-                id=_word(rng) if rng.random() < 0.4 else "",
-                classes=_word(rng) if rng.random() < 0.2 else "",
+                id=random_word(rng) if rng.random() < 0.4 else "",
+                classes=random_word(rng) if rng.random() < 0.2 else "",
                 leaf=rng.random() < 0.8,
             )
         )
@@ -92,7 +93,7 @@ def reading_example(rng: random.Random, observation: str, screen: tuple[int, int
 
     elements = synthetic_elements(rng, screen)
     shown, extra = with_elements(observation, synthetic_page(elements, rng, screen), elements, "dom", budget)
-    instruction = " ".join(_word(rng) for _ in range(rng.randrange(2, 7))).capitalize() + "."
+    instruction = " ".join(random_word(rng) for _ in range(rng.randrange(2, 7))).capitalize() + "."
     if observation == "som":
         answer = mark_text(rng.randrange(1, len(marks(elements)) + 1))
     else:  # a row of the table as shown (a cut table shows fewer): its top-left corner
@@ -127,7 +128,8 @@ def copying_model(family: str = "qwen25vl", seed: int = 0) -> Path:
                          lambda work: _copying(base, work, seed))  # fmt: skip
 
 
-def _load(src: Path):
+def load_trainable(src: Path):
+    """The model at `src` in float32, in training mode, and its processor."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -142,7 +144,7 @@ def _copying(src: Path, dst: Path, seed: int) -> None:
     from verl_cua.testing.warm_start import _induction
 
     torch.manual_seed(seed)
-    model, processor = _load(src)
+    model, processor = load_trainable(src)
     _induction(model, processor.tokenizer, COPYING_STEPS, READING_LR, SCREEN, random.Random(f"{seed}|induction"),
                src.name)  # fmt: skip
     save_like(model, src, dst)
@@ -158,7 +160,7 @@ def _reading(src: Path, dst: Path, observation: str, icl: float, steps: int, see
 
     torch.manual_seed(seed)
     rng = random.Random(f"{seed}|reading")
-    model, processor = _load(src)
+    model, processor = load_trainable(src)
     tokenizer = processor.tokenizer
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     optim = torch.optim.AdamW(model.parameters(), lr=READING_LR, weight_decay=0.0)

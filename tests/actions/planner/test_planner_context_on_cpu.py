@@ -232,6 +232,19 @@ def test_executor_gets_its_prompt_the_same_history_and_the_thought_to_complete()
     assert messages[1:-1] == planner_messages(CODA, TASK, past, NOW)[1:]  # the planner's history, as it saw it
 
 
+def test_the_table_sits_in_the_current_turn_before_the_task_and_only_the_planner_reads_it():
+    table = "[1] button 'OK' (10, 20, 30, 12)"
+    past = steps(3)
+    messages = planner_messages(CODA, TASK, past, NOW, table)
+    assert texts(messages[-1]) == [CODA.user_text, table, f"{CODA.task_prefix}{TASK}"]
+    assert sum(table in t for m in messages for t in texts(m)) == 1  # the current screen's table, not the past ones
+    without = planner_messages(CODA, TASK, past, NOW)
+    assert messages[:-1] == without[:-1] and texts(without[-1]) == [CODA.user_text, f"{CODA.task_prefix}{TASK}"]
+    assert planner_messages(CODA, TASK, past, NOW, "") == without  # an empty table is no part
+    executor = executor_messages(CODA, TASK, past, NOW, "Click OK.")
+    assert not any(table in t for m in executor for t in texts(m))  # a model executor sees screenshots alone
+
+
 # ---------------------------------------------------------------- fuzz
 
 PIECES = st.sampled_from(["Thought:", "Action", "Action:", " : ", "ANS", "```", "\n", "\r\n", "\r", " ", "x", "(", "'"])

@@ -86,9 +86,11 @@ def _user(image: Any, *texts: str) -> dict[str, Any]:
     return {"role": "user", "content": [*image_part, *({"type": "text", "text": t} for t in texts)]}
 
 
-def _history(spec: PlannerSpec, instruction: str, steps: list[PlanStep], screenshot: Any) -> list[dict[str, Any]]:
+def _history(
+    spec: PlannerSpec, instruction: str, steps: list[PlanStep], screenshot: Any, observation_text: str | None = None
+) -> list[dict[str, Any]]:
     """The turns after the prompt: the kept steps' replies, the user turns of the last shown screens before them,
-    and the current screen's user turn with the task line."""
+    and the current screen's user turn with the observation's text (when given) and the task line."""
     kept = list(steps[max(len(steps) - spec.max_history_steps, 0) :])
     shown_before = max(spec.shown_screenshots - 1, 0)  # past screens shown beside the current one
     first_shown = len(kept) - shown_before
@@ -98,16 +100,19 @@ def _history(spec: PlannerSpec, instruction: str, steps: list[PlanStep], screens
             turns.append(_user(step.screenshot, spec.user_text))
         turns.append({"role": "assistant", "content": step_reply(step)})
     current = screenshot if spec.shown_screenshots else None
-    turns.append(_user(current, spec.user_text, f"{spec.task_prefix}{instruction}"))
+    read = [observation_text] if observation_text else []
+    turns.append(_user(current, spec.user_text, *read, f"{spec.task_prefix}{instruction}"))
     return turns
 
 
 def planner_messages(
-    spec: PlannerSpec, instruction: str, steps: list[PlanStep], screenshot: Any
+    spec: PlannerSpec, instruction: str, steps: list[PlanStep], screenshot: Any, observation_text: str | None = None
 ) -> list[dict[str, Any]]:
-    """The planner's context: its system prompt, the pruned history, the current `screenshot` with the task line."""
+    """The planner's context: its system prompt, the pruned history, the current `screenshot` with the task line.
+    `observation_text`: the current screen's element table or marks (an observation type other than `screenshot`),
+    shown to the planner only, before the task line (CODA's planner sees screenshots alone: this is our addition)."""
     system = {"role": "system", "content": spec.planner_system(instruction)}
-    return [system, *_history(spec, instruction, steps, screenshot)]
+    return [system, *_history(spec, instruction, steps, screenshot, observation_text)]
 
 
 def executor_messages(

@@ -68,9 +68,10 @@ class PlannerTurns:
         return shared_executor(self.executor_settings)
 
     # -- one step ------------------------------------------------------------------------------------------------
-    async def _plan(self, ep, steps: list[PlanStep], shot: Image.Image, sampling_params):
-        """One planner turn: (its prompt ids, the generated output, the images shown), or None when aborted."""
-        messages = planner_messages(self.planner_spec, ep.instruction, steps, shot)
+    async def _plan(self, ep, steps: list[PlanStep], shot: Image.Image, sampling_params, read: str | None = None):
+        """One planner turn: (its prompt ids, the generated output, the images shown), or None when aborted;
+        `read`: the screen's element table or marks, when the observation type has one."""
+        messages = planner_messages(self.planner_spec, ep.instruction, steps, shot, read)
         images = _images(messages)
         prompt_ids = await self.ct_build_initial_tokens(messages, images=images)
         out = await self._generate(ep, prompt_ids, images, sampling_params, self.response_length)
@@ -118,7 +119,7 @@ class PlannerTurns:
         rows, counts = [], PlannerCounts()
         for _step in range(self.env_cfg.max_steps):
             ep.anchors.append(self._anchor(obs, shot))
-            turn = await self._plan(ep, steps, shot, sampling_params)
+            turn = await self._plan(ep, steps, shot, sampling_params, obs.extra.get("elements_text"))
             if turn is None:
                 break
             rows.append(turn)
@@ -153,7 +154,7 @@ class PlannerTurns:
         if steps and previous is not None:  # the previous screenshot belongs to the last step of the history
             steps[-1] = PlanStep(thought=steps[-1].thought, executed=steps[-1].executed, screenshot=previous)
         counts = PlannerCounts()
-        turn = await self._plan(ep, steps, shot, sampling_params)
+        turn = await self._plan(ep, steps, shot, sampling_params, state.get("elements_text"))
         if turn is None:
             return self._infra_output(ep, _NoLease(), None)
         plan = split_plan(self._reply_text(turn[1].token_ids), self.planner_spec)
