@@ -2,7 +2,8 @@
 # MODEL_PATH; reads NNODES, TP, ENGINE, LOGGER, TASKS, PREFLIGHT_HOST): checks the interpreter (recipes/preflight.sh:
 # verl-cua and OSWorld's client), the GPUs, model, stack (verl), the loggers' credentials, the task set (TASKS must
 # name tasks before anything is downloaded; missing evaluator packages are listed) and, for the docker provider,
-# Docker, KVM and the VM image's disk (`python -m verl_cua.doctor.preflight`, with the recipe's appended overrides),
+# Docker, KVM and the VM image's disk (`python -m verl_cua.doctor.preflight`, with the overrides in the recipe's
+# PREFLIGHT_OVERRIDES array, if any, then its appended ones: a planner recipe's executor endpoint is checked so),
 # every blocker on a line of its own, then exit 1; without verl-cua in PYTHON only the interpreter is named. Then
 # fetches the osworld-docker image and the Ubuntu VM image (downloaded once, here, so that no Ray worker
 # downloads it by itself); sets VM_ARGS, the overrides that pass the image on (under KWARGS_PREFIX: +cua.env.kwargs by
@@ -28,7 +29,8 @@ if ! skip_preflight; then  # every blocker at once, before the downloads below (
     "${PYTHON}" -m verl_cua.doctor.preflight --prog "$(basename "$0")" --host "${PREFLIGHT_HOST:-verl}" \
         --gpus "${N_GPUS_PER_NODE}" --nnodes "${NNODES:-1}" --tp "${TP:-1}" --rollout "${ENGINE:-vllm}" \
         --model "${MODEL_PATH}" --logger "${LOGGER:-}" --tasks "${TASKS:-}" --provider "${PROVIDER}" \
-        --vm-path "${VM_PATH}" ${INTERPRETER[@]+"${INTERPRETER[@]}"} -- "$@" || exit 1
+        --vm-path "${VM_PATH}" ${INTERPRETER[@]+"${INTERPRETER[@]}"} \
+        -- ${PREFLIGHT_OVERRIDES[@]+"${PREFLIGHT_OVERRIDES[@]}"} "$@" || exit 1
 fi
 if [ "${PROVIDER}" = docker ]; then
     docker image inspect happysixd/osworld-docker >/dev/null 2>&1 || docker pull happysixd/osworld-docker

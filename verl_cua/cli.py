@@ -208,7 +208,34 @@ def _add_eval(sub) -> None:
     p.add_argument("--name", default=None, help="the run's name in reports (default: OUT's name)")
     p.add_argument("--out", required=True, help="the run directory")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _add_planner_options(p)
     p.set_defaults(func=_eval_cmd)
+
+
+def _add_planner_options(p) -> None:
+    from verl_cua.actions import FORMAT_REGISTRY
+    from verl_cua.actions.planner import PLANNER_SPECS
+    from verl_cua.eval.executor import EXECUTORS
+
+    g = p.add_argument_group(
+        "planner mode (CODA)",
+        "--model is the planner: it writes a Thought, the executor turns it into the action; --format sizes the "
+        "screenshots both see; CODA's context shows two of them (not --history-images); docs/coda.md",
+    )
+    g.add_argument("--planner", default=None, choices=PLANNER_SPECS.valid(),
+                   help="the planner spec; the model's own action is discarded unless it is an ANS answer")  # fmt: skip
+    g.add_argument("--executor-kind", default="openai", choices=EXECUTORS.valid(),
+                   help="openai: an OpenAI-compatible endpoint; standin_grounding: a CPU test stand-in")  # fmt: skip
+    g.add_argument("--executor-base-url", default=None, help="the executor's endpoint (default: localhost:8000/v1)")
+    g.add_argument("--executor-model", default=None, help="the model the executor endpoint serves (default: UI-TARS)")
+    g.add_argument("--executor-format", default="uitars", choices=sorted(FORMAT_REGISTRY),
+                   help="the executor's action format, its replies are parsed with")  # fmt: skip
+    g.add_argument("--executor-timeout", type=float, default=None, help="seconds per executor attempt (default: 60)")
+    g.add_argument("--executor-retries", type=int, default=None, help="executor retries per call (default: 3)")
+    g.add_argument("--executor-api-key-env", default=None,
+                   help="environment variable holding the executor's API key (default: none)")  # fmt: skip
+    g.add_argument("--executor-extra-body", type=_json_object, default={},
+                   help="JSON merged into every executor request, e.g. vLLM's continue_final_message")  # fmt: skip
 
 
 def _doctor_cmd(args: argparse.Namespace) -> int:
@@ -258,10 +285,17 @@ def _add_sft_data(sub, formats: list[str]) -> None:
     p.add_argument("--format", required=True, choices=formats, help="the target model's action format")
     p.add_argument("--model", required=True, help="the target model folder (its processor sizes screenshots)")
     p.add_argument("--out", default="data/sft.parquet", help="the parquet file (a .card.json is written beside it)")
-    p.add_argument("--rows", default="episode", choices=["episode", "step"], help="as cua.env.rows")
-    p.add_argument("--history-images", type=int, default=3, help="screenshots per step prompt (rows=step)")
+    p.add_argument("--rows", default=None, choices=["episode", "step"],
+                   help="as cua.env.rows (default: episode; step with --planner)")  # fmt: skip
+    p.add_argument("--history-images", type=int, default=None,
+                   help="screenshots per step prompt (rows=step; default 3; --planner: the spec's)")  # fmt: skip
     p.add_argument("--max-pixels", type=int, default=50176, help="screenshot pixel cap, as cua.env.max_pixels")
-    p.add_argument("--select", default="success", help="success | all | reward>=X")
+    p.add_argument("--select", default="success", help="success | all | reward>=X | judge (with --judge)")
+    p.add_argument("--judge", default=None, metavar="FILE",
+                   help="--select judge: a judge file in CODA's schema; its clean episodes are kept")  # fmt: skip
+    p.add_argument("--planner", default=None, metavar="SPEC",
+                   help="planner-mode runs -> step rows of that planner (coda: CODA's Stage 2); --format names "
+                   "the executor's format of the runs' action lines")  # fmt: skip
     p.add_argument("--invalid", default="drop", choices=["drop", "negatives"],
                    help="invalid steps: dropped, or kept apart in <out>.negatives.parquet")  # fmt: skip
     p.add_argument("--max-per-task", type=int, default=None,

@@ -31,9 +31,11 @@ EXTRA = "trainer.total_epochs=3"
 EXPECTED = {
     "run_qwen3vl_sdpo_osworld.sh": {"estimator": "sdpo", "env": "osworld", "format": "qwen3vl", "rollout": "vllm"},
     "run_qwen25vl_grpo_osworld.sh": {"estimator": "grpo", "env": "osworld", "format": "qwen25vl", "rollout": "vllm"},
+    "run_qwen25vl_coda_osworld.sh": {"estimator": "grpo", "env": "osworld", "format": "uitars", "rollout": "vllm"},
     "run_qwen3vl_gigpo_osworld.sh": {"estimator": "gigpo", "env": "osworld", "format": "qwen3vl", "rollout": "vllm"},
     "run_tiny_sdpo_miniwob_cpu.sh": {"estimator": "sdpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
     "run_tiny_grpo_miniwob_cpu.sh": {"estimator": "grpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
+    "run_tiny_coda_miniwob_cpu.sh": {"estimator": "grpo", "env": "miniwob", "format": "pyautogui", "rollout": "hf"},
     "run_qwen3vl_sft_then_sdpo_osworld.sh": {
         "estimator": "sdpo",
         "env": "osworld",
@@ -46,7 +48,11 @@ MODELS = {
     "run_qwen3vl_sdpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
     "run_qwen25vl_grpo_osworld.sh": "Qwen/Qwen2.5-VL-7B-Instruct",
     "run_qwen3vl_gigpo_osworld.sh": "Qwen/Qwen3-VL-8B-Instruct",
+    "run_qwen25vl_coda_osworld.sh": "Qwen/Qwen2.5-VL-32B-Instruct",
 }
+# CODA's planner recipe (tests/recipes/test_coda_recipe_on_cpu.py): verl gets 6 GPUs of the node, its executor 2
+PLANNER = {"run_qwen25vl_coda_osworld.sh", "run_tiny_coda_miniwob_cpu.sh"}
+GPUS = {"run_qwen25vl_coda_osworld.sh": 6}
 
 
 def _ids(paths):
@@ -71,6 +77,7 @@ def _run(recipe: Path, stubs: Path, tmp_path: Path, *args: str, **env_vars: str)
         "OUT": str(tmp_path / "out"),
         "VM_PATH": str(vm),
         "SFT_CKPT_DIR": str(tmp_path / "sft_ckpt"),  # the ladder's SFT stage
+        "EXECUTOR_URL": "http://127.0.0.1:9/v1",  # the CODA recipe: an executor "already serving", so it starts none
         "CKPT_DIR": str(tmp_path / "sft_ckpt"),  # the SFT recipe's
         **env_vars,
     }
@@ -166,7 +173,7 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
         ladder = recipe.name == LADDER
         want_model = str(tmp_path / "sft_ckpt" / "global_step_7" / "huggingface") if ladder else MODELS[recipe.name]
         assert cfg.actor_rollout_ref.model.path == want_model
-        assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, 8)
+        assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, GPUS.get(recipe.name, 8))
         assert cfg.trainer.device == "cuda" and cfg.actor_rollout_ref.actor.strategy == "fsdp2"
         assert list(cfg.trainer.logger) == ["console", "wandb"]
         assert cfg.trainer.max_actor_ckpt_to_keep == cfg.trainer.max_critic_ckpt_to_keep == 2  # CKPT_KEEP
@@ -180,6 +187,13 @@ def test_recipe_composes_and_validates(recipe, stubs, tmp_path):
         assert cfg.data.val_files.endswith("heldout.parquet") and cfg.trainer.val_before_train
         val = cfg.actor_rollout_ref.rollout.val_kwargs
         assert (val.do_sample, val.temperature, val.n) == (True, 1.0, 2)
+    elif recipe.name == "run_tiny_coda_miniwob_cpu.sh":  # CODA on the CPU: the planner online, the stand-in executing
+        actor = cfg.actor_rollout_ref.actor
+        assert cfg.trainer.device == "cpu" and (cfg.cua.planner.mode, cfg.cua.planner.spec) == ("online", "coda")
+        assert cfg.cua.executor.kind == "standin_grounding" and cfg.cua.env.rows == "step"
+        assert cfg.cua.env.observation == "screenshot_a11y_tree"
+        assert (actor.kl_loss_type, actor.loss_agg_mode) == ("low_var_kl", "seq-mean-token-mean") and actor.use_kl_loss
+        assert (cfg.data.train_batch_size, actor.ppo_mini_batch_size, cfg.actor_rollout_ref.rollout.n) == (4, 2, 8)
     else:
         assert cfg.trainer.device == "cpu"
         assert cfg.actor_rollout_ref.rollout.n == 8 and cfg.trainer.total_training_steps == 2
@@ -233,8 +247,10 @@ def test_gigpo_a11y_anchor_asks_osworld_for_the_tree(stubs, tmp_path):
 @pytest.mark.parametrize("recipe", RECIPES, ids=_ids(RECIPES))
 def test_estimator_swaps_with_one_key(recipe, stubs, tmp_path):
     """`algorithm.adv_estimator=...` appended to any recipe composes and validates for each estimator (the
-    recipes' own estimator knobs are at their defaults, which the other estimators accept)."""
-    for estimator in ("grpo", "gigpo", "sdpo", "sdpo_grpo"):
+    recipes' own estimator knobs are at their defaults, which the other estimators accept). A planner recipe swaps to
+    grpo and gigpo: planner mode refuses SDPO's teacher in one line (test_coda_recipe_on_cpu.py)."""
+    swaps = ("grpo", "gigpo") if recipe.name in PLANNER else ("grpo", "gigpo", "sdpo", "sdpo_grpo")
+    for estimator in swaps:
         cfg = _compose(_main_overrides(_run(recipe, stubs, tmp_path, f"algorithm.adv_estimator={estimator}")))
         assert cfg.algorithm.adv_estimator == estimator
 

@@ -4,8 +4,9 @@ Every blocker is one printed line; `SKIP_PREFLIGHT=1` (or `cua.preflight.skip=tr
 `python -m verl_cua.doctor.preflight --gpus N --model PATH` checks what a recipe's variables (and appended
 overrides) ask before a slow step: the SFT recipe before torchrun starts N processes, the OSWorld recipes before
 they download the VM image (with `--provider docker`: the daemon, KVM and the image's disk; `--blocker`: what the
-recipe's interpreter lacks, so that every blocker is named at once). `verl_cua.main` checks the composed config
-again before Ray starts."""
+recipe's interpreter lacks, so that every blocker is named at once; `cua.planner.*` and `cua.executor.*` overrides: a
+planner run's executor endpoint, `verl_cua.doctor.executor`). `verl_cua.main` checks the composed config again before
+Ray starts."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def skipped(config: dict[str, Any] | None = None) -> bool:
 
 
 def blockers(config: dict[str, Any], host: str = "verl") -> list[Finding]:
-    """The doctor's system findings for `config` that block the run."""
+    """The doctor's system findings for `config` that block the run, and a planner run's executor endpoint."""
+    from verl_cua.doctor.executor import executor_findings
     from verl_cua.doctor.system import system_findings
 
-    return [finding for finding in system_findings(config, host) if finding.level == "FAIL"]
+    found = [*system_findings(config, host), *executor_findings(config)]
+    return [finding for finding in found if finding.level == "FAIL"]
 
 
 def check_preflight(
@@ -67,6 +70,7 @@ OVERRIDES = {  # Hydra keys a recipe's appended overrides may set that the stand
     "actor_rollout_ref.rollout.name": ("rollout", "name"),
     "actor_rollout_ref.rollout.tensor_model_parallel_size": ("rollout", "tensor_model_parallel_size"),
 }
+CUA_SECTIONS = ("planner", "executor")  # `cua.<section>.<key>` overrides the standalone checks read (the executor's)
 
 
 def standalone_config(
@@ -80,7 +84,7 @@ def standalone_config(
 ) -> dict[str, Any]:
     """The parts of a trainer config the checks read, for a run with `gpus` GPUs per node on `model` logging to
     `logger` (`[console,wandb]`); Hydra `overrides` (`key=value`, as appended to a recipe) win for the keys in
-    OVERRIDES, the others are ignored."""
+    OVERRIDES and set `cua.planner.*` and `cua.executor.*` (as strings; `null` as None), the others are ignored."""
     trainer: dict[str, Any] = {"device": "cuda" if gpus > 0 else "cpu", "nnodes": nnodes, "n_gpus_per_node": gpus}
     if logger:
         trainer["logger"] = logger
@@ -89,12 +93,29 @@ def standalone_config(
         "model": {"path": model},
         "rollout": {"name": rollout, "tensor_model_parallel_size": tp},
     }
+    cua: dict[str, dict[str, Any]] = {}
     for override in overrides or []:
         key, _, value = override.lstrip("+~").partition("=")
         if key in OVERRIDES and value:
             section, field = OVERRIDES[key]
             parts[section][field] = int(value) if value.isdigit() else value
-    return {"trainer": trainer, "actor_rollout_ref": {"model": parts["model"], "rollout": parts["rollout"]}}
+        elif _cua_key(key):
+            _, section, field = key.split(".")
+            cua.setdefault(section, {})[field] = None if value in ("null", "~") else value
+    config: dict[str, Any] = {
+        "trainer": trainer,
+        "actor_rollout_ref": {"model": parts["model"], "rollout": parts["rollout"]},
+    }
+    if cua:
+        config["cua"] = cua
+    return config
+
+
+def _cua_key(key: str) -> bool:
+    """Whether `key` is a `cua.<section>.<key>` of CUA_SECTIONS."""
+    head, _, rest = key.partition(".")
+    section, _, field = rest.partition(".")
+    return head == "cua" and section in CUA_SECTIONS and bool(field) and "." not in field
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,9 @@ keeps the full screenshot, training traces the resized image the model got), `sc
 JSON), `action` (`ParsedAction.to_dict()`), `valid`, `error`, `env_error`, `infra_failure`, `reward` (the env's
 step reward), `advantage` (training traces), `timing` (`model_s`, `env_s`), `usage` (`prompt_tokens`,
 `completion_tokens` when the endpoint reports them), `response` (the endpoint's raw reply, eval only), `prompt` (what
-the model was shown, `prompt_record`: `layout`, `messages`, `history_images`).
+the model was shown, `prompt_record`: `layout`, `messages`, `history_images`), `executor` (planner mode only, else
+null: `outcome` action | answer | rejected | unavailable, the executor's `raw` reply, the `executed` action line the
+planner's history shows, `kind`, `model`, `seconds`, `attempts`, `error`; `action.thought` is the planner's thought).
 Training traces write `advantage` later than the step lines: the trainer puts each step's advantage into
 `result.json` as `step_advantages` (one per step, null for a step row it did not see).
 
@@ -63,6 +65,7 @@ STEP_KEYS = (
     "api_result",
     "focused_app",
     "elements_text",  # the element table or marks the step read (an observation type other than `screenshot`)
+    "executor",  # planner mode (CODA): what the executor did with the planner's thought (`model_text` is the plan)
 )
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from verl_cua.actions import PromptSpec
@@ -71,9 +72,10 @@ class ChatClient:
         self._failures = 0
         self._lock = threading.Lock()
 
-    def wait_until_answers(self, timeout: float, interval: float = 2.0) -> None:
+    def wait_until_answers(self, timeout: float, interval: float = 2.0, flag: str = "--base-url") -> None:
         """Return once the endpoint answers HTTP at all (any status); after `timeout` seconds of tries, a fatal
-        `EndpointError` naming the URL. Run before any desktop starts, so a server that is not up costs no reset."""
+        `EndpointError` naming the URL (and `flag`, the option that sets it). Run before any desktop starts, so a server
+        that is not up costs no reset."""
         import httpx
 
         deadline = time.monotonic() + timeout
@@ -91,7 +93,7 @@ class ChatClient:
                 time.sleep(interval)
         raise EndpointError(
             f"{self.url} does not answer ({error}; {tries} tries in {timeout:g} s): start the server or fix "
-            "--base-url (--endpoint-wait S waits longer for a server still starting)",
+            f"{flag} (--endpoint-wait S waits longer for a server still starting)",
             "fatal",
         )
 
@@ -106,7 +108,27 @@ class ChatClient:
             temperature=self.temperature,
             extra_body=self.extra_body,
         )
-        body = self.api.body(request)
+        return self._answer(self.api.body(request), request)
+
+    def complete_messages(self, messages: Sequence[Mapping[str, Any]]) -> ModelReply:
+        """One model turn for OpenAI chat `messages` sent as they are (a planner's whole context, rebuilt each step:
+        `verl_cua.eval.executor.openai_message` makes them); OpenAI-compatible APIs only. Raises `EndpointError` once
+        retries are spent, as `complete` does."""
+        if self.api.name != "openai":
+            raise ValueError(f"chat messages go to OpenAI-compatible endpoints only, not {self.api.name!r}")
+        body = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            **self.extra_body,
+        }
+        if "max_completion_tokens" in self.extra_body:  # OpenAI's reasoning models refuse max_tokens
+            del body["max_tokens"]
+        return self._answer(body, None)
+
+    def _answer(self, body: dict[str, Any], request: Request | None) -> ModelReply:
+        """Post `body`, parse the reply (an unusable body is retryable), count the failures in a row."""
         try:
             data, seconds = self._post(body)
             try:

@@ -26,6 +26,7 @@ class EpisodeSettings:
     history_images: int = 3
     max_pixels: int | None = None
     success_threshold: float = 1.0
+    planner: Any = None  # a `PlannerRun` (`verl-cua eval --planner`): a planner-executor episode; None: the model acts
 
 
 class RunAborted(RuntimeError):
@@ -37,27 +38,11 @@ def run_episode(
 ) -> dict[str, Any]:
     """Play `ref` on the leased env and return its `result.json` dict (status success/failure/infra_failure)."""
     start = time.perf_counter()
-    totals = {"model_seconds": 0.0, "env_seconds": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
-    result: dict[str, Any] = {
-        "task": ref.key,
-        "env": ref.env,
-        "domain": ref.domain,
-        "task_id": ref.task_id,
-        "instruction": "",
-        "model": client.model,
-        "steps": 0,
-        "invalid_actions": 0,
-        "score": None,
-        "error": None,
-        "final_screenshot": None,
-    }
+    totals = new_totals()
+    result = new_result(ref, client.model)
 
     def finish(status: str, end_reason: str, error: str | None = None) -> dict[str, Any]:
-        usage = {"prompt_tokens": totals["prompt_tokens"], "completion_tokens": totals["completion_tokens"]}
-        result.update(status=status, end_reason=end_reason, error=error or result["error"], usage=usage)
-        result.update(model_seconds=totals["model_seconds"], env_seconds=totals["env_seconds"])
-        result["seconds"] = time.perf_counter() - start
-        return result
+        return finish_result(result, totals, start, status, end_reason, error)
 
     t = time.perf_counter()
     obs = lease.reset(ref.task)
@@ -136,15 +121,53 @@ def run_episode(
             end_reason = parsed.terminal or ("desktop_broken" if stepped.info.get("desktop_broken") else "env_done")
             break
         turns.append(turn)
+    return score_episode(lease, result, totals, start, settings.success_threshold, end_reason)
+
+
+def new_totals() -> dict[str, float]:
+    """An episode's running totals: model and env seconds, prompt and completion tokens."""
+    return {"model_seconds": 0.0, "env_seconds": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
+
+
+def new_result(ref: TaskRef, model: str) -> dict[str, Any]:
+    """The `result.json` dict of an episode not yet played."""
+    return {
+        "task": ref.key,
+        "env": ref.env,
+        "domain": ref.domain,
+        "task_id": ref.task_id,
+        "instruction": "",
+        "model": model,
+        "steps": 0,
+        "invalid_actions": 0,
+        "score": None,
+        "error": None,
+        "final_screenshot": None,
+    }
+
+
+def finish_result(result: dict[str, Any], totals: dict[str, float], start: float, status: str, end_reason: str,
+                  error: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """`result` with its status, end reason, error, usage and seconds (since `start`, a `perf_counter` time)."""
+    usage = {"prompt_tokens": totals["prompt_tokens"], "completion_tokens": totals["completion_tokens"]}
+    result.update(status=status, end_reason=end_reason, error=error or result["error"], usage=usage)
+    result.update(model_seconds=totals["model_seconds"], env_seconds=totals["env_seconds"])
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def score_episode(lease: EnvLease, result: dict[str, Any], totals: dict[str, float], start: float, threshold: float,
+                  end_reason: str) -> dict[str, Any]:  # fmt: skip
+    """Evaluate the played episode and finish `result`: success at `threshold`, an infra failure if scoring broke."""
     t = time.perf_counter()
     score = lease.evaluate()
     totals["env_seconds"] += time.perf_counter() - t
     if lease.infra_failure:
-        return finish("infra_failure", "infra", lease.error)
+        return finish_result(result, totals, start, "infra_failure", "infra", lease.error)
     if lease.desktop_broken:  # the agent broke its desktop: its failure, scored 0
         end_reason = "desktop_broken"
     result["score"] = float(score)
-    return finish("success" if score >= settings.success_threshold else "failure", end_reason)
+    return finish_result(result, totals, start, "success" if score >= threshold else "failure", end_reason)
 
 
 def _screen(writer: EpisodeWriter, index: int, screenshot, size: tuple[int, int], text: str, show: bool = True,

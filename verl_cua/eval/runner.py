@@ -27,6 +27,11 @@ from verl_cua.envs.task_sets import TaskRef, resolve_tasks
 from verl_cua.envs.trajectory import RESULT, RUN, EpisodeWriter, read_result, write_json
 from verl_cua.eval.endpoint import ChatClient, EndpointError
 from verl_cua.eval.episode import EpisodeSettings, RunAborted, run_episode
+from verl_cua.eval.executor import ExecutorSettings
+from verl_cua.eval.planner import COUNT_KEYS as EXECUTOR_COUNTS
+from verl_cua.eval.planner import PlannerRun
+from verl_cua.eval.planner_episode import run_planner_episode
+from verl_cua.eval.planner_options import EXECUTOR_FIELDS, binding, check_planner, executor_settings, planner_run
 from verl_cua.eval.progress import EvalProgress
 from verl_cua.eval.summary import summarise
 
@@ -36,10 +41,10 @@ FINAL = ("success", "failure")
 # run.json fields that must match when a run directory is resumed (results made otherwise would be mixed in)
 SAME_RUN = ("env", "provider", "env_kwargs", "model", "format", "provider_api", "max_steps", "history_images",
             "max_pixels", "temperature", "max_tokens", "success_threshold", "extra_body", "observation",
-            "observation_tokens")  # fmt: skip
+            "observation_tokens", "planner", "executor")  # fmt: skip
 
 # run.json keys added after runs were made: a run.json without one was made with this value
-LATER_KEYS = {"observation": "screenshot", "observation_tokens": DEFAULT_BUDGET}
+LATER_KEYS = {"observation": "screenshot", "observation_tokens": DEFAULT_BUDGET, "planner": None, "executor": None}
 
 
 @dataclass
@@ -72,14 +77,34 @@ class EvalConfig:
     observation_tokens: int = DEFAULT_BUDGET  # tokens of element table or marks a turn may show
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
     name: str | None = None  # the run's name in reports (default: the directory's)
+    # planner mode (CODA): the model above is the planner, the executor below grounds its thoughts into actions
+    planner: str | None = None  # the planner spec (`coda`); None: the model acts itself
+    executor_kind: str = "openai"  # openai (an OpenAI-compatible endpoint) | standin_grounding (CPU tests, no model)
+    executor_base_url: str | None = None  # default: ExecutorSettings' (http://localhost:8000/v1)
+    executor_model: str | None = None  # the model the executor endpoint serves (default: UI-TARS-1.5-7B's name)
+    executor_format: str = "uitars"  # the action format the executor's reply is parsed with
+    executor_timeout: float | None = None  # seconds per executor attempt (default: ExecutorSettings' 60)
+    executor_retries: int | None = None  # further attempts after a timeout or a retryable status (default: 3)
+    executor_api_key_env: str | None = None  # the environment variable with the executor's key (default: none)
+    executor_extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every executor request body
 
     def run_meta(self) -> dict[str, Any]:
-        """What run.json records (no API key, only the variable's name)."""
+        """What run.json records (no API key, only the variable's name); planner runs: the executor's settings."""
         meta = asdict(self)
         meta.pop("tasks")
         meta.pop("out")
+        for key in EXECUTOR_FIELDS:
+            meta.pop(key)
         meta["name"] = self.name or Path(self.out).name
+        if self.planner is None:
+            meta.pop("planner")
+        else:
+            meta["executor"] = asdict(self.executor_settings())
         return meta
+
+    def executor_settings(self) -> ExecutorSettings:
+        """The executor's settings from the `executor_*` fields (the unset ones: `ExecutorSettings`' defaults)."""
+        return executor_settings(self)
 
 
 def run_eval(
@@ -160,6 +185,7 @@ def _check(config: EvalConfig) -> None:
     _env_kwargs(config)  # an observation type the env does not give: one line before any desktop starts
     if config.max_pixels is not None and config.format == "pyautogui":
         raise ValueError("--max-pixels does not apply to --format pyautogui: its coordinates are screen pixels")
+    check_planner(config, EvalConfig(env="", tasks="", model="", format="", out=""))
 
 
 def _start_timeout(config: EvalConfig, workers: int) -> float | None:
@@ -194,10 +220,10 @@ def _open_run(out: Path, config: EvalConfig, refs: list[TaskRef]) -> dict[str, A
             raise ValueError(f"{path} is not valid JSON ({exc}); fix or remove it") from None
         started = any(out.rglob(RESULT))  # settings are only binding once an episode has finished with them
         for key in SAME_RUN if started else ():
-            before = old.get(key, LATER_KEYS.get(key))
-            if before != meta.get(key):
+            before = binding(key, old.get(key, LATER_KEYS.get(key)))
+            if before != binding(key, meta.get(key)):
                 raise ValueError(
-                    f"{out} holds a run with {key}={before!r}, not {meta.get(key)!r}; "
+                    f"{out} holds a run with {key}={before!r}, not {binding(key, meta.get(key))!r}; "
                     "use another --out to keep results apart"
                 )
         tasks = list(old.get("tasks", []))
@@ -242,6 +268,24 @@ def _run_pending(
             client.wait_until_answers(config.endpoint_wait)
         except EndpointError as exc:
             raise RunAborted(str(exc)) from None
+    planner = planner_run(config)
+    try:
+        _run_episodes(config, pending, client, planner, env_factory, done=done, progress=progress)
+    finally:
+        if planner is not None:
+            planner.close()
+
+
+def _run_episodes(
+    config: EvalConfig,
+    pending: list[TaskRef],
+    client: ChatClient,
+    planner: PlannerRun | None,
+    env_factory: Callable[[], GUIEnv] | None,
+    *,
+    done: int,
+    progress: bool,
+) -> None:
     factory = _first_env_in_foreground(env_factory or _env_factory(config), config)
     settings = EpisodeSettings(
         format=config.format,
@@ -249,7 +293,9 @@ def _run_pending(
         history_images=config.history_images,
         max_pixels=config.max_pixels,
         success_threshold=config.success_threshold,
+        planner=planner,
     )
+    play = run_episode if planner is None else run_planner_episode  # planner mode: CODA's planner and executor
     out = Path(config.out)
     stop = threading.Event()
     aborted: list[str] = []
@@ -260,11 +306,12 @@ def _run_pending(
         if stop.is_set():
             return
         spent = {"prompt_tokens": 0, "completion_tokens": 0}  # API spend over every attempt, failed ones too
+        calls = dict.fromkeys(EXECUTOR_COUNTS, 0)  # planner mode: the executor's calls over every attempt
         for attempt in range(1, config.retries + 2):
             writer = EpisodeWriter(out / ref.key)
             try:
                 with pool.acquire(task=ref.task) as lease:
-                    result = run_episode(lease, ref, client, settings, writer)
+                    result = play(lease, ref, client, settings, writer)
             except RunAborted as exc:
                 writer.close()
                 aborted.append(str(exc))
@@ -278,6 +325,10 @@ def _run_pending(
             for key in spent:
                 spent[key] += result["usage"][key]
             result["usage_all_attempts"] = dict(spent)
+            if planner is not None:
+                for key in calls:
+                    calls[key] += result.get(key, 0)
+                result["executor_all_attempts"] = dict(calls)
             writer.finish(result)
             if result["status"] != "infra_failure":
                 break

@@ -3,6 +3,8 @@
 Success rate = successes / scored episodes: an infra failure is not the model's, so it is counted apart
 (`infra_failures`) and left out of the rate, as are tasks not run yet (`unfinished`). `success_rate_ci95` is the
 Wilson score interval; `success_rate_osworld` counts infra failures as failures, as OSWorld's own scripts do.
+Planner runs (`--planner`) add the executor's counts: `executor_calls`, `executor_failures` (infra),
+`executor_rejected` (the planner's invalid steps) and `planner_answers` (`ANS`, no executor call).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
     steps = sum(int(r.get("steps") or 0) for r in scored)
     invalid = sum(int(r.get("invalid_actions") or 0) for r in scored)
     usage = [r.get("usage_all_attempts") or r.get("usage") or {} for r in results]  # spend includes failed tries
-    return {
+    figures = {
         "tasks": len(results),
         "scored": len(scored),
         "successes": successes,
@@ -66,6 +68,17 @@ def _figures(results: list[dict[str, Any]]) -> dict[str, Any]:
         "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
         "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
     }
+    return {**figures, **_executor_figures(results)}
+
+
+def _executor_figures(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Planner runs (`--planner`): the executor's calls, its failures (infra) and rejections (the planner's invalid
+    steps), and the planner's answers that skipped it, over every attempt; nothing for other runs."""
+    planned = [r.get("executor_all_attempts") or r for r in results if "executor_calls" in r]
+    if not planned:
+        return {}
+    keys = ("executor_calls", "executor_failures", "executor_rejected", "planner_answers")
+    return {key: sum(int(r.get(key) or 0) for r in planned) for key in keys}
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float] | None:
@@ -111,7 +124,14 @@ def print_summary(summary: dict[str, Any], title: str = "verl-cua eval") -> None
         table.add_row(name, *_cells(figures))
     table.add_section()
     table.add_row("[bold]all", *_cells(summary), style="bold")
-    wide_console().print(table)
+    console = wide_console()
+    console.print(table)
+    if "executor_calls" in summary:
+        console.print(
+            f"executor: {summary['executor_calls']} calls, {summary['executor_failures']} failed (infra), "
+            f"{summary['executor_rejected']} rejected (the planner's invalid steps); "
+            f"{summary['planner_answers']} planner answers without a call"
+        )
 
 
 def _cells(f: dict[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from PIL import Image
 
 from verl_cua.envs.trajectory import EpisodeRecord
 from verl_cua.viewer.overlay import describe_step, move_cursor, overlay, step_actions
+from verl_cua.viewer.planner import executor_details, planner_parts, planner_record
 from verl_cua.viewer.prompt import prompt_details, shot_id
 from verl_cua.viewer.runs import Run, split_key, step_advantage, step_valid
 from verl_cua.viewer.strip import filmstrip, views
@@ -157,7 +158,11 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
     shot = _shot(images, episode, step.get("screenshot"), step.get("screen"), alt, step_actions(step), cursor)
     valid = bool(step_valid(step))
     badge = '<span class="badge ok">valid</span>' if valid else '<span class="badge bad">invalid</span>'
-    parts = [f'<div class="act"><code>{escape(describe_step(step))}</code>{badge}</div>']
+    planned = planner_record(step)  # planner mode: the planner's thought and the executor's action, labelled
+    if planned is None:
+        parts = [f'<div class="act"><code>{escape(describe_step(step))}</code>{badge}</div>']
+    else:
+        parts = planner_parts(step, planned, badge)
     if step.get("error"):
         parts.append(f'<div class="note {"warn" if valid else "bad"}">{escape(str(step["error"]))}</div>')
     if step.get("api_result") is not None:
@@ -170,10 +175,12 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
         parts.append(f'<div class="note bad">env error: {escape(str(step["env_error"]))}</div>')
     if step.get("infra_failure"):
         parts.append('<div class="note warn">⚠ infra failure</div>')
-    if action.get("thought"):
+    if action.get("thought") and planned is None:
         parts.append(f'<div class="thought">{escape(str(action["thought"]))}</div>')
     timing = step.get("timing") if isinstance(step.get("timing"), dict) else {}
-    stats = [_seconds("model", timing.get("model_s")), _seconds("env", timing.get("env_s")), _tokens(step.get("usage"))]
+    model = "planner" if planned is not None else "model"
+    stats = [_seconds(model, timing.get("model_s")), _seconds("executor", timing.get("executor_s")),
+             _seconds("env", timing.get("env_s")), _tokens(step.get("usage"))]  # fmt: skip
     advantage = step_advantage(episode, index)
     if step.get("reward") is not None and (step["reward"] != 0 or advantage is not None):
         stats.append(_signed("reward", step["reward"]))
@@ -182,12 +189,16 @@ def _step_cell(images: Images, episode: EpisodeRecord, index: int, run_index: in
     parts.append(f'<div class="stats">{"".join(stats)}</div>')
     if step.get("model_text"):
         text = escape(str(step["model_text"]))
-        parts.append(f'<details class="raw"><summary>model output</summary><pre>{text}</pre></details>')
+        parts.append(f'<details class="raw"><summary>{model} output</summary><pre>{text}</pre></details>')
+    if planned is not None:
+        parts.append(executor_details(planned))
     if action.get("code"):
         parts.append(
             f'<details class="raw"><summary>raw code</summary><pre>{escape(str(action["code"]))}</pre></details>'
         )
     parts.append(prompt_details(episode, index))
+    if planned is not None:
+        parts.append(prompt_details(episode, index, "executor"))
     info = f'<div class="info">{"".join(parts)}</div>'
     return f'<div class="cell step" data-run="{run_index}" data-step="{index + 1}">{shot}{info}</div>'
 

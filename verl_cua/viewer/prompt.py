@@ -19,16 +19,20 @@ def _parts(content: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": "" if content is None else str(content)}]
 
 
-def _record(episode: EpisodeRecord, index: int) -> dict[str, Any] | None:
-    record = episode.steps[index].get("prompt")
+def _record(episode: EpisodeRecord, index: int, whose: str = "model") -> dict[str, Any] | None:
+    """Step `index`'s prompt record: the model's (`prompt`), or the executor's (`executor.prompt`, planner mode)."""
+    step = episode.steps[index]
+    executor = step.get("executor") if isinstance(step.get("executor"), dict) else {}
+    record = step.get("prompt") if whose == "model" else executor.get("prompt")
     ok = isinstance(record, dict) and isinstance(record.get("messages"), list)
     return record if ok else None
 
 
-def prompt_messages(episode: EpisodeRecord, index: int) -> tuple[list[Message], bool] | None:
-    """The messages the model saw at step `index` (0-based) and whether all of them were recorded (an `episode`
-    layout prompt is the first step's, then each reply and the turn after it); None when the step has no prompt."""
-    record = _record(episode, index)
+def prompt_messages(episode: EpisodeRecord, index: int, whose: str = "model") -> tuple[list[Message], bool] | None:
+    """The messages the model (or `whose="executor"`: the executor) saw at step `index` (0-based) and whether all of
+    them were recorded (an `episode` layout prompt is the first step's, then each reply and the turn after it); None
+    when the step has no prompt."""
+    record = _record(episode, index, whose)
     if record is None:
         return None
     own = [(str(m.get("role")), _parts(m.get("content")), index + 1) for m in record["messages"] if isinstance(m, dict)]
@@ -36,7 +40,7 @@ def prompt_messages(episode: EpisodeRecord, index: int) -> tuple[list[Message], 
         return own, True
     messages: list[Message] = []
     for j in range(index):
-        earlier = _record(episode, j)
+        earlier = _record(episode, j, whose)
         if earlier is None:
             return own, False
         messages += [(str(m.get("role")), _parts(m.get("content")), j + 1) for m in earlier["messages"]]
@@ -44,11 +48,11 @@ def prompt_messages(episode: EpisodeRecord, index: int) -> tuple[list[Message], 
     return messages + own, True
 
 
-def _seen_texts(episode: EpisodeRecord, index: int) -> dict[str, int]:
+def _seen_texts(episode: EpisodeRecord, index: int, whose: str = "model") -> dict[str, int]:
     """Each message text of the prompts of steps before `index` -> the first step (1-based) that showed it."""
     seen: dict[str, int] = {}
     for j in range(index):
-        record = _record(episode, j)
+        record = _record(episode, j, whose)
         for message in record["messages"] if record else []:
             for part in _parts(message.get("content") if isinstance(message, dict) else None):
                 if part.get("type") == "text" and part.get("text"):
@@ -71,16 +75,17 @@ def _image(part: dict[str, Any], sent: bool) -> str:
     return f'<span class="pimg"{shot}><span class="pname">{label}</span></span>'
 
 
-def prompt_details(episode: EpisodeRecord, index: int) -> str:
-    """The `<details class="prompt">` of step `index` (0-based); "" when the trace holds no prompt for it."""
-    rebuilt = prompt_messages(episode, index)
+def prompt_details(episode: EpisodeRecord, index: int, whose: str = "model") -> str:
+    """The `<details class="prompt">` of step `index` (0-based); "" when the trace holds no prompt for it. `whose`:
+    `model` (the step's model, the planner in planner mode) or `executor` (planner mode: what the executor got)."""
+    rebuilt = prompt_messages(episode, index, whose)
     if rebuilt is None:
         return ""
     messages, complete = rebuilt
-    keep = (_record(episode, index) or {}).get("history_images")
+    keep = (_record(episode, index, whose) or {}).get("history_images")
     images = [id(p) for _, parts, _ in messages for p in parts if p.get("type") == "image"]
     sent = set(images[-keep:] if isinstance(keep, int) and keep > 0 else images if keep is None else [])
-    seen = _seen_texts(episode, index)
+    seen = _seen_texts(episode, index, whose)
     rows = [] if complete else ['<div class="msg note warn">earlier messages were not recorded</div>']
     for role, parts, origin in messages:
         body = []
@@ -97,5 +102,6 @@ def prompt_details(episode: EpisodeRecord, index: int) -> str:
                 body.append(f"<pre>{escape(text)}</pre>")
         rows.append(f'<div class="msg"><span class="role">{escape(role)}</span>{"".join(body)}</div>')
     count = lambda n, noun: f"{n} {noun}" if n == 1 else f"{n} {noun}s"  # noqa: E731
-    summary = f"prompt · {count(len(messages), 'message')} · {count(len(sent), 'image')}"
+    title = "executor prompt" if whose == "executor" else "prompt"
+    summary = f"{title} · {count(len(messages), 'message')} · {count(len(sent), 'image')}"
     return f'<details class="raw prompt"><summary>{summary}</summary>{"".join(rows)}</details>'

@@ -58,6 +58,10 @@ def _run_card(run: Run, index: int, meta: dict | None = None, noun: str = "task"
     kv = " · ".join(
         escape(str(meta[k])) for k in ("model", "format", "env", "provider_api", "estimator") if meta.get(k)
     )
+    if meta.get("planner"):  # planner mode: the model is the planner, an executor acts
+        executor = meta.get("executor") if isinstance(meta.get("executor"), dict) else {}
+        by = executor.get("model") if executor.get("kind") == "openai" else executor.get("kind")
+        kv += f" · planner {escape(str(meta['planner']))} · executor {escape(str(by or '?'))}"
     rate_text = f"{rate * 100:.1f}%" if rate is not None else "–"
     bar = "".join(
         f'<span class="b-{status}" style="flex:{counts[status]}"></span>'

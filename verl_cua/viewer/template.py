@@ -104,6 +104,9 @@ monospace;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .act code{background:#f6f8fa;border:1px solid var(--line);border-radius:4px;padding:1px 5px;
 overflow-wrap:anywhere}
 .thought{white-space:pre-wrap;overflow-wrap:anywhere;max-height:9.5em;overflow:auto;color:#2d333b}
+.who{display:inline-block;padding:0 5px;border-radius:3px;font-size:10px;font-weight:700;line-height:16px;
+text-transform:uppercase;letter-spacing:.04em;color:#fff;vertical-align:1px}
+.who.planner{background:#6f42c1}.who.executor{background:#0b7285}
 .note{font-size:12px;overflow-wrap:anywhere;white-space:pre-wrap}
 .note.bad{color:var(--bad)}.note.warn{color:var(--warn)}
 .stats{display:flex;flex-wrap:wrap;gap:2px 10px;color:var(--muted);font-size:12px}
