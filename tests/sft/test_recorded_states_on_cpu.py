@@ -13,13 +13,8 @@ from PIL import Image
 
 from verl_cua.actions.types import GUIAction
 from verl_cua.envs.trajectory import RUN, read_episode, read_result, write_index, write_json
-from verl_cua.sft.recorded_states import (
-    collect_states,
-    main,
-    read_judgements,
-    recorded_states,
-    state_rows,
-)
+from verl_cua.sft.judge import read_judgements
+from verl_cua.sft.recorded_states import collect_states, main, recorded_states, state_rows
 from verl_cua.testing.viewer_runs import act, screenshot, write_episode
 
 SIZE = (64, 36)  # the screenshots' size (the actions' screen stays viewer_runs.SCREEN)

@@ -20,7 +20,8 @@ from verl_cua.actions import parse_action
 from verl_cua.cli import main as cli
 from verl_cua.envs.trajectory import EpisodeWriter, step_record, write_json
 from verl_cua.sft.card import read_card
-from verl_cua.sft.data import SFTDataConfig, build, negatives_path, task_names
+from verl_cua.sft.data import SFTDataConfig, build, negatives_path
+from verl_cua.sft.episodes import task_names
 
 SCREEN = (160, 210)
 CLICK = "```python\npyautogui.click({}, {})\n```"

@@ -1,5 +1,6 @@
 """The dataset card of an SFT set: what went in (per task, per source model), how big it is (rows, steps, images,
-tokens as the target model's processor counts them) and what was left out and why. Saved beside the parquet file."""
+tokens as the target model's processor counts them) and what was left out and why. Saved beside the parquet file.
+A planner dataset (`--planner`) says so under `planner` (the spec, its context window, the target text)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_cua.envs.trajectory import write_json
+from verl_cua.sft.planner import planner_card
 
 ERROR_CHARS = 120  # an invalid step's error as the card groups it: its first line, cut here
 
@@ -56,6 +58,8 @@ def dataset_card(config, kept, rows, negatives, skipped: Counter, processor, rea
         "history_images": config.history_images,
         "max_pixels": config.max_pixels,
         "select": config.select,
+        "judge": None if config.judge is None else str(config.judge),
+        "planner": _planner(config),
         "runs": [str(r) for r in config.runs],
         "rows": len(rows),
         "episodes": len(kept),
@@ -71,6 +75,11 @@ def dataset_card(config, kept, rows, negatives, skipped: Counter, processor, rea
         "seconds": round(seconds, 3),
         "seconds_per_1000_steps": round(1000 * seconds / max(1, read_steps), 3),
     }
+
+
+def _planner(config) -> dict | None:
+    """The `planner` entry: None for the acting model's rows, else what `verl_cua.sft.planner` says of its rows."""
+    return planner_card(config) if config.planner else None
 
 
 def invalid_steps(kept, invalid: str) -> dict:
@@ -108,10 +117,11 @@ def write_card(card: dict, out: str | Path) -> Path:
 def card_text(card: dict) -> str:
     """The card as a few lines for the terminal."""
     tok = card["tokens"]
+    planner = card.get("planner")
+    target = f"for {card['format']}" if not planner else f"for the {planner['spec']} planner ({card['format']} actions)"
     lines = [
         f"{card['rows']} rows ({card['rows_layout']}) from {card['episodes']} episodes, {card['steps']} steps, "
-        f"{card['images']} images, {tok['total']} tokens (mean {tok['mean']:.0f}, max {tok['max']}) "
-        f"for {card['format']}",
+        f"{card['images']} images, {tok['total']} tokens (mean {tok['mean']:.0f}, max {tok['max']}) {target}",
         "per task: " + _top(card["per_task"]),
         "per source model: " + _top(card["per_source_model"]),
         "skipped: " + _skipped(card),

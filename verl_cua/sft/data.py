@@ -4,18 +4,20 @@ SFT rows in verl's format (`messages` with `<image>` placeholders, `images` as P
 Each kept step's parsed actions are re-rendered in the target format (`verl_cua.actions.write`), the prompts are the
 agent loop's (`verl_cua.actions.conversation`, `rows=episode|step`, `history_images`) with the target format's
 system prompt, and the screenshots are resized as the trainer resizes them for the target model's processor, so SFT
-and RL see identical prompts.
+and RL see identical prompts. `planner` (`--planner coda`): rows of a CODA planner instead (`verl_cua.sft.planner`).
+`select="judge"` keeps the episodes a judge file calls clean, CODA's rule (`verl_cua.sft.judge`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import random
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,12 @@ from verl_cua.actions.conversation import first_turn, model_image_size, observat
 from verl_cua.actions.prompts import turn_context
 from verl_cua.actions.types import ActionError, GUIAction
 from verl_cua.actions.write import render_action
-from verl_cua.envs import env_spec
 from verl_cua.envs.trajectory import EpisodeRecord, read_run
 from verl_cua.model_source import resolve_model
+from verl_cua.sft import planner as sft_planner
+from verl_cua.sft.card import dataset_card, write_card
+from verl_cua.sft.episodes import Candidate, Step, episode_reward, load_screenshot, task_names
+from verl_cua.sft.judge import judged_out, match_judgements, read_judgements
 
 ROWS = ("episode", "step")
 INVALID = ("drop", "negatives")
@@ -44,44 +49,23 @@ class SFTDataConfig:
     format: str  # the target model's action format
     model: str  # the target model (its processor sizes the screenshots and counts tokens)
     out: str  # the parquet file to write
-    rows: str = "episode"  # episode | step, as cua.env.rows
-    history_images: int = 3  # screenshots in a step prompt, as cua.env.history_images
+    rows: str | None = None  # episode | step, as cua.env.rows (None: episode; step for a planner)
+    history_images: int | None = None  # screenshots in a step prompt, as cua.env.history_images (None: 3; a planner's)
     max_pixels: int = 50176  # screenshot pixel cap, as cua.env.max_pixels
-    select: str = "success"  # success | all | reward>=X
+    select: str = "success"  # success | all | reward>=X | judge (with `judge`)
     invalid: str = "drop"  # drop | negatives (invalid steps written to <out>.negatives.parquet, never trained on)
     max_per_task: int | None = None  # keep at most this many episodes per task (the shortest first)
     dedup: bool = True  # one copy of episodes with the same first screenshot and the same actions
     thoughts: bool = True  # keep each step's thought text beside the re-rendered action
     seed: int = 0  # the row order's shuffle
+    planner: str | None = None  # a planner spec (`coda`): planner-mode runs become that planner's step rows
+    judge: str | None = None  # the judge file of select=judge (CODA's judge schema, `read_judgements`)
 
-
-@dataclass
-class Step:
-    """One kept model turn: the screenshot it acted on and its reply in the target format."""
-
-    image: Image.Image
-    text: str
-    context: str | None = None  # the format's per-turn text beside the screenshot (api_gui: focused app, its APIs)
-    read: str | None = None  # the element table or marks the step read (an observation type beyond `screenshot`)
-
-
-@dataclass
-class Candidate:
-    """An episode that passed selection, converted to the target format."""
-
-    run: str
-    key: str
-    task: str  # the task instance (caps apply to it): eval `click-test/seed-0` or `chrome/<id>`, a trace's task dir
-    group: str  # what the card counts by: the task (MiniWoB: its name over all seeds)
-    source_model: str
-    source_format: str
-    instruction: str
-    screen: tuple[int, int]
-    reward: float
-    steps: list[Step]
-    negatives: list[dict[str, Any]] = field(default_factory=list)
-    fingerprint: str = ""
-    observation: str = "screenshot"  # what the run's model was shown each turn (OSWorld's type)
+    def __post_init__(self) -> None:
+        if self.rows is None:
+            self.rows = "step" if self.planner else "episode"
+        if self.history_images is None:
+            self.history_images = _planner_spec(self).shown_screenshots if self.planner else 3
 
 
 def validate(config: SFTDataConfig) -> None:
@@ -93,7 +77,13 @@ def validate(config: SFTDataConfig) -> None:
         raise ValueError(f"unknown rows {config.rows!r}; valid: {', '.join(ROWS)}")
     if config.invalid not in INVALID:
         raise ValueError(f"unknown invalid {config.invalid!r}; valid: {', '.join(INVALID)}")
-    selection(config.select)
+    kind, _ = selection(config.select)
+    if kind == "judge" and config.judge is None:
+        raise ValueError("--select judge needs a judge file (--judge FILE)")
+    if kind != "judge" and config.judge is not None:
+        raise ValueError("a judge file is read only with --select judge")
+    if config.planner:
+        _validate_planner(config)
     if config.history_images < 1 or config.max_pixels < 1:
         raise ValueError("--history-images and --max-pixels must be positive")
     if config.max_per_task is not None and config.max_per_task < 1:
@@ -103,27 +93,46 @@ def validate(config: SFTDataConfig) -> None:
             raise FileNotFoundError(f"run directory {run} does not exist")
 
 
+def _planner_spec(config: SFTDataConfig):
+    """The planner spec `config.planner` names (an unknown name raises ValueError listing the valid ones)."""
+    from verl_cua.actions.planner import get_planner_spec
+
+    return get_planner_spec(config.planner)
+
+
+def _validate_planner(config: SFTDataConfig) -> None:
+    """Planner rows are the spec's layout: one row per step, the spec's screenshots, the thought kept."""
+    spec = _planner_spec(config)
+    if config.rows != "step":
+        raise ValueError(f"--planner {spec.name} rows are one per step (the planner's context is rebuilt each step); "
+                         "drop --rows episode")  # fmt: skip
+    if config.history_images != spec.shown_screenshots:
+        raise ValueError(f"--planner {spec.name} shows {spec.shown_screenshots} screenshots (the spec's); "
+                         "drop --history-images")  # fmt: skip
+    if not config.thoughts:
+        raise ValueError(f"--planner {spec.name}: the thought is what the planner writes; drop --no-thoughts")
+
+
 def selection(select: str) -> tuple[str, float | None]:
-    """`success` | `all` | `reward>=X` -> (kind, threshold)."""
-    if select in ("success", "all"):
+    """`success` | `all` | `reward>=X` | `judge` -> (kind, threshold)."""
+    if select in ("success", "all", "judge"):
         return select, None
     m = _REWARD.fullmatch(select.replace(" ", ""))
     if m is None:
-        raise ValueError(f"unknown select {select!r}; valid: success, all, reward>=X (e.g. reward>=0.5)")
+        raise ValueError(f"unknown select {select!r}; valid: success, all, reward>=X (e.g. reward>=0.5), "
+                         "judge (with --judge FILE)")  # fmt: skip
     return "reward", float(m.group(1))
 
 
-def episode_reward(result: dict[str, Any]) -> float:
-    """The training reward of a trace, else the evaluator's score (0 when absent)."""
-    value = result.get("reward", result.get("score"))
-    return float(value) if value is not None else 0.0
-
-
-def _selected(record: EpisodeRecord, kind: str, threshold: float | None) -> str | None:
-    """Why `record` is not selected, or None when it is."""
+def _selected(record: EpisodeRecord, kind: str, threshold: float | None, judgement=None) -> str | None:
+    """Why `record` is not selected, or None when it is; `judgement`: its judge file entry (select=judge)."""
     status = record.status
     if status in ("unfinished", "infra_failure"):
         return status
+    if kind == "judge":
+        why = judged_out(record, "judge", judgement)  # CODA's rule, as Stage 1's states apply it
+        if why is not None:
+            return why
     if kind == "success" and status != "success":
         return "not a success"
     if kind == "reward" and episode_reward(record.result or {}) < threshold:
@@ -155,7 +164,7 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
             text = render_action(actions, format=config.format, screen=screen, image=image_size, thought=thought)
         except ActionError as exc:
             return f"not expressible in {config.format}: {exc}"
-        shot = _screenshot(record.dir / str(line.get("screenshot")), image_size)
+        shot = load_screenshot(record.dir / str(line.get("screenshot")), image_size)
         if shot is None:
             return "a screenshot is missing"
         shown = {"focused_app": line.get("focused_app"), "api_result": api_result}
@@ -183,27 +192,6 @@ def convert(run: str, meta: dict[str, Any], record: EpisodeRecord, config: SFTDa
         fingerprint=hashlib.sha1(f"{first}\x00{texts}".encode()).hexdigest(),
         observation=str(meta.get("observation") or "screenshot"),
     )
-
-
-def task_names(result: dict[str, Any], key: str) -> tuple[str, str]:
-    """(task instance, task group) of an episode: an eval result names its task `<domain>/<task id>`, grouped by its
-    domain where the env's tasks run under seeds (`EnvSpec.seeded_tasks`; MiniWoB: `click-test/seed-0` grouped by
-    `click-test`); a training trace's task directory holds the task and its seed."""
-    if "env" in result:  # written by `verl-cua eval`
-        instance = str(result.get("task") or key)
-        return instance, str(result.get("domain") or instance) if env_spec(result["env"]).seeded_tasks else instance
-    instance = str(result.get("domain") or key)
-    return instance, str(result.get("task_id") or instance)
-
-
-def _screenshot(path: Path, size: tuple[int, int]) -> Image.Image | None:
-    """The screenshot at `path` resized as the trainer resizes it; None when the file is gone."""
-    try:
-        with Image.open(path) as image:
-            shot = image.convert("RGB")
-    except (FileNotFoundError, OSError):
-        return None
-    return shot if shot.size == size else shot.resize(size)
 
 
 def png(image: Image.Image) -> dict[str, bytes]:
@@ -280,12 +268,16 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
     candidates: list[Candidate] = []
     seen: set[str] = set()
     read_steps = 0
-    for run in config.runs:
-        meta, episodes = read_run(run)
+    loaded = [(run, *read_run(run)) for run in config.runs]
+    judged = _judged(config.judge, loaded) if kind == "judge" else {}
+    planner = sft_planner if config.planner else None
+    convert_one = planner.convert_planner if planner else convert
+    for run, meta, episodes in loaded:
+        root = Path(os.path.abspath(run))
         for record in episodes.values():
             read_steps += len(record.steps)
-            reason = _selected(record, kind, threshold)
-            converted = reason or convert(run, meta, record, config, image_processor)
+            reason = _selected(record, kind, threshold, judged.get((root, record.key)))
+            converted = reason or convert_one(run, meta, record, config, image_processor)
             if isinstance(converted, str):
                 skipped[converted] += 1
                 continue
@@ -299,16 +291,17 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
     cells: dict[int, dict[str, bytes]] = {}  # one PNG per screenshot, however many step rows show it
     for c in kept:
         size = c.steps[0].image.size
-        if config.rows == "episode":
+        if planner:
+            chats = planner.planner_rows(c, _planner_spec(config))
+        elif config.rows == "episode":
             chats = episode_rows(c, config.format, size)
         else:
             chats = step_rows(c, config.format, size, config.history_images)
         for index, chat in enumerate(chats):
             messages, images = verl_messages(chat)
             cells.update((id(image), png(image)) for image in images if id(image) not in cells)
-            rows.append(
-                _row(c, messages, [cells[id(image)] for image in images], index if config.rows == "step" else None)
-            )
+            step = c.kept[index] if planner else index if config.rows == "step" else None  # planner: the recorded step
+            rows.append(_row(c, messages, [cells[id(image)] for image in images], step))
         negatives += _negative_rows(c, config) if config.invalid == "negatives" else []
     if not rows:
         raise ValueError(f"no episode was selected (--select {config.select}); skipped: {dict(skipped) or 'none'}")
@@ -319,11 +312,15 @@ def build(config: SFTDataConfig, processor=None) -> dict[str, Any]:
     frame.to_parquet(out)
     if negatives:
         pd.DataFrame(negatives).to_parquet(negatives_path(out))
-    from verl_cua.sft.card import dataset_card, write_card
-
     card = dataset_card(config, kept, rows, negatives, skipped, processor, read_steps, time.perf_counter() - start)
     write_card(card, out)
     return card
+
+
+def _judged(judge: str, loaded: list[tuple[str, dict, dict[str, EpisodeRecord]]]) -> dict[tuple[Path, str], Any]:
+    """The judge file's judgements keyed by (run root, episode key); a judged episode in no run raises ValueError."""
+    runs = {Path(os.path.abspath(run)): episodes for run, _meta, episodes in loaded}
+    return match_judgements(read_judgements(judge), runs, judge)
 
 
 def negatives_path(out: Path) -> Path:

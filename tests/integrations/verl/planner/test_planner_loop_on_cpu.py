@@ -63,7 +63,10 @@ def test_the_next_context_holds_the_executed_action_as_text_and_two_screenshots(
     runs = [sum(1 for i, t in enumerate(o.prompt_ids) if t == pad and o.prompt_ids[i - 1] != pad) for o in outs]
     assert runs == [1, 2, 2]
     later = tok.decode(outs[2].prompt_ids)
-    assert later.count("Action: wait()") == 2 and "?\nTask: " in later  # both executed actions, as observations
+    assert later.count("Action: wait()") == 2  # both executed actions, as observations
+    # the current screen's element table (only the current one), then the task line, in the last user turn
+    assert later.count("Elements on the screen:") == 1 and later.count("\nTask: ") == 1
+    assert later.index("Elements on the screen:") < later.index("\nTask: ") > later.rindex("Action: wait()")
     assert all(o.response_mask == [1] * len(o.response_ids) for o in outs)
     assert [o.extra_fields["step_index"] for o in outs] == [0, 1, 2]
 

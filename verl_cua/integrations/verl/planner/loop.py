@@ -15,7 +15,6 @@ request the planner's text made is the planner's invalid action, so no planner o
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
@@ -27,6 +26,7 @@ from verl_cua.actions.planner.reward import MAX_REWARD, action_match
 from verl_cua.actions.types import GUIAction, ParsedAction
 from verl_cua.envs.observation import Element
 from verl_cua.eval.executor import ExecutorSettings, ExecutorUnavailable, make_executor
+from verl_cua.eval.planner import ExecutorView, action_line, answer_action
 from verl_cua.integrations.verl.planner.counts import PlannerCounts
 
 _EXECUTORS: dict[ExecutorSettings, Any] = {}  # one executor per worker process and setting: its stats add up
@@ -40,18 +40,6 @@ def shared_executor(settings: ExecutorSettings) -> Any:
         if key not in _EXECUTORS:
             _EXECUTORS[key] = make_executor(settings)
         return _EXECUTORS[key]
-
-
-def answer_action(thought: str, answer: str) -> ParsedAction:
-    """CODA's `ANS` bypass: the planner's answer ends the episode as `done` with that text; no executor call."""
-    return ParsedAction(valid=True, actions=[GUIAction("done", text=answer)], thought=thought, format="planner")
-
-
-def action_line(reply: str) -> str:
-    """The executor's action as the planner's history shows it: the text after its last `Action:` (all of it when
-    there is none), on one line."""
-    head, sep, tail = reply.rpartition("Action:")
-    return " ".join((tail if sep else head).split())
 
 
 class PlannerTurns:
@@ -196,17 +184,6 @@ class _NoLease:
 
     error = None
     infra_failure = False
-
-
-@dataclass(frozen=True)
-class ExecutorView:
-    """What the executor may read beside the screenshots: the screen, the image size its reply is parsed against,
-    and the screen's elements where the env or the recording has them (only the grounding stand-in reads those; a
-    model executor sees the screenshots alone)."""
-
-    screen: tuple[int, int]
-    image_size: tuple[int, int]
-    extra: dict[str, Any]
 
 
 def _element(row: dict[str, Any]) -> Element:
