@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
-from bench.grounding import describe, grounding
+from bench.grounding import describe, grounding, planner_click
 from bench.learn import (
     PLOT_NEEDS,
     ROOT,
@@ -39,7 +40,10 @@ from bench.learn import (
     trained_grounding,
 )
 from bench.requires import require
+from verl_cua.envs.task_sets import parse_seeds
 from verl_cua.envs.trajectory import write_json
+from verl_cua.eval.grounding import hits
+from verl_cua.testing.planner_reading import element_name
 
 CODA_RECIPE = ROOT / "recipes" / "run_tiny_coda_miniwob_cpu.sh"
 ALONE_RECIPE = ROOT / "recipes" / "run_tiny_grpo_miniwob_cpu.sh"
@@ -55,8 +59,9 @@ ARMS: dict[str, tuple[Path, bool, tuple[str, ...]]] = {
 }
 ANCHOR = "grpo_alone"
 SETTING = {"TASKS": "click-button", "OBSERVATION": "screenshot_a11y_tree", "OBSERVATION_TOKENS": "300"}
-SHARED = ("TASKS", "OBSERVATION", "OBSERVATION_TOKENS", "MAX_STEPS", "TRAIN_SEEDS", "HELDOUT_SEEDS",
-          "PROMPTS_PER_STEP", "N_RESP", "PPO_MINI_BATCH", "LR", "KL_COEF", "STEPS", "HELDOUT_SAMPLES")  # fmt: skip
+# MAX_STEPS stays 1 (both recipes' default): above it, CODA's step rows would give it more rows and updates a step
+SHARED = ("TASKS", "OBSERVATION", "OBSERVATION_TOKENS", "TRAIN_SEEDS", "HELDOUT_SEEDS", "PROMPTS_PER_STEP", "N_RESP",
+          "PPO_MINI_BATCH", "LR", "KL_COEF", "STEPS", "HELDOUT_SAMPLES")  # fmt: skip
 
 
 def setting_for(steps: int | None = None, sets: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
@@ -73,6 +78,51 @@ def setting_for(steps: int | None = None, sets: list[str] | tuple[str, ...] = ()
         setting[name] = value
     setting["SAVE_FREQ"] = setting["STEPS"]  # the trained policy, for its grounding gap
     return setting
+
+
+QUOTED = re.compile(r'"([^"]+)"')
+BASELINE_TRAIN = 200  # training layouts the fixed-name baseline is fitted on
+
+
+def thought(name: str) -> str:
+    """A planner reply naming element `name` (the form the warm start writes)."""
+    return f'Thought: click "{name}"\nAction: click'
+
+
+def name_rates(pages: list, scale: int, names: list[str | None]) -> float:
+    """The share of `pages` (obs, target box) whose target the stand-in hits for a thought naming `names[i]`."""
+    if not pages:
+        return 0.0
+    hit = [n is not None and hits(planner_click(thought(n), obs, scale), box) for (obs, box), n in zip(pages, names, strict=True)]
+    return sum(hit) / len(pages)
+
+
+def name_baselines(train: list, heldout: list, scale: int) -> dict:
+    """The planner arm's references through the stand-in, on the held-out layouts: `fixed`, the single name that hits
+    the most training targets (a planner that reads neither the page nor the instruction: the planner's blind
+    baseline); `quoted`, the name the instruction quotes (one that reads the instruction, never the page: on
+    click-button it is the ceiling the stand-in's grounding gives, not a floor)."""
+    candidates = sorted({n for obs, _ in train for e in obs.extra.get("elements") or [] if (n := element_name(e))})
+    rates = {n: name_rates(train, scale, [n] * len(train)) for n in candidates}
+    best = max(rates, key=lambda n: (rates[n], n), default=None)
+    quoted = [m[1] if (m := QUOTED.search(obs.instruction)) else None for obs, _ in heldout]
+    return {
+        "fixed_name": best,
+        "fixed_train_rate": rates.get(best, 0.0),
+        "fixed_heldout_rate": name_rates(heldout, scale, [best] * len(heldout)),
+        "quoted_heldout_rate": name_rates(heldout, scale, quoted),
+    }
+
+
+def measure_name_baselines(setting: dict) -> dict:
+    """`name_baselines` on the setting's layouts (real Chromium, the setting's observation)."""
+    from bench.grounding import layouts
+
+    task, observed = setting["TASKS"].split(",")[0], _observed(setting)
+    train_seeds = ",".join(str(s) for s in parse_seeds(setting["TRAIN_SEEDS"])[:BASELINE_TRAIN])
+    train, scale = layouts(train_seeds, task, observed["observation"], observed["tokens"])
+    heldout, _ = layouts(setting["HELDOUT_SEEDS"], task, observed["observation"], observed["tokens"])
+    return name_baselines(train, heldout, scale)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     tasks = tuple(setting["TASKS"].split(","))
     blind = previous["blind"] if same else blind_baseline(tasks, setting["TRAIN_SEEDS"], setting["HELDOUT_SEEDS"])
     initial = previous.get("initial_grounding") if same else None
+    names = previous.get("name_baselines") if same else None
+    if names is None:
+        names = measure_name_baselines(setting)
     if initial is None:  # the starting model's gap in each role
         initial = {
             arm: grounding(
@@ -119,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         for arm, gap in initial.items():
             print(f"bench.coda: initial model as {arm}: {describe(gap)}", file=sys.stderr, flush=True)
     write = lambda: write_json(record_path, {"setting": setting, "blind": blind, "runs": runs,  # noqa: E731
-                                             "summary": summarise(runs), "initial_grounding": initial})  # fmt: skip
+                                             "summary": summarise(runs), "initial_grounding": initial,
+                                             "name_baselines": names})  # fmt: skip
     write()
     episodes = int(setting["PROMPTS_PER_STEP"]) * int(setting["N_RESP"])
     for seed in range(args.seeds):
@@ -137,6 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_plot:
         draw(runs, blind, out / "coda.png", episodes)
     print_table(summarise(runs), blind, anchor=ANCHOR)
+    print(
+        f"the planner's references through the stand-in on the held-out layouts: a fixed name "
+        f"({names['fixed_name']!r}, fitted on {BASELINE_TRAIN} training layouts) {names['fixed_heldout_rate']:.2f} "
+        f"(its blind baseline); the instruction's quoted name {names['quoted_heldout_rate']:.2f} (reads the "
+        "instruction, never the page)"
+    )
+    print(
+        "for coda the grounding gap is the planner's: whether its thought depends on the layout it was given "
+        "(the instruction or the table); the page is read by the stand-in"
+    )
     for arm, gap in initial.items():
         print(f"initial model as {arm}: {describe(gap)}")
     print(f"bench.coda: {record_path}" + ("" if args.no_plot else f", {out / 'coda.png'}"))

@@ -28,15 +28,18 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from bench.requires import require
+from verl_cua.envs.base import Observation
 from verl_cua.envs.observation import DEFAULT_BUDGET
 from verl_cua.eval.grounding import Box, Click, area_point, describe, gap_interval, hits, own_cross
 
 NEEDS = ("torch", "verl", "miniwob")  # the policy (transformers on torch, verl's processor) and the pages
 SAMPLES = 4  # sampled clicks per layout (temperature 1, as verl's validation samples them)
+MAX_TOKENS = 24  # tokens a sampled turn may take: the CPU recipes' cua.action.max_tokens_per_step
 
 
 def area_click(text: str, screen: tuple[int, int], scale: int, marks: dict | None = None) -> Click:
@@ -50,17 +53,21 @@ def area_click(text: str, screen: tuple[int, int], scale: int, marks: dict | Non
     return area_point(parsed.actions[0].x, parsed.actions[0].y, scale)
 
 
-def planner_click(text: str, obs, scale: int) -> Click:
+def planner_click(text: str, obs: Observation, scale: int) -> Click:
     """The task-area point a CODA planner's reply clicks on `obs` when the grounding stand-in executes its thought
-    (the element the thought names, at its centre), or None unless that is a click."""
-    from verl_cua.testing.grounding_standin import choose_action, planner_thought
+    (the element the thought names, at its centre), or None unless that is a click (an `ANS` answer clicks nothing,
+    as in training, where it ends the episode without the executor)."""
+    from verl_cua.actions.planner import get_planner_spec, split_plan
+    from verl_cua.testing.grounding_standin import choose_action
 
-    thought = planner_thought([{"role": "assistant", "content": text}])
-    action = choose_action(thought, obs.extra.get("elements") or [])
+    plan = split_plan(text, get_planner_spec("coda"))
+    if plan.answer is not None:
+        return None
+    action = choose_action(plan.thought, obs.extra.get("elements") or [])
     return None if action.kind != "click" else area_point(action.x, action.y, scale)
 
 
-def planner_prompt(processor, obs, shown=None):
+def planner_prompt(processor, obs: Observation, shown: Observation | None = None) -> tuple[Any, dict]:
     """The CODA planner's first prompt for `obs` as the planner loop builds it (its system prompt, the screenshot,
     the element table, the Task line), `shown`'s screenshot and table in place of `obs`'s: (input_ids, images)."""
     from verl_cua.actions.planner import get_planner_spec, planner_messages
@@ -85,7 +92,7 @@ def derangement(n: int, seed: int = 0) -> list[int]:
 
 
 def policy_sampler(
-    model_path: str, device: str = "cpu", seed: int = 0, planner: bool = False
+    model_path: str, device: str = "cpu", seed: int = 0, planner: bool = False, max_tokens: int = MAX_TOKENS
 ) -> Callable[[object, object, int], list[str]]:
     """`sample(obs, shown, n)`: n of the policy's outputs (temperature 1, no top-k/top-p) for the prompt of `obs`
     showing the observation `shown` (its screenshot and table), as verl's validation samples them; `planner`: the
@@ -106,7 +113,7 @@ def policy_sampler(
         kwargs = model_inputs(model, prompt, mm, image_pad)
         with torch.no_grad():
             out = model.generate(
-                **kwargs, max_new_tokens=32, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                **kwargs, max_new_tokens=max_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
                 num_return_sequences=n,
             )  # fmt: skip
         return tokenizer.batch_decode(out[:, kwargs["input_ids"].shape[1] :], skip_special_tokens=True)
@@ -135,11 +142,11 @@ def layouts(seeds: str, task: str = "click-test", observation: str = "screenshot
 
 def sample_clicks(
     model_path: str, seeds: str, task: str = "click-test", samples: int = SAMPLES, device: str = "cpu", seed: int = 0,
-    observation: str = "screenshot", tokens: int = DEFAULT_BUDGET, planner: bool = False,
+    observation: str = "screenshot", tokens: int = DEFAULT_BUDGET, planner: bool = False, max_tokens: int = MAX_TOKENS,
 ) -> dict:  # fmt: skip
     """The policy's sampled outputs per layout with its own observation and with a swapped one (another layout's
     screenshot and table under this layout's task), the pages and the targets (`planner`: a CODA planner's)."""
-    sample = policy_sampler(model_path, device, seed, planner)
+    sample = policy_sampler(model_path, device, seed, planner, max_tokens)
     pages, scale = layouts(seeds, task, observation, tokens)
     swap = derangement(len(pages), seed)
     return {
@@ -152,7 +159,7 @@ def sample_clicks(
     }
 
 
-def actor_click(text: str, obs, scale: int) -> Click:
+def actor_click(text: str, obs: Observation, scale: int) -> Click:
     """The task-area point an actor's pyautogui output clicks on `obs` (its marks resolve on `obs`'s)."""
     return area_click(text, obs.screen, scale, obs.extra.get("marks"))
 
@@ -201,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model is None:
         from verl_cua.testing.learning import learnable_model
 
-        args.model = str(learnable_model((args.task,)))
+        args.model = str(learnable_model((args.task,), observation=args.observation, planner=args.planner))
     g = grounding(args.model, args.seeds, args.task, args.samples, device=args.device, observation=args.observation,
                   tokens=args.observation_tokens, planner=args.planner)  # fmt: skip
     print(f"bench.grounding: {args.model}, {g['layouts']} {args.task} layouts x {args.samples} clicks")

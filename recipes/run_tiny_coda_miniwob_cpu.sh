@@ -77,14 +77,14 @@ else
     if [ -z "${RUNS}" ]; then
         RUNS="${OUT}/oracle_train"
         "${PY}" -m verl_cua.testing.expert_runs "${RUNS}" --tasks "${TASKS}" --seeds "${RECORD_SEEDS}" \
-            --observation "${OBSERVATION}"
+            --observation "${OBSERVATION}" --observation-tokens "${OBSERVATION_TOKENS}"
     fi
     "${PY}" -m verl_cua.testing.expert_runs "${HELDOUT_RUNS}" --tasks "${TASKS}" --seeds "${HELDOUT_SEEDS}" \
-        --observation "${OBSERVATION}"
+        --observation "${OBSERVATION}" --observation-tokens "${OBSERVATION_TOKENS}"
     JUDGE_ARGS=()
     [ -n "${JUDGE}" ] && JUDGE_ARGS=(--judge "${JUDGE}")
     IFS=, read -r -a RUN_DIRS <<< "${RUNS}"
-    "${PY}" -m verl_cua.sft.recorded_states "${RUN_DIRS[@]}" --labels "${LABELS}" "${JUDGE_ARGS[@]}" \
+    "${PY}" -m verl_cua.sft.recorded_states "${RUN_DIRS[@]}" --labels "${LABELS}" ${JUDGE_ARGS[@]+"${JUDGE_ARGS[@]}"} \
         --out "${OUT}/train.parquet"
     "${PY}" -m verl_cua.sft.recorded_states "${HELDOUT_RUNS}" --out "${OUT}/heldout.parquet"
 fi
@@ -114,7 +114,7 @@ VERL_FILE_LOGGER_PATH="${OUT}/metrics.jsonl" "${PY}" -m verl_cua.main \
     cua.planner.mode="${MODE}" \
     cua.planner.spec=coda \
     cua.executor.kind="${EXECUTOR}" \
-    "${EXECUTOR_ARGS[@]}" \
+    ${EXECUTOR_ARGS[@]+"${EXECUTOR_ARGS[@]}"} \
     cua.executor.format="${EXECUTOR_FORMAT}" \
     cua.env.name=miniwob \
     cua.env.rows=step \

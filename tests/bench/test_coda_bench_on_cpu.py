@@ -46,6 +46,7 @@ class Page:
 
     elements: list
     screen: tuple = (160, 210)
+    instruction: str = 'Click on the "OK" button.'
     extra: dict = field(init=False)
 
     def __post_init__(self):
@@ -69,6 +70,20 @@ def test_a_thought_is_played_on_the_layout_it_is_scored_on_so_naming_one_element
     assert reads["own"] == 1.0 and reads["gap"] == 1.0
 
 
+def test_the_planners_references_a_fixed_name_and_the_quoted_one():
+    ok = [(_page(10), (10, 50, 30, 60)), (_page(60), (60, 50, 80, 60))]  # the target is "OK" on both
+    cancel = _page(10)
+    cancel.instruction = 'Click on the "Cancel" button.'
+    train = [*ok, ok[0]]  # "OK" wins the training layouts 3 to 0
+    heldout = [*ok, (cancel, (90, 90, 110, 100))]  # the third wants Cancel, at (90, 90)
+    refs = coda.name_baselines(train, heldout, 1)
+    assert refs["fixed_name"] == "OK" and refs["fixed_train_rate"] == 1.0
+    assert refs["fixed_heldout_rate"] == pytest.approx(2 / 3)  # blind to the instruction: misses the Cancel layout
+    assert refs["quoted_heldout_rate"] == 1.0  # copying the quote through the stand-in hits all three
+    cancel.instruction = "Click the button."  # no quote: nothing named, no hit
+    assert coda.name_baselines(train, heldout, 1)["quoted_heldout_rate"] == pytest.approx(2 / 3)
+
+
 def test_main_runs_both_arms_seed_for_seed_and_reports(tmp_path, monkeypatch, capsys):
     calls = []
     gap = {"own": 0.3, "cross": 0.2, "gap": 0.1, "gap_low": 0.0, "gap_high": 0.2, "layouts": 4, "samples": 4}
@@ -81,6 +96,8 @@ def test_main_runs_both_arms_seed_for_seed_and_reports(tmp_path, monkeypatch, ca
     monkeypatch.setattr(coda, "trained_grounding", lambda run_dir, setting, planner: {**gap, "planner": planner})
     monkeypatch.setattr(coda, "grounding", lambda *a, planner, **kw: {**gap, "planner": planner})
     monkeypatch.setattr(coda, "require", lambda *a: None)
+    refs = {"fixed_name": "OK", "fixed_train_rate": 0.3, "fixed_heldout_rate": 0.25, "quoted_heldout_rate": 0.97}
+    monkeypatch.setattr(coda, "measure_name_baselines", lambda setting: refs)
     monkeypatch.setattr("verl_cua.eval.blind_baseline.blind_baseline", lambda *a: {
         "point": [1, 2], "train_rate": 0.2, "heldout_rate": 0.19, "uniform_rate": 0.05})  # fmt: skip
     monkeypatch.setattr("verl_cua.testing.planner_reading.planner_model", lambda **kw: tmp_path / "model")
@@ -96,6 +113,8 @@ def test_main_runs_both_arms_seed_for_seed_and_reports(tmp_path, monkeypatch, ca
     assert record["initial_grounding"]["coda"]["planner"] and not record["initial_grounding"]["grpo_alone"]["planner"]
     out = capsys.readouterr().out
     assert "grpo_alone" in out and "coda" in out and "blind baseline" in out and "initial model as coda" in out
+    assert "a fixed name ('OK', fitted on 200 training layouts) 0.25" in out and "quoted name 0.97" in out
+    assert record["name_baselines"] == refs
     calls.clear()
     assert coda.main(["--seeds", "2", "--steps", "6", "--out", str(tmp_path), "--no-plot"]) == 0
     assert calls == []  # a rerun with the same setting keeps the finished runs

@@ -37,3 +37,15 @@ def test_the_answer_splits_into_the_thought_the_executor_gets():
 def test_only_element_tables_are_read():
     with pytest.raises(ValueError, match="screenshot_a11y_tree"):
         planner_model(observation="som")
+
+
+def test_a_cut_table_names_only_rows_it_still_shows():
+    from verl_cua.envs.observation import element_rows
+
+    rng, cut = random.Random(5), 0
+    for _ in range(200):
+        _, _, extra, element = planner_example(rng, "screenshot_a11y_tree", budget=40)
+        shown = element_rows(extra["elements_text"])
+        cut += len(shown) < len(extra["elements"])
+        assert extra["elements"].index(element) < len(shown)  # a row the table shows, never one cut off
+    assert cut > 20  # the budget did cut tables, so the check above was exercised

@@ -25,6 +25,7 @@ from typing import Any
 from verl_cua.actions import PromptSpec
 from verl_cua.envs.base import Observation
 from verl_cua.envs.miniwob import MiniWoBEnv
+from verl_cua.envs.observation import DEFAULT_BUDGET
 from verl_cua.eval.apis import ModelReply, Turn
 from verl_cua.eval.runner import EvalConfig, run_eval
 from verl_cua.testing.miniwob_oracle import SUPPORTED_TASKS, solution
@@ -149,6 +150,7 @@ def expert_runs(
     seed: int = 0,
     client: OracleClient | None = None,
     observation: str = "screenshot",
+    observation_tokens: int = DEFAULT_BUDGET,
 ) -> dict[str, Any]:
     """Play the oracle on `tasks` x `seeds` into the eval run directory `out` (`observation`: what each step records
     beside the screenshot, e.g. the element table of `screenshot_a11y_tree`); returns run_eval's summary."""
@@ -166,9 +168,14 @@ def expert_runs(
         out=str(out),
         workers=workers,
         observation=observation,
+        observation_tokens=observation_tokens,
         extra_body={"oracle": {"noise": client.noise, "seed": client.seed}},  # run.json keeps it; a resume checks it
     )
-    return run_eval(config, client=client, env_factory=client.env_factory(observation=observation))
+    return run_eval(
+        config,
+        client=client,
+        env_factory=client.env_factory(observation=observation, observation_tokens=observation_tokens),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,12 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.0, help="fraction of episodes answered with a wrong target")
     ap.add_argument("--seed", type=int, default=0, help="which episodes the noise picks")
     ap.add_argument("--observation", default="screenshot", help="recorded beside each screenshot (OSWorld's types)")
+    ap.add_argument("--observation-tokens", type=int, default=DEFAULT_BUDGET, help="the table's budget per step")
     args = ap.parse_args(argv)
     # the pool kills a browser before closing it; selenium's quit then retries the dead driver with a warning each
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         summary = expert_runs(
-            args.out, args.tasks, args.seeds, args.workers, args.noise, args.seed, observation=args.observation
+            args.out,
+            args.tasks,
+            args.seeds,
+            args.workers,
+            args.noise,
+            args.seed,
+            observation=args.observation,
+            observation_tokens=args.observation_tokens,
         )
     except ValueError as exc:
         print(f"expert_runs: {exc}", file=sys.stderr)

@@ -143,18 +143,19 @@ def named_element(thought: str, elements: Sequence[Any], quotes: Sequence[str] |
         quotes = [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(thought)]
     for quote in quotes:
         wanted = quote.strip().casefold()
-        hit = next((e for e in elements if wanted and wanted in _names(e)), None)
+        hit = next((e for e in elements if wanted and wanted in element_names(e)), None)
         if hit is not None:
             return hit
     best, best_len, lowered = None, 0, thought.casefold()
     for element in elements:
-        for name in _names(element):
+        for name in element_names(element):
             if len(name) > best_len and len(name) >= MIN_UNQUOTED and _whole_word(name, lowered):
                 best, best_len = element, len(name)
     return best
 
 
-def _names(element: Any) -> set[str]:
+def element_names(element: Any) -> set[str]:
+    """Every name the stand-in matches an element by: its text, name and id, stripped and case-folded."""
     values = (getattr(element, key, "") for key in ("text", "name", "id"))
     return {str(v).strip().casefold() for v in values if v and str(v).strip()}
 

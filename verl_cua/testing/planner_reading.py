@@ -19,6 +19,10 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from PIL import Image
+
+from verl_cua.envs.observation import Element
+from verl_cua.testing.grounding_standin import element_names
 from verl_cua.testing.model_cache import checkpointer, derived_model
 from verl_cua.testing.reading import (
     READING_BATCH,
@@ -38,15 +42,9 @@ PLANNER_STEPS = 1000  # batches of READING_BATCH
 PLANNER_SHARE = 0.5  # of each batch: planner rows (the rest: actor rows)
 
 
-def element_name(element) -> str:
+def element_name(element: Element) -> str:
     """What a thought calls an element: its text, else its id ("" for neither)."""
     return (element.text or element.id or "").strip()
-
-
-def _names(element) -> set[str]:
-    """Every name the grounding stand-in matches an element by (its text, name and id, case-folded)."""
-    values = (getattr(element, key, "") for key in ("text", "name", "id"))
-    return {str(v).strip().casefold() for v in values if v and str(v).strip()}
 
 
 def thought_text(name: str) -> str:
@@ -54,7 +52,9 @@ def thought_text(name: str) -> str:
     return f'Thought: click "{name}"\nAction: click'
 
 
-def planner_example(rng: random.Random, observation: str, screen: tuple[int, int] = SCREEN, budget: int = 300):
+def planner_example(
+    rng: random.Random, observation: str, screen: tuple[int, int] = SCREEN, budget: int = 300
+) -> tuple[str, Image.Image, dict, Element]:
     """One synthetic page: (instruction, screenshot as shown, the observation's `extra`, the named row's element),
     the row drawn at random among the table's shown rows that have a name."""
     from verl_cua.envs.observation import element_rows, with_elements
@@ -62,8 +62,8 @@ def planner_example(rng: random.Random, observation: str, screen: tuple[int, int
     while True:
         elements = synthetic_elements(rng, screen)
         shown, extra = with_elements(observation, synthetic_page(elements, rng, screen), elements, "dom", budget)
-        rows = elements[: max(1, min(len(element_rows(extra["elements_text"])), len(elements)))]
-        seen = Counter(n for e in elements for n in _names(e))
+        rows = elements[: min(len(element_rows(extra["elements_text"])), len(elements))]  # the rows it shows
+        seen = Counter(n for e in elements for n in element_names(e))
         named = [e for e in rows if element_name(e) and seen[element_name(e).casefold()] == 1]  # one element so named
         if named:
             instruction = " ".join(random_word(rng) for _ in range(rng.randrange(2, 7))).capitalize() + "."

@@ -39,8 +39,18 @@ def _check_planner(cua: CuaConfig) -> None:
         raise CuaConfigError(
             "cua.planner.mode with cua.coso.enable=true is not supported yet; set cua.coso.enable=false"
         )
+    from verl_cua.envs.observation import shows_elements
     from verl_cua.eval.executor import ExecutorSettings
 
+    if (
+        cua.planner.mode == "online"
+        and cua.executor.kind == "standin_grounding"
+        and not shows_elements(cua.env.observation)
+    ):  # it would wait at every step: a run of zero rewards that says nothing
+        raise CuaConfigError(
+            "cua.executor.kind=standin_grounding clicks the element a thought names from the screen's elements: set "
+            f"cua.env.observation=screenshot_a11y_tree (or another type with elements), got {cua.env.observation}"
+        )
     try:
         ExecutorSettings.from_mapping(dict(cua.executor))
     except ValueError as exc:

@@ -82,7 +82,9 @@ class PlannerTurns:
                 counts.rejected += 1
                 cause = self._clean(exc.cause)
                 error = f"the executor rejected the plan: {cause}"
-                return ParsedAction(valid=False, error=error, format="planner"), f"(rejected: {cause})"
+                rejected = ParsedAction(valid=False, error=error, format="planner")
+                rejected.thought = plan.thought
+                return rejected, f"(rejected: {cause})"
             counts.failures += 1
             ep.infra_failure, ep.infra_error = True, f"executor: {exc}"
             return None
