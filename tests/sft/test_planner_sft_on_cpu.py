@@ -21,6 +21,7 @@ from verl_cua.actions.conversation import model_image_size
 from verl_cua.actions.planner import CODA, PlanStep, planner_messages, split_plan, step_reply
 from verl_cua.actions.types import GUIAction, ParsedAction
 from verl_cua.cli import main as cli
+from verl_cua.envs.trajectory import RUN, EpisodeWriter, step_record, write_json
 from verl_cua.integrations.verl.trace.episodes import open_trace
 from verl_cua.sft.card import read_card
 from verl_cua.sft.data import SFTDataConfig, build, verl_messages
@@ -36,6 +37,8 @@ GOOD = [  # (thought, executed action text, kind): a click, a plan the executor 
     ("Type hello into the focused search box.", "type(content='hello')", "act"),
     ("The page says 42 results, so I answer 42.", "ANS 42", "answer"),
 ]
+TABLE = "Elements on the screen:\nid\trole\tname\n1\ttextbox\tSearch\n2\tbutton\tGo"  # a step's `elements_text`
+OWN = ["click(start_box='(9,9)')", "type(content='bye')", "hotkey(key='ctrl a')", "ANS 42"]  # the planner's own
 REDUNDANT = [("Scroll the unapproved page down once.", "scroll(start_box='(320,180)', direction='down')", "act")]
 
 
@@ -52,15 +55,15 @@ def parsed_step(thought: str, executed: str, kind: str) -> ParsedAction:
     return parsed
 
 
-def planner_episode(trace: Path, task: str, uid: str, steps, outcome: str, *, offset: int = 0) -> str:
+def planner_episode(trace: Path, task: str, uid: str, steps, outcome: str, *, offset: int = 0, reads=None) -> str:
     """One planner-mode episode in a training trace (`EpisodeTrace`, as the planner loop writes it: the model text is
-    `"{thought}\\nAction: {executed}"`); returns its episode key in the trace."""
+    `"{thought}\\nAction: {executed}"`, `reads` each step's element table or None); returns its episode key."""
     kwargs = {"uid": uid, "session_id": 0, "global_steps": 1, "extra_info": {"task_id": task}}
     ep_trace = open_trace({"dir": str(trace)}, kwargs, task)
     for i, (thought, executed, kind) in enumerate(steps):
         ep_trace.step(seen=screenshot(offset + i, SEEN), screen=SCREEN, text=f"{thought}\nAction: {executed}",
-                      parsed=parsed_step(thought, executed, kind), info={}, reward=0.0, model_s=0.1,
-                      env_s=0.1)  # fmt: skip
+                      parsed=parsed_step(thought, executed, kind), info={}, reward=0.0, model_s=0.1, env_s=0.1,
+                      read=None if reads is None else reads[i])  # fmt: skip
     score = 1.0 if outcome == "success" else 0.0
     ep = SimpleNamespace(instruction=INSTRUCTION, infra_failure=outcome == "infra", success=outcome == "success",
                          score=score, steps=len(steps), invalid=sum(k == "rejected" for *_, k in steps),
@@ -152,6 +155,75 @@ def test_success_rows_are_the_planners_context_per_kept_step_and_its_reply(model
     assert card["rows_layout"] == "step" and card["history_images"] == 2 and card["rows"] == len(rows) == 3 + 2 + 1
     assert card["invalid_steps"]["count"] == 1 and card["invalid_steps"]["steps"] == [f"{good} step 2"]
     assert seconds < 30, seconds
+
+
+def test_a_step_that_read_an_element_table_shows_it_before_the_task_line(model, tmp_path):
+    """The planner saw the step's element table (`elements_text`, an a11y-tree observation) before its `Task:` line
+    (`planner_messages`' fifth argument): the row's prompt shows it there; a step that read none shows none."""
+    trace_dir = tmp_path / "read"
+    reads = [TABLE, None, TABLE.replace("Search", "Search (focused)"), None]  # the last kept step: the control
+    key = planner_episode(trace_dir, "search-seed1", "ffff6666-0000", GOOD, "success", reads=reads)
+    _card, rows, _out = make(model, tmp_path, trace_dir)
+    steps = by_step(rows, f"{trace_dir}::{key}")
+    assert sorted(steps) == [0, 2, 3]
+    image_size = model_image_size(model[1].image_processor, SCREEN, 50176)
+    shots = [screenshot(i, SEEN).resize(image_size) for i in range(len(GOOD))]
+    for index, (messages, _images) in steps.items():
+        history = [PlanStep(t, e, shots[i]) for i, (t, e, _) in enumerate(GOOD[:index])]
+        want, _ = verl_messages(planner_messages(CODA, INSTRUCTION, history, shots[index], reads[index]))
+        assert messages[:-1] == want
+    current = steps[0][0][-2]["content"]  # the last user turn: screenshot, user text, the table, the task line
+    assert current.count(TABLE) == 1 and current.endswith(f"{TABLE}\nTask: {INSTRUCTION}")
+    later = json.dumps(steps[2][0])
+    assert json.dumps(reads[2])[1:-1] in later and json.dumps(TABLE)[1:-1] not in later  # its own screen's only
+    assert "Elements on the screen:" not in json.dumps(steps[3][0])  # the negative control: it read no table
+
+
+def eval_run(run: Path) -> str:
+    """A `verl-cua eval --planner coda` episode of GOOD, each line as `eval/planner_episode.py` writes it: the model
+    text is the planner's raw reply (`Thought:`, then its own action, `OWN`), the executor record's `executed` the
+    action carried out, the thought `action.thought`; the first step read TABLE. Returns its episode key."""
+    write_json(run / RUN, {"model": "planner", "format": "qwen25vl", "planner": "coda"})
+    writer = EpisodeWriter(run / "chrome" / "search")
+    for i, ((thought, executed, kind), own) in enumerate(zip(GOOD, OWN, strict=True)):
+        outcome = {"act": "action", "rejected": "rejected", "answer": "answer"}[kind]
+        executor = {"kind": "openai", "model": "tars", "outcome": outcome, "executed": executed}
+        parsed = parsed_step(thought, executed, kind)
+        parsed.thought = thought  # eval keeps the thought on a rejected plan too
+        writer.step(step_record(step=i + 1, screenshot=writer.screenshot(i, screenshot(i, SEEN)), screen=SCREEN,
+                                model_text=f"Thought: {thought}\nAction: {own}", action=parsed.to_dict(),
+                                valid=parsed.valid, error=parsed.error, infra_failure=False, executor=executor,
+                                elements_text=TABLE if i == 0 else None))  # fmt: skip
+    writer.finish({"task": "chrome/search", "env": "osworld", "domain": "chrome", "task_id": "search",
+                   "instruction": INSTRUCTION, "model": "planner", "planner": "coda", "status": "success",
+                   "score": 1.0, "steps": len(GOOD)})  # fmt: skip
+    return "chrome/search"
+
+
+def test_an_eval_runs_rows_train_the_executors_action_not_the_planners_own(model, tmp_path):
+    """An eval run's model text is the planner's raw reply, its own (discarded) action included: the rows take the
+    executor's action (`executor.executed`) and the thought (`action.thought`), the same rows as a training trace of
+    the same steps gives; the planner's own actions appear nowhere."""
+    run = tmp_path / "eval"
+    key = eval_run(run)
+    lines = (run / key / "trajectory.jsonl").read_text()
+    assert all(json.dumps(own)[1:-1] in lines for own in OWN[:3])  # the control: the lines hold the planner's own
+    card, rows, _out = make(model, tmp_path, run)
+    steps = by_step(rows, f"{run}::{key}")
+    assert sorted(steps) == [0, 2, 3] and card["invalid_steps"]["count"] == 1  # the rejected plan: no target
+    image_size = model_image_size(model[1].image_processor, SCREEN, 50176)
+    shots = [screenshot(i, SEEN).resize(image_size) for i in range(len(GOOD))]
+    for index, (messages, _images) in steps.items():
+        thought, executed, _ = GOOD[index]
+        assert messages[-1] == {"role": "assistant", "content": f"{thought}\nAction: {executed}"}
+        history = [PlanStep(t, e, shots[i]) for i, (t, e, _) in enumerate(GOOD[:index])]
+        read = TABLE if index == 0 else None
+        assert messages[:-1] == verl_messages(planner_messages(CODA, INSTRUCTION, history, shots[index], read))[0]
+    text = json.dumps([m.tolist() for m in rows["messages"]])
+    assert not any(json.dumps(own)[1:-1] in text for own in OWN[:3])
+    replies = [m["content"] for messages, _ in steps.values() for m in messages if m["role"] == "assistant"]
+    assert not any(r.startswith("Thought:") for r in replies)  # no raw planner reply is a turn
+    assert f"{GOOD[1][0]}\nAction: {REJECTED}" in replies  # the rejected plan stays in the later history
 
 
 def test_a_judge_file_keeps_its_clean_episodes_and_no_unapproved_step_appears(model, tmp_path, trace):

@@ -7,11 +7,13 @@ and the screenshots into the action. The rules are the training loop's (`integra
 * one that rejects the request the planner's text made (`rejected`, a 4xx) is the planner's invalid step;
 * a `fatal` one (bad URL, model or key) stops the run; so do `GIVE_UP_AFTER` infra failures in a row (all workers
   together), as a down chat endpoint does;
-* the planner's history shows the executor's action line, never the planner's own action.
+* the planner's history shows the executor's action line, never the planner's own action, and it and a rejection's
+  cause lose their chat-template special-token strings first (`plain_text`), as the training loop's do.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,12 @@ from verl_cua.actions.types import GUIAction, ParsedAction
 from verl_cua.eval.endpoint import GIVE_UP_AFTER
 from verl_cua.eval.executor import Executor, ExecutorUnavailable
 
+# A chat template's special-token string: `<|im_start|>`, `<|im_end|>`, `<|image_pad|>`, `<|box_start|>`...
+_SPECIAL = re.compile(r"<\|[A-Za-z0-9_]+\|>")
+# Qwen's added tokens of that shape that are not special: its tokenizer keeps them, so the training loop does too
+_PLAIN_ADDED = frozenset(
+    {"<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}
+)
 EXECUTOR_FLAGS = "--executor-base-url, --executor-model and --executor-api-key-env"
 COUNT_KEYS = ("executor_calls", "executor_failures", "executor_rejected", "planner_answers")  # result.json, summed
 
@@ -79,8 +87,9 @@ class PlannerRun:
                 raise ExecutorDown(f"executor: {exc}; check {EXECUTOR_FLAGS}") from None
             if exc.kind == "rejected":  # it refused the request the planner's text made: the planner's failure
                 self._answered()
-                error = f"the executor rejected the plan: {exc.cause}"
-                record = {**base, "outcome": "rejected", "executed": f"(rejected: {exc.cause})", "error": error}
+                cause = plain_text(exc.cause)  # it enters later planner prompts
+                error = f"the executor rejected the plan: {cause}"
+                record = {**base, "outcome": "rejected", "executed": f"(rejected: {cause})", "error": error}
                 invalid = ParsedAction(valid=False, error=error, thought=plan.thought, format="planner")
                 return Decision(invalid, record["executed"], record, messages=messages)
             return self._unavailable(base, f"executor: {exc}", messages)
@@ -89,7 +98,7 @@ class PlannerRun:
         self._answered()
         parsed = parse_action(reply.text, format=self.format, screen=view.screen, image=view.image_size)
         parsed.thought = plan.thought
-        executed = action_line(reply.text)
+        executed = plain_text(action_line(reply.text))  # it enters later planner prompts: special tokens out
         record = {**base, "outcome": "action", "raw": reply.raw, "executed": executed, "seconds": reply.seconds,
                   "attempts": reply.attempts}  # fmt: skip
         return Decision(parsed, executed, record, reply.seconds, messages)
@@ -123,3 +132,13 @@ def action_line(reply: str) -> str:
     there is none), on one line."""
     head, sep, tail = reply.rpartition("Action:")
     return " ".join((tail if sep else head).split())
+
+
+def plain_text(text: str) -> str:
+    """`text` without chat-template special-token strings (`<|im_end|>`, `<|box_start|>`...), as the training loop's
+    `plain_reply` takes out a Qwen planner tokenizer's specials; eval has no tokenizer, so a pattern stands in."""
+    previous = None
+    while previous != text:  # until none is left: a removal can join two halves of another
+        previous = text
+        text = _SPECIAL.sub(lambda m: m[0] if m[0] in _PLAIN_ADDED else "", text)
+    return text

@@ -37,7 +37,7 @@ from verl_cua.testing.reading import (
 )
 from verl_cua.testing.warm_start import Progress, click_text, save_like
 
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"  # 2: the table on a line of its own in the planner's turn
 PLANNER_STEPS = 1000  # batches of READING_BATCH
 PLANNER_SHARE = 0.5  # of each batch: planner rows (the rest: actor rows)
 

@@ -236,7 +236,7 @@ def test_the_table_sits_in_the_current_turn_before_the_task_and_only_the_planner
     table = "[1] button 'OK' (10, 20, 30, 12)"
     past = steps(3)
     messages = planner_messages(CODA, TASK, past, NOW, table)
-    assert texts(messages[-1]) == [CODA.user_text, table, f"{CODA.task_prefix}{TASK}"]
+    assert texts(messages[-1]) == [CODA.user_text, f"\n{table}", f"{CODA.task_prefix}{TASK}"]
     assert sum(table in t for m in messages for t in texts(m)) == 1  # the current screen's table, not the past ones
     without = planner_messages(CODA, TASK, past, NOW)
     assert messages[:-1] == without[:-1] and texts(without[-1]) == [CODA.user_text, f"{CODA.task_prefix}{TASK}"]

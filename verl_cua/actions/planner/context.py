@@ -100,7 +100,7 @@ def _history(
             turns.append(_user(step.screenshot, spec.user_text))
         turns.append({"role": "assistant", "content": step_reply(step)})
     current = screenshot if spec.shown_screenshots else None
-    read = [observation_text] if observation_text else []
+    read = [f"\n{observation_text}"] if observation_text else []  # its own line: templates join parts as they are
     turns.append(_user(current, spec.user_text, *read, f"{spec.task_prefix}{instruction}"))
     return turns
 
