@@ -93,7 +93,10 @@ def name_rates(pages: list, scale: int, names: list[str | None]) -> float:
     """The share of `pages` (obs, target box) whose target the stand-in hits for a thought naming `names[i]`."""
     if not pages:
         return 0.0
-    hit = [n is not None and hits(planner_click(thought(n), obs, scale), box) for (obs, box), n in zip(pages, names, strict=True)]
+    hit = [
+        n is not None and hits(planner_click(thought(n), obs, scale), box)
+        for (obs, box), n in zip(pages, names, strict=True)
+    ]
     return sum(hit) / len(pages)
 
 
