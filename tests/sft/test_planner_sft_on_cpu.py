@@ -43,7 +43,7 @@ REDUNDANT = [("Scroll the unapproved page down once.", "scroll(start_box='(320,1
 
 
 def parsed_step(thought: str, executed: str, kind: str) -> ParsedAction:
-    """The parsed action gui_agent's planner loop records for a step (`planner.loop._decide`)."""
+    """The parsed action gui_agent's planner loop records for a step (the planner loop's `_decide`)."""
     if kind == "answer":
         answer = GUIAction("done", text=executed.removeprefix("ANS "))
         return ParsedAction(valid=True, actions=[answer], thought=thought, format="planner")

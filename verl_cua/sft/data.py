@@ -94,7 +94,7 @@ def validate(config: SFTDataConfig) -> None:
 
 
 def _planner_spec(config: SFTDataConfig):
-    """The planner spec `config.planner` names (an unknown name raises ValueError listing the valid ones)."""
+    """The planner spec the config's `planner` field names (an unknown name raises ValueError naming the valid ones)."""
     from verl_cua.actions.planner import get_planner_spec
 
     return get_planner_spec(config.planner)
