@@ -46,10 +46,11 @@ def _train(tmp_path: Path, mode: str, model: str) -> tuple[list[dict], list[dict
 
 
 @pytest.fixture(scope="module")
-def planner(sft_model) -> str:
-    """The tiny random Qwen2.5-VL the ladder's SFT starts from (built once for the suite)."""
-    base, _model, _work = sft_model
-    return str(base)
+def planner() -> str:
+    """The tiny random Qwen2.5-VL (built once, cached; the suite's other tiny-model tests share it)."""
+    from verl_cua.testing.tiny_models import build_tiny_model
+
+    return str(build_tiny_model("qwen25vl"))
 
 
 def test_online_mode_trains_every_planner_turn_through_the_standin(planner, tmp_path, chromium):
