@@ -51,13 +51,28 @@ def test_defaults_are_openai_s():
         None,
     )
     assert parse_request(_body(max_completion_tokens=7), "m").max_tokens == 7
+    assert (request.n, request.stream, request.include_usage) == (1, False, False)
+
+
+def test_stream_n_and_the_unused_values_of_unsupported_fields():
+    body = _body(stream=True, stream_options={"include_usage": True}, n=16)
+    request = parse_request(body, "m")
+    assert (request.n, request.stream, request.include_usage) == (16, True, True)
+    unused = {"logprobs": False, "response_format": {"type": "text"}, "tools": [], "presence_penalty": 0.0}
+    assert parse_request(_body(**unused), "m").n == 1  # what a client sends for "not used" passes
 
 
 @pytest.mark.parametrize(
     ("body", "status", "says"),
     [
         (_body(model="other"), 404, "does not exist; this server serves 'm'"),
-        (_body(n=2), 400, "n must be 1"),
+        (_body(n=0), 400, "n must be an integer in [1, 16], got 0"),
+        (_body(n=2.0), 400, "n must be an integer"),
+        (_body(stream="yes"), 400, "stream must be true or false"),
+        (_body(stream_options={"include_usage": True}), 400, "stream_options must be an object and needs stream"),
+        (_body(logprobs=True), 400, "logprobs is not supported by verl-cua serve"),
+        (_body(response_format={"type": "json_object"}), 400, "response_format is not supported"),
+        (_body(frequency_penalty=0.5), 400, "frequency_penalty is not supported"),
         ({"model": "m", "messages": []}, 400, "messages must be a non-empty list"),
         ([1, 2], 400, "must be a JSON object"),
         (_body(temperature=-1), 400, "temperature must be a number in [0, 100]"),
@@ -116,7 +131,8 @@ _messages = st.lists(
 )
 
 
-_fields = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop", "n", "seed", "model")
+_fields = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop", "n", "seed", "model",
+           "stream", "stream_options", "logprobs", "tools")  # fmt: skip
 _bodies = st.one_of(_json, st.fixed_dictionaries({"messages": _messages}, optional=dict.fromkeys(_fields, _json)))
 
 

@@ -6,36 +6,10 @@ import io
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
-import pytest
 from PIL import Image
-
-from verl_cua.testing.tiny_models import build_tiny_model
-
-
-@pytest.fixture(scope="module")
-def server():
-    """`verl-cua serve` on a free loopback port, with a 600-token context; its base URL."""
-    model = build_tiny_model("qwen25vl")
-    cmd = [sys.executable, "-m", "verl_cua.cli", "serve", str(model), "--port", "0", "--served-model-name", "tiny",
-           "--max-model-len", "600"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url, lines = None, []
-    deadline = time.monotonic() + 240
-    while url is None and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith("verl-cua serve: tiny at "):
-            url = line.rsplit(" ", 1)[1].strip()
-    assert url, "".join(lines[-20:])
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def _post(url: str, body, path: str = "/chat/completions") -> tuple[int, dict]:

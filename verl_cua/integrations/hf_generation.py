@@ -149,18 +149,27 @@ class Generator:
         sampling: Sampling,
         images: list[Any] | None = None,
         mm_kwargs: dict[str, Any] | None = None,
+        streamer: Any = None,
     ) -> tuple[list[int], list[float] | None]:
-        """Response ids for one prompt (up to and including the first stop id) and, if asked, their log-probs."""
-        return self.generate_batch([Prompt(prompt_ids, images, sampling.max_new_tokens)], sampling, mm_kwargs)[0]
+        """Response ids for one prompt (up to and including the first stop id) and, if asked, their log-probs;
+        `streamer` (a transformers `BaseStreamer`) gets each token as it is sampled."""
+        prompt = Prompt(prompt_ids, images, sampling.max_new_tokens)
+        return self.generate_batch([prompt], sampling, mm_kwargs, streamer)[0]
 
     @torch.no_grad()
     def generate_batch(
-        self, prompts: list[Prompt], sampling: Sampling, mm_kwargs: dict[str, Any] | None = None
+        self,
+        prompts: list[Prompt],
+        sampling: Sampling,
+        mm_kwargs: dict[str, Any] | None = None,
+        streamer: Any = None,
     ) -> list[tuple[list[int], list[float] | None]]:
         """One `generate` call for several prompts that share `sampling` (left-padded; each row keeps its own
         `max_new_tokens`): per prompt, its response ids up to its first stop id and, if asked, their log-probs."""
         if len(prompts) > 1 and sampling.seed is not None:
             raise ValueError(f"{self.name}: a seeded request is generated alone (its RNG stream is its own)")
+        if len(prompts) > 1 and streamer is not None:
+            raise ValueError(f"{self.name}: a streamed request is generated alone")
         width = max(len(p.ids) for p in prompts)
         pad = self.pad_token_id if self.pad_token_id is not None else 0
         input_ids = torch.tensor([[pad] * (width - len(p.ids)) + list(p.ids) for p in prompts], dtype=torch.long)
@@ -176,6 +185,7 @@ class Generator:
                 **inputs,
                 generation_config=config,
                 logits_processor=LogitsProcessorList([BannedTokens(self.banned_token_ids)]),
+                streamer=streamer,
             )
         temperature = 0.0 if sampling.greedy else sampling.temperature
         results = []

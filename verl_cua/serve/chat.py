@@ -1,6 +1,8 @@
 """OpenAI chat-completion requests as a Qwen-VL prompt: messages with `image_url` data parts become the processor's
-chat format plus the decoded images, sampling fields become a `Sampling`. Every refusal is a `RequestError` whose
-one-line message names what was wrong; nothing is fetched from the network (data URLs only)."""
+chat format plus the decoded images, sampling fields become a `Sampling`, `n` and `stream` say how many choices and
+how they travel. Every refusal is a `RequestError` whose one-line message names what was wrong; a field the server
+would otherwise ignore with a changed meaning (`UNSUPPORTED`) is refused, not dropped; nothing is fetched from the
+network (data URLs only)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,19 @@ from PIL import Image, UnidentifiedImageError
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_IMAGES = 64  # per request: more is a mistake (or an attack), not a screenshot history
+MAX_N = 16  # choices per request, sampled one after another: a GRPO-sized group, not a way to hold the server
+# OpenAI fields this server does not implement, each with the value that means "not used" (sent as that, or left out,
+# they pass): ignoring any other value would answer a different question than the one asked
+UNSUPPORTED = {
+    "tools": None,
+    "functions": None,
+    "response_format": {"type": "text"},
+    "logprobs": False,
+    "top_logprobs": None,
+    "logit_bias": None,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+}
 
 
 class RequestError(ValueError):
@@ -36,6 +51,9 @@ class ChatRequest:
     top_k: int
     seed: int | None
     stop: list[str]
+    n: int = 1
+    stream: bool = False
+    include_usage: bool = False  # streamed: a last chunk with the usage (`stream_options.include_usage`)
 
 
 def parse_request(body: Any, served_model: str) -> ChatRequest:
@@ -45,9 +63,23 @@ def parse_request(body: Any, served_model: str) -> ChatRequest:
     model = body.get("model")
     if model is not None and model != served_model:
         raise RequestError(f"the model {model!r} does not exist; this server serves {served_model!r}", status=404)
-    n = body.get("n")
-    if n is not None and (isinstance(n, bool) or n != 1):
-        raise RequestError("n must be 1: one completion per request")
+    n = body.get("n", 1)
+    if n is None:
+        n = 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+        raise RequestError(f"n must be an integer in [1, {MAX_N}], got {n!r}")
+    for key, unused in UNSUPPORTED.items():
+        if body.get(key) not in (None, unused) and not (unused is None and body.get(key) in ([], {})):
+            raise RequestError(f"{key} is not supported by verl-cua serve (docs/evaluation.md); leave it out")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool | None):
+        raise RequestError(f"stream must be true or false, got {stream!r}")
+    options = body.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or not stream):
+        raise RequestError("stream_options must be an object and needs stream: true")
+    include_usage = (options or {}).get("include_usage", False)
+    if not isinstance(include_usage, bool | None):
+        raise RequestError(f"stream_options.include_usage must be true or false, got {include_usage!r}")
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise RequestError("messages must be a non-empty list")
@@ -69,6 +101,9 @@ def parse_request(body: Any, served_model: str) -> ChatRequest:
         top_k=int(_number(body, "top_k", -1, -1, 1e9)),
         seed=None if body.get("seed") is None else int(_number(body, "seed", 0, -(2**63), 2**63 - 1)),
         stop=stop,
+        n=n,
+        stream=bool(stream),
+        include_usage=bool(include_usage),
     )
 
 

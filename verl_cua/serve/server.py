@@ -1,6 +1,8 @@
 """`verl-cua serve MODEL_DIR`: a checkpoint behind OpenAI's `/v1/chat/completions` on this machine's CPU, so `verl-cua
-eval` can score it without vLLM. Generation is the `hf` rollout's (`Generator`): the same banned ids, stop ids and
-sampling as training. One request runs at a time; for throughput, serve with vLLM (`vllm serve MODEL_DIR`).
+eval` (or any OpenAI client) can score it without vLLM. Generation is the `hf` rollout's (`Generator`): the same
+banned ids, stop ids and sampling as training. `stream: true` answers with server-sent events, token by token; `n`
+choices are sampled one after another. One request runs at a time; for throughput, serve with vLLM (`vllm serve
+MODEL_DIR`). docs/evaluation.md lists what of OpenAI's API it serves.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from verl_cua.serve.chat import ChatRequest, RequestError, cut_at_stop, parse_request
+from verl_cua.serve.chat import ChatRequest, RequestError, parse_request
+from verl_cua.serve.stream import ChunkStream, StopGeneration, TextDeltas, event
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +59,8 @@ class ChatModel:
             return self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return self.processor(text=[text], images=request.images, return_tensors="pt")["input_ids"][0].tolist()
 
-    def complete(self, request: ChatRequest) -> dict[str, Any]:
-        """One chat completion in OpenAI's response format."""
+    def prepare(self, request: ChatRequest) -> Prepared:
+        """The prompt's ids and the decoding settings; a `RequestError` when the prompt leaves no room to answer."""
         from verl_cua.integrations.hf_generation import Sampling
 
         ids = self.prompt_ids(request)
@@ -70,24 +75,75 @@ class ChatModel:
             stop_ids=self.stop_ids,
             seed=request.seed,
         )
+        return Prepared(request, ids, sampling)
+
+    def choice(self, prepared: Prepared, index: int, emit: Callable[[str], None] | None = None) -> Choice:
+        """Choice `index` of a request (seeded requests: seed + index), `emit` called with each piece of its text."""
+        request = prepared.request
+        seed = None if request.seed is None else request.seed + index
+        deltas = TextDeltas(self.tokenizer, request.stop, emit)
         with self._lock:
-            out, _ = self.generator.generate(ids, sampling, request.images or None)
-        finish = "stop" if out and out[-1] in self.stop_ids else "length"
-        text, cut = cut_at_stop(self.tokenizer.decode(out, skip_special_tokens=True), request.stop)
+            try:
+                self.generator.generate(
+                    prepared.ids, replace(prepared.sampling, seed=seed), request.images or None, streamer=deltas
+                )
+            except StopGeneration:
+                pass
+        stopped = deltas.stopped or bool(deltas.ids) and deltas.ids[-1] in self.stop_ids
+        return Choice(deltas.text, "stop" if stopped else "length", len(deltas.ids))
+
+    def complete(self, request: ChatRequest) -> dict[str, Any]:
+        """One chat completion in OpenAI's response format (`n` choices, one after another)."""
+        prepared = self.prepare(request)
+        choices = [self.choice(prepared, i) for i in range(request.n)]
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.name,
             "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop" if cut else finish,
-                }
+                {"index": i, "message": {"role": "assistant", "content": c.text}, "finish_reason": c.finish_reason}
+                for i, c in enumerate(choices)
             ],
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out), "total_tokens": len(ids) + len(out)},
+            "usage": _usage(prepared, choices),
         }
+
+    def stream(self, prepared: Prepared, write: Callable[[bytes], None]) -> None:
+        """A completion as server-sent events through `write`: per choice its role, its text as it is sampled and
+        its finish reason; then the usage if asked for, and `[DONE]`."""
+        request = prepared.request
+        chunks = ChunkStream(write, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), self.name, request.include_usage)
+        choices = []
+        for i in range(request.n):
+            chunks.delta(i, {"role": "assistant", "content": ""})
+            choice = self.choice(prepared, i, lambda piece, i=i: chunks.delta(i, {"content": piece}))
+            chunks.delta(i, {}, choice.finish_reason)
+            choices.append(choice)
+        chunks.close(_usage(prepared, choices))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked request with its prompt ids and decoding settings."""
+
+    request: ChatRequest
+    ids: list[int]
+    sampling: Any  # verl_cua.integrations.hf_generation.Sampling (torch-side, imported late)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One sampled reply: its text (cut at a stop string), why it ended, and how many tokens it took."""
+
+    text: str
+    finish_reason: str  # "stop": a stop id or stop string; "length": max_tokens or the context ran out
+    tokens: int
+
+
+def _usage(prepared: Prepared, choices: list[Choice]) -> dict[str, int]:
+    completion = sum(c.tokens for c in choices)
+    prompt = len(prepared.ids)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 class ChatServer:
@@ -138,12 +194,39 @@ def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
                     body = json.loads(self.rfile.read(length) or b"null")
                 except ValueError as exc:
                     raise RequestError(f"the body is not JSON ({exc})") from None
-                self._send(200, model.complete(parse_request(body, model.name)))
+                request = parse_request(body, model.name)
+                if request.stream:
+                    self._stream(model.prepare(request))  # a refusal still answers with its status, not a stream
+                else:
+                    self._send(200, model.complete(request))
             except RequestError as exc:
                 self._send(exc.status, _error(str(exc)))
             except Exception as exc:  # a failed generation answers 500 and the server keeps serving
                 logger.exception("verl-cua serve: request failed")
                 self._send(500, _error(f"{type(exc).__name__}: {exc}", kind="server_error"))
+
+        def _stream(self, prepared: Prepared) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                try:
+                    model.stream(prepared, self._chunk)
+                except ConnectionError:
+                    raise
+                except Exception as exc:  # headers are sent: the failure travels as an error event, as OpenAI's does
+                    logger.exception("verl-cua serve: streamed request failed")
+                    self._chunk(event(_error(f"{type(exc).__name__}: {exc}", kind="server_error")))
+                self.wfile.write(b"0\r\n\r\n")
+            except ConnectionError:  # the client left: its generation stopped with the write
+                logger.info("verl-cua serve: the client closed a streamed request")
+                self.close_connection = True
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
         def _send(self, status: int, payload: dict) -> None:
             data = json.dumps(payload).encode()
