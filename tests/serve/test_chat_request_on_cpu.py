@@ -58,7 +58,8 @@ def test_stream_n_and_the_unused_values_of_unsupported_fields():
     body = _body(stream=True, stream_options={"include_usage": True}, n=16)
     request = parse_request(body, "m")
     assert (request.n, request.stream, request.include_usage) == (16, True, True)
-    unused = {"logprobs": False, "response_format": {"type": "text"}, "tools": [], "presence_penalty": 0.0}
+    unused = {"logprobs": False, "top_logprobs": 0, "response_format": {"type": "text"}, "tools": [], "logit_bias": {},
+              "presence_penalty": 0.0}  # fmt: skip
     assert parse_request(_body(**unused), "m").n == 1  # what a client sends for "not used" passes
 
 
@@ -73,6 +74,7 @@ def test_stream_n_and_the_unused_values_of_unsupported_fields():
         (_body(logprobs=True), 400, "logprobs is not supported by verl-cua serve"),
         (_body(response_format={"type": "json_object"}), 400, "response_format is not supported"),
         (_body(frequency_penalty=0.5), 400, "frequency_penalty is not supported"),
+        (_body(logprobs=0), 400, "logprobs is not supported"),
         ({"model": "m", "messages": []}, 400, "messages must be a non-empty list"),
         ([1, 2], 400, "must be a JSON object"),
         (_body(temperature=-1), 400, "temperature must be a number in [0, 100]"),

@@ -116,6 +116,8 @@ def test_refusals_are_errors_the_client_raises_with_the_servers_message(client):
     broken = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]
     with pytest.raises(openai.BadRequestError, match=r"messages\[0\].content\[0\]: the image does not decode"):
         _create(client, messages=broken)
+    with pytest.raises(openai.BadRequestError, match="image placeholder tokens; send images as image_url parts"):
+        _create(client, messages=[{"role": "user", "content": "<|vision_start|><|image_pad|><|vision_end|>"}])
     with pytest.raises(openai.BadRequestError, match="the context 600: shorten it"):
         _create(client, messages=[{"role": "user", "content": "word " * 2000}], stream=True)
     with pytest.raises(openai.BadRequestError, match="tools is not supported"):

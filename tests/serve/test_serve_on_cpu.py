@@ -2,12 +2,16 @@
 OpenAI shapes `verl-cua eval` reads, seeded sampling, and errors that leave the server serving."""
 
 import base64
+import http.client
 import io
 import json
+import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
 from PIL import Image
 
@@ -82,6 +86,34 @@ def test_refusals_leave_the_server_serving(server):
     assert _post(server, remote)[0] == 400
     assert _get(server, "/nope")[0] == 404
     assert _post(server, _chat(seed=1))[0] == 200  # still serving
+
+
+def test_a_stream_keeps_the_connection_and_a_client_that_leaves_frees_the_server(server):
+    host, port = urlsplit(server).hostname, urlsplit(server).port
+    conn = http.client.HTTPConnection(host, port, timeout=120)
+    headers = {"Content-Type": "application/json"}
+    conn.request("POST", "/v1/chat/completions", json.dumps(_chat(seed=3, stream=True)), headers)
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream"
+    events = response.read().decode().split("\n\n")  # the chunked body, de-chunked by http.client
+    assert events[-2:] == ["data: [DONE]", ""] and all(e.startswith("data: {") for e in events[:-2])
+    conn.request("POST", "/v1/chat/completions", json.dumps(_chat(seed=3)), headers)  # same connection
+    plain = json.loads(conn.getresponse().read())
+    streamed = "".join(
+        c["delta"].get("content", "") for e in events[:-2] for c in json.loads(e[len("data: ") :])["choices"]
+    )
+    assert plain["choices"][0]["message"]["content"] == streamed
+    conn.close()
+    # a client that reads one event of a long stream and leaves: its generation stops, the next request is served
+    leaver = socket.create_connection((host, port), timeout=120)
+    body = json.dumps(_chat(stream=True, n=16, max_tokens=500)).encode()
+    leaver.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+    assert b"data: " in leaver.recv(4096)
+    leaver.close()
+    start = time.monotonic()
+    assert _post(server, _chat(seed=1))[0] == 200
+    assert time.monotonic() - start < 60  # 16 x 500 tokens would take minutes on the CPU
 
 
 def test_serve_refuses_a_folder_without_a_model(tmp_path):

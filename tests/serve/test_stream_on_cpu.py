@@ -5,7 +5,7 @@ generation; and the chunk framing OpenAI's clients parse."""
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from verl_cua.serve.chat import cut_at_stop
@@ -45,16 +45,20 @@ def _stream(text: str, stop: list[str]) -> tuple[list[str], TextDeltas, bool]:
     return pieces, deltas, stopped
 
 
-_chars = st.characters(blacklist_characters="\x00")  # byte 0 is the toy tokenizer's special token
+# encodable text; byte 0 is the toy tokenizer's special token, U+FFFD what it decodes a partial character to
+_chars = st.characters(codec="utf-8", blacklist_characters="\x00\ufffd")
 
 
 @given(text=st.text(_chars, max_size=40), stop=st.lists(st.text(_chars, min_size=1, max_size=3), max_size=2))
 def test_the_pieces_join_to_the_reply_cut_at_the_first_stop_string(text, stop):
+    # a stop string inside another ends the reply where it completes, before the longer one would (as vLLM does),
+    # which is not where cutting the whole text would: left out of this comparison
+    assume(not any(a in b for i, a in enumerate(stop) for j, b in enumerate(stop) if i != j))
     pieces, deltas, stopped = _stream(text, stop)
     expected, found = cut_at_stop(text, stop)
     assert "".join(pieces) == deltas.text == expected
     assert stopped == found and deltas.stopped == found
-    assert all(piece and "\ufffd" not in piece for piece in pieces) or "\ufffd" in text
+    assert all(piece and "\ufffd" not in piece for piece in pieces)
     assert not any(s in piece for piece in pieces for s in stop)
 
 
@@ -65,6 +69,8 @@ def test_a_character_is_sent_whole_and_a_stop_prefix_waits():
     assert (pieces, stopped) == (["a"], True)  # "<", "</", "</b" were held, then the stop string cut them
     pieces, _, stopped = _stream("a</x", ["</b>"])
     assert ("".join(pieces), stopped) == ("a</x", False)  # held back, then sent once it could not be a stop
+    pieces, _, stopped = _stream("baa", ["a", "baa"])
+    assert (pieces, stopped) == (["b"], True)  # the stop string completed first ends it
 
 
 @pytest.mark.parametrize("include_usage", [False, True])

@@ -17,17 +17,17 @@ from PIL import Image, UnidentifiedImageError
 ROLES = ("system", "user", "assistant", "tool")
 MAX_IMAGES = 64  # per request: more is a mistake (or an attack), not a screenshot history
 MAX_N = 16  # choices per request, sampled one after another: a GRPO-sized group, not a way to hold the server
-# OpenAI fields this server does not implement, each with the value that means "not used" (sent as that, or left out,
-# they pass): ignoring any other value would answer a different question than the one asked
-UNSUPPORTED = {
-    "tools": None,
-    "functions": None,
-    "response_format": {"type": "text"},
-    "logprobs": False,
-    "top_logprobs": None,
-    "logit_bias": None,
-    "presence_penalty": 0,
-    "frequency_penalty": 0,
+# OpenAI fields this server does not implement, each with the values that mean "not used" (sent as one of those, or
+# left out, they pass): ignoring any other value would answer a different question than the one asked
+UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "tools": ([], None),
+    "functions": ([], None),
+    "response_format": ({"type": "text"}, None),
+    "logprobs": (False, None),
+    "top_logprobs": (0, None),
+    "logit_bias": ({}, None),
+    "presence_penalty": (0, None),
+    "frequency_penalty": (0, None),
 }
 
 
@@ -69,7 +69,7 @@ def parse_request(body: Any, served_model: str) -> ChatRequest:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise RequestError(f"n must be an integer in [1, {MAX_N}], got {n!r}")
     for key, unused in UNSUPPORTED.items():
-        if body.get(key) not in (None, unused) and not (unused is None and body.get(key) in ([], {})):
+        if not any(_same(body.get(key), value) for value in unused):
             raise RequestError(f"{key} is not supported by verl-cua serve (docs/evaluation.md); leave it out")
     stream = body.get("stream", False)
     if not isinstance(stream, bool | None):
@@ -105,6 +105,11 @@ def parse_request(body: Any, served_model: str) -> ChatRequest:
         stream=bool(stream),
         include_usage=bool(include_usage),
     )
+
+
+def _same(value: Any, unused: Any) -> bool:
+    """Whether a field's value is its "not used" value (a bool never stands for a number here, nor 0 for false)."""
+    return value == unused and isinstance(value, bool) == isinstance(unused, bool)
 
 
 def _number(body: dict, key: str, default: float, low: float, high: float) -> float:

@@ -24,6 +24,7 @@ from verl_cua.serve.stream import ChunkStream, StopGeneration, TextDeltas, event
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 << 20  # a request with a few screenshots is a few MB
+SOCKET_TIMEOUT_S = 60  # per socket read or write: an idle keep-alive connection, a stream nobody reads
 
 
 class ChatModel:
@@ -50,14 +51,23 @@ class ChatModel:
         self.generator = Generator(model, self.tokenizer, self.processor, pad_token_id=pad, name="verl-cua serve")
         context = max_position_embeddings(model.config)
         self.context = min(max_model_len or context, context)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # one request generates at a time
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
         """The chat template applied to the messages, images expanded into their placeholder tokens."""
         text = self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+        placeholders = {self.generator.image_token_id, self.generator.video_token_id} - {None}
         if not request.images:
-            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return self.processor(text=[text], images=request.images, return_tensors="pt")["input_ids"][0].tolist()
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if placeholders & set(ids):
+                raise RequestError(
+                    "the text holds the model's image placeholder tokens; send images as image_url parts"
+                )
+            return ids
+        try:
+            return self.processor(text=[text], images=request.images, return_tensors="pt")["input_ids"][0].tolist()
+        except ValueError as exc:  # e.g. placeholder tokens in the text that no image fills
+            raise RequestError(f"the messages do not make a prompt with their images: {_one_line(exc)}") from None
 
     def prepare(self, request: ChatRequest) -> Prepared:
         """The prompt's ids and the decoding settings; a `RequestError` when the prompt leaves no room to answer."""
@@ -78,24 +88,25 @@ class ChatModel:
         return Prepared(request, ids, sampling)
 
     def choice(self, prepared: Prepared, index: int, emit: Callable[[str], None] | None = None) -> Choice:
-        """Choice `index` of a request (seeded requests: seed + index), `emit` called with each piece of its text."""
+        """Choice `index` of a request (seeded requests: seed + index), `emit` called with each piece of its text;
+        the caller holds `lock`."""
         request = prepared.request
         seed = None if request.seed is None else request.seed + index
         deltas = TextDeltas(self.tokenizer, request.stop, emit)
-        with self._lock:
-            try:
-                self.generator.generate(
-                    prepared.ids, replace(prepared.sampling, seed=seed), request.images or None, streamer=deltas
-                )
-            except StopGeneration:
-                pass
+        try:
+            self.generator.generate(
+                prepared.ids, replace(prepared.sampling, seed=seed), request.images or None, streamer=deltas
+            )
+        except StopGeneration:
+            pass
         stopped = deltas.stopped or bool(deltas.ids) and deltas.ids[-1] in self.stop_ids
         return Choice(deltas.text, "stop" if stopped else "length", len(deltas.ids))
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         """One chat completion in OpenAI's response format (`n` choices, one after another)."""
         prepared = self.prepare(request)
-        choices = [self.choice(prepared, i) for i in range(request.n)]
+        with self.lock:
+            choices = [self.choice(prepared, i) for i in range(request.n)]
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -114,11 +125,12 @@ class ChatModel:
         request = prepared.request
         chunks = ChunkStream(write, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), self.name, request.include_usage)
         choices = []
-        for i in range(request.n):
-            chunks.delta(i, {"role": "assistant", "content": ""})
-            choice = self.choice(prepared, i, lambda piece, i=i: chunks.delta(i, {"content": piece}))
-            chunks.delta(i, {}, choice.finish_reason)
-            choices.append(choice)
+        with self.lock:  # one request at a time, its choices together
+            for i in range(request.n):
+                chunks.delta(i, {"role": "assistant", "content": ""})
+                choice = self.choice(prepared, i, lambda piece, i=i: chunks.delta(i, {"content": piece}))
+                chunks.delta(i, {}, choice.finish_reason)
+                choices.append(choice)
         chunks.close(_usage(prepared, choices))
 
 
@@ -138,6 +150,10 @@ class Choice:
     text: str
     finish_reason: str  # "stop": a stop id or stop string; "length": max_tokens or the context ran out
     tokens: int
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _usage(prepared: Prepared, choices: list[Choice]) -> dict[str, int]:
@@ -171,6 +187,8 @@ class ChatServer:
 def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = SOCKET_TIMEOUT_S  # a client that stops reading a stream cannot hold the model forever
+        chunked = True  # a stream's framing: HTTP/1.1 chunks (HTTP/1.0: none, the connection closes)
 
         def do_GET(self):  # noqa: N802 (http.server's name)
             if self.path.rstrip("/") == "/v1/models":
@@ -189,6 +207,7 @@ def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > MAX_BODY_BYTES:
+                    self.close_connection = True  # its body is left unread: it must not be read as a request
                     raise RequestError(f"the body is {length} bytes, over the {MAX_BODY_BYTES} limit", status=413)
                 try:
                     body = json.loads(self.rfile.read(length) or b"null")
@@ -206,27 +225,33 @@ def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
                 self._send(500, _error(f"{type(exc).__name__}: {exc}", kind="server_error"))
 
         def _stream(self, prepared: Prepared) -> None:
+            """Server-sent events, chunked on HTTP/1.1 (HTTP/1.0: until the connection closes); once the headers
+            are out, a failure is an error event and a broken connection ends the request, never a second status."""
+            self.chunked = self.request_version != "HTTP/1.0"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
+            if self.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.close_connection = True
             self.end_headers()
             try:
                 try:
                     model.stream(prepared, self._chunk)
-                except ConnectionError:
+                except OSError:
                     raise
-                except Exception as exc:  # headers are sent: the failure travels as an error event, as OpenAI's does
+                except Exception as exc:  # the failure travels as an error event, as OpenAI's does
                     logger.exception("verl-cua serve: streamed request failed")
                     self._chunk(event(_error(f"{type(exc).__name__}: {exc}", kind="server_error")))
-                self.wfile.write(b"0\r\n\r\n")
-            except ConnectionError:  # the client left: its generation stopped with the write
-                logger.info("verl-cua serve: the client closed a streamed request")
+                if self.chunked:
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError as exc:  # the client left or stopped reading: its generation stopped with the write
+                logger.info("verl-cua serve: a streamed request ended early: %s", type(exc).__name__)
                 self.close_connection = True
 
         def _chunk(self, data: bytes) -> None:
-            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
+            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n" if self.chunked else data)
 
         def _send(self, status: int, payload: dict) -> None:
             data = json.dumps(payload).encode()
