@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from verl_cua.actions.types import one_line
 from verl_cua.serve.chat import ChatRequest, RequestError, parse_request
 from verl_cua.serve.stream import ChunkStream, StopGeneration, TextDeltas, event
 
@@ -67,7 +68,7 @@ class ChatModel:
         try:
             return self.processor(text=[text], images=request.images, return_tensors="pt")["input_ids"][0].tolist()
         except ValueError as exc:  # e.g. placeholder tokens in the text that no image fills
-            raise RequestError(f"the messages do not make a prompt with their images: {_one_line(exc)}") from None
+            raise RequestError(f"the messages do not make a prompt with their images: {one_line(str(exc))}") from None
 
     def prepare(self, request: ChatRequest) -> Prepared:
         """The prompt's ids and the decoding settings; a `RequestError` when the prompt leaves no room to answer."""
@@ -152,10 +153,6 @@ class Choice:
     tokens: int
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:300]
-
-
 def _usage(prepared: Prepared, choices: list[Choice]) -> dict[str, int]:
     completion = sum(c.tokens for c in choices)
     prompt = len(prepared.ids)
@@ -188,7 +185,6 @@ def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         timeout = SOCKET_TIMEOUT_S  # a client that stops reading a stream cannot hold the model forever
-        chunked = True  # a stream's framing: HTTP/1.1 chunks (HTTP/1.0: none, the connection closes)
 
         def do_GET(self):  # noqa: N802 (http.server's name)
             if self.path.rstrip("/") == "/v1/models":
@@ -227,7 +223,6 @@ def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
         def _stream(self, prepared: Prepared) -> None:
             """Server-sent events, chunked on HTTP/1.1 (HTTP/1.0: until the connection closes); once the headers
             are out, a failure is an error event and a broken connection ends the request, never a second status."""
-            self.chunked = self.request_version != "HTTP/1.0"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -249,6 +244,11 @@ def _handler(model: ChatModel) -> type[BaseHTTPRequestHandler]:
             except OSError as exc:  # the client left or stopped reading: its generation stopped with the write
                 logger.info("verl-cua serve: a streamed request ended early: %s", type(exc).__name__)
                 self.close_connection = True
+
+        @property
+        def chunked(self) -> bool:
+            """A stream's framing: HTTP/1.1 chunks (HTTP/1.0: none, the connection closes after it)."""
+            return self.request_version != "HTTP/1.0"
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n" if self.chunked else data)
