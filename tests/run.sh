@@ -114,9 +114,9 @@ MARKERS=()
 set +e
 # shellcheck disable=SC2086
 # --durations: the 25 slowest tests and their seconds close every run, so CI's minutes can be read off its log.
-# Two workers (pytest-xdist): one runs the e2e tests in order (one verl run at a time, as ever), the other the rest
-# of the suite beside it, on the CPU time a verl run leaves idle (tests/conftest.py's groups; PYTEST_WORKERS=0: one
-# process).
+# Two workers (pytest-xdist): one runs the e2e chain in order, the other the rest of the suite beside it, on the CPU
+# time a verl run leaves idle, the vLLM layer's and the CODA recipe's e2e modules among it (tests/conftest.py's groups,
+# BESIDE_CHAIN; PYTEST_WORKERS=0: one process).
 "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup ${PYTEST_ARGS:--q --durations=25} \
     "${MARKERS[@]}" tests
 rc=$?

@@ -138,12 +138,20 @@ pytest_collection_modifyitems = suite.pytest_collection_modifyitems  # the suite
 """
 
 
-def test_two_workers_run_every_e2e_test_on_one_of_them_one_at_a_time(tmp_path):
+def test_every_module_beside_the_chain_exists_and_starts_verl(suite, beside_chain):
+    """A renamed module of BESIDE_CHAIN would silently join the chain again."""
+    stems = {Path(nodeid.split("::")[0]).stem for nodeid, _f, _x, markers in suite if "e2e" in markers}
+    assert set(beside_chain) <= stems, sorted(set(beside_chain) - stems)
+
+
+def test_two_workers_run_the_e2e_chain_in_order_and_a_beside_module_beside_it(tmp_path, beside_chain):
     """tests/run.sh's `-n 2 --dist loadgroup` with tests/conftest.py's groups: the e2e tests of two modules all run on
-    one worker, never two at once (never two verl runs side by side); a fast module's tests stay on one worker."""
+    one worker, one after another (the chain); a `BESIDE_CHAIN` module's e2e tests run one after another too, and
+    never two verl runs of the chain side by side; a fast module's tests stay on one worker."""
     pytest.importorskip("xdist")
+    beside = beside_chain[0]
     for name, mark in (("test_e2e_a", "pytestmark = pytest.mark.e2e"), ("test_e2e_b", "pytestmark = pytest.mark.e2e"),
-                       ("test_fast_c", ""), ("test_fast_d", "")):  # fmt: skip
+                       (beside, "pytestmark = pytest.mark.e2e"), ("test_fast_c", ""), ("test_fast_d", "")):  # fmt: skip
         (tmp_path / f"{name}.py").write_text(WORKER_PROBE.format(mark=mark))
     (tmp_path / "conftest.py").write_text(SUITE_HOOK.format(conftest=TESTS / "conftest.py"))
     out = tmp_path / "probe.txt"
@@ -151,10 +159,11 @@ def test_two_workers_run_every_e2e_test_on_one_of_them_one_at_a_time(tmp_path):
     cmd = [sys.executable, "-m", "pytest", *settings, "-q", "-n", "2", "--dist", "loadgroup", str(tmp_path)]
     env = {**os.environ, "PROBE_OUT": str(out), "PYTHONPATH": str(ROOT)}
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 0 and "12 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == 0 and "15 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
     rows = [line.split() for line in out.read_text().splitlines()]
-    e2e = sorted((float(start), float(end), worker) for module, worker, start, end in rows if "e2e" in module)
-    assert len(e2e) == 6 and len({worker for *_, worker in e2e}) == 1, rows
-    assert all(e2e[i][1] <= e2e[i + 1][0] for i in range(5)), e2e  # one after another
+    for modules, count in (({"test_e2e_a", "test_e2e_b"}, 6), ({beside}, 3)):
+        tests = sorted((float(start), float(end), worker) for module, worker, start, end in rows if module in modules)
+        assert len(tests) == count and len({worker for *_, worker in tests}) == 1, rows
+        assert all(tests[i][1] <= tests[i + 1][0] for i in range(count - 1)), tests  # one after another
     for module in ("test_fast_c", "test_fast_d"):
         assert len({worker for m, worker, *_ in rows if m == module}) == 1, rows

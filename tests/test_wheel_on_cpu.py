@@ -8,7 +8,6 @@ wheel's content, not pip's resolver."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -17,6 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from verl_cua.testing.source_tree import source_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 EPISODES = textwrap.dedent(
@@ -51,28 +52,11 @@ EPISODES = textwrap.dedent(
 )
 
 
-def _source_copy(dest: Path) -> Path:
-    """The tracked and not-ignored files of this tree (links kept as links): what a clone would build from."""
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, (f.decode() for f in files)):
-        src, dst = ROOT / name, dest / name
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the work tree
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        else:
-            shutil.copy2(src, dst)
-    return dest
-
-
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory):
     """(venv python, wheel path): the wheel built from a copy of the tree, alone in a fresh venv."""
     work = tmp_path_factory.mktemp("wheel")
-    src = _source_copy(work / "src")
+    src = source_copy(ROOT, work / "src")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(src)], check=True)
     (wheel,) = (work / "dist").glob("verl_cua-*.whl")
