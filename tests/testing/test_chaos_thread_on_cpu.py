@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from verl_cua.envs import EnvPool, make_env
-from verl_cua.testing.chaos import Chaos, schedule
+from verl_cua.testing.chaos import TARGETS, Chaos, matches, schedule
 
 SLEEPER = "import sys, time; time.sleep(60)"
 
@@ -71,6 +71,84 @@ def test_it_kills_a_target_of_the_watched_run_only_and_logs_it(tmp_path):
             for child in psutil.Process(proc.pid).children():
                 child.kill()
             proc.kill()
+
+
+# A fake local desktop's sandbox, as `ps` shows the real one: bwrap > server > (Xvfb, launcher > dbus-daemon, openbox
+# [, a task's app]). Each process sleeps; its name (comm) and command line are what the chaos thread reads.
+FAKE_DESKTOP = """
+import subprocess, sys, time
+role, display, leased = sys.argv[1], sys.argv[2], sys.argv[3] == "leased"
+
+def start(*args):
+    return subprocess.Popen([sys.executable, __file__, *args])
+
+if role == "run":  # bwrap's command line names the server and the launcher
+    start("sandbox", display, sys.argv[3], "/run/server/desktop_server.py", "/run/server/desktop_launcher.py")
+elif role == "sandbox":
+    open("/proc/self/comm", "w").write("bwrap")
+    start("server", display, sys.argv[3], "/run/server/desktop_server.py", "--dbus-config", "/run/dbus.conf")
+elif role == "server":
+    start("sleep", "Xvfb", display)
+    start("launcher", display, sys.argv[3], "/run/server/desktop_launcher.py")
+elif role == "launcher":
+    for name in ("dbus-daemon", "openbox") + (("xterm",) if leased else ()):
+        start("sleep", name, display)
+else:
+    open("/proc/self/comm", "w").write(sys.argv[2])
+time.sleep(60)
+"""
+
+
+def _fake_desktops(tmp_path, *leased: bool) -> list[subprocess.Popen]:
+    """One fake run per entry, each with one desktop (display :90, :91, ...), an episode on it where True."""
+    script = tmp_path / "fake_desktop.py"
+    script.write_text(FAKE_DESKTOP)
+    return [subprocess.Popen([sys.executable, str(script), "run", f":{90 + i}", "leased" if on else "spare"])
+            for i, on in enumerate(leased)]  # fmt: skip
+
+
+def _tree(run: subprocess.Popen, count: int) -> list[psutil.Process]:
+    """The run's processes once all `count` have started and taken their names."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        procs = psutil.Process(run.pid).children(recursive=True)
+        names = {p.name() for p in procs}
+        if len(procs) >= count and {"bwrap", "dbus-daemon", "openbox"} <= names:
+            return procs
+        time.sleep(0.05)
+    raise AssertionError(f"the fake desktop did not start: {procs}")
+
+
+def _end(runs: list[subprocess.Popen]) -> None:
+    for run in runs:
+        for proc in psutil.Process(run.pid).children(recursive=True):
+            proc.kill()
+        run.kill()
+
+
+def test_a_desktop_kill_takes_the_desktop_an_episode_is_on_not_the_spare(tmp_path):
+    """The spare desktop the env boots ahead of the next episode is no target: killing it costs no episode (the env
+    boots another), so a kill there would be absorbed and the run's infra count would not show it."""
+    spare, leased = runs = _fake_desktops(tmp_path, False, True)
+    try:
+        spare_tree, leased_tree = _tree(spare, 6), _tree(leased, 7)
+        assert [p for p in spare_tree if matches(p, TARGETS["desktop"])], spare_tree  # targets, but no episode
+        chaos = Chaos(spare.pid, [("desktop", 0.1)], seed=1, wait_s=1.5)  # the spare alone: no target
+        chaos.start()
+        time.sleep(2.5)
+        chaos.stop()
+        assert [(k.kind, k.pid) for k in chaos.kills] == [("desktop", 0)]
+        assert all(p.is_running() for p in spare_tree)
+        chaos = Chaos(leased.pid, [("desktop", 0.1)], seed=1, wait_s=10)
+        chaos.start()
+        deadline = time.monotonic() + 10
+        while not chaos.kills and time.monotonic() < deadline:
+            time.sleep(0.05)
+        chaos.stop()
+        (kill,) = chaos.kills
+        assert kill.pid in {p.pid for p in leased_tree}, (kill, leased_tree)
+    finally:
+        _end(runs)
 
 
 def test_a_target_that_never_appears_is_logged_as_none(tmp_path):

@@ -5,7 +5,8 @@ Each kill of the schedule waits for a target that appeared after the previous ki
 an episode is running on it), then a seeded delay, then kills it. The thread also records every process of the run
 it has seen, so a test can ask which of them outlive the run. Targets: `browser` (the Chromium that chromedriver
 started), `chromedriver`, `desktop` (any process of a local desktop naming Xvfb, soffice or its server: bubblewrap
-included) and `ray_env_actor` (an `EnvPool(backend="ray")` actor)."""
+included; only a desktop an episode is on, not the spare one the env boots ahead of the next episode) and
+`ray_env_actor` (an `EnvPool(backend="ray")` actor)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "desktop": ("Xvfb", "soffice", "desktop_server.py"),
     "ray_env_actor": ("ray::_EnvActor",),
 }
+# what a local desktop's launcher starts for every desktop, the spare one booted ahead of the next episode included:
+# any other child of the launcher (a task's app, the agent's action) means an episode is on that desktop
+DESKTOP_SESSION = ("dbus-daemon", "openbox")
+DESKTOP_LAUNCHER = "desktop_launcher.py"
 # every process of an env that must not outlive the run (the leak check)
 ENV_PROCESSES = ("chromium", "chromedriver", "chrome", "Xvfb", "soffice", "desktop_server.py", "bwrap", "openbox")
 
@@ -167,9 +172,12 @@ class Chaos(threading.Thread):
 
 def _decisive(kind: str, proc: psutil.Process) -> bool:
     """Whether killing `proc` breaks its env: the browser chromedriver started (not a renderer or helper, which
-    Chromium may replace), chromedriver, a desktop's Xvfb, server or office suite, a Ray env actor."""
+    Chromium may replace), chromedriver, a desktop's Xvfb, server or office suite (of a desktop an episode is on), a
+    Ray env actor."""
     if not matches(proc, TARGETS[kind]):
         return False
+    if kind == "desktop":
+        return _in_episode(proc)
     if kind != "browser":
         return True
     try:
@@ -177,3 +185,22 @@ def _decisive(kind: str, proc: psutil.Process) -> bool:
         return parent is not None and "chromedriver" in parent.name()
     except psutil.Error:
         return False
+
+
+def _in_episode(proc: psutil.Process) -> bool:
+    """Whether the desktop `proc` belongs to has an episode on it: its sandbox (the outermost bwrap above it) runs a
+    child of the launcher beyond `DESKTOP_SESSION`. A desktop the env booted ahead of its next episode runs none, and a
+    kill there is absorbed (the env boots another) rather than failing an episode. A process in no sandbox: True."""
+    try:
+        sandbox = None
+        for above in [proc, *proc.parents()]:
+            if above.name() == "bwrap":
+                sandbox = above
+        if sandbox is None:
+            return True
+        for inside in sandbox.children(recursive=True):  # bwrap's own command line names the launcher too
+            if inside.name() != "bwrap" and any(arg.endswith(DESKTOP_LAUNCHER) for arg in inside.cmdline()):
+                return any(child.name() not in DESKTOP_SESSION for child in inside.children())
+    except psutil.Error:
+        return False
+    return False
