@@ -11,6 +11,7 @@ import logging
 import math
 from dataclasses import dataclass
 
+from verl_cua.actions import python_ast
 from verl_cua.actions.geometry import MARK_NAME, Mark
 from verl_cua.actions.types import MAX_ACTIONS, ActionError
 
@@ -90,7 +91,7 @@ def parse_code(code: str) -> ast.Module:
     if "\x00" in code:
         raise ActionError("code contains a NUL byte")
     try:
-        return ast.parse(code, mode="exec")
+        return python_ast.parse(code)
     except SyntaxError as exc:
         raise ActionError(f"code is not valid Python: {exc.msg} (line {exc.lineno})") from None
 

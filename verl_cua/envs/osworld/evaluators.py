@@ -21,6 +21,7 @@ import threading
 import types
 from pathlib import Path
 
+from verl_cua.actions import python_ast
 from verl_cua.envs.base import TaskUnscorable
 from verl_cua.resources import OSWORLD_CLIENT_HINT, OSWORLD_EVALUATORS_HINT
 
@@ -138,7 +139,9 @@ def index(package: str) -> dict[str, str]:
 
     The package's `__init__` decides, as upstream's eager import does: the names its `from .sub import ...`
     statements export (the last import of a name wins); without such statements, every public function."""
-    init = ast.parse((_root() / "evaluators" / package / "__init__.py").read_text(encoding="utf-8", errors="replace"))
+    init = python_ast.parse(
+        (_root() / "evaluators" / package / "__init__.py").read_text(encoding="utf-8", errors="replace")
+    )
     exported = {
         alias.asname or alias.name: node.module
         for node in init.body
@@ -151,7 +154,7 @@ def index(package: str) -> dict[str, str]:
     for path in sorted((_root() / "evaluators" / package).glob("*.py")):
         if path.stem == "__init__":
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        tree = python_ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
                 names.setdefault(node.name, path.stem)

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from verl_cua.actions import python_ast
 from verl_cua.envs.base import EnvUsageError
 from verl_cua.envs.osworld import evaluators
 from verl_cua.resources import envs_dir
@@ -40,7 +41,7 @@ def setup_steps() -> tuple[str, ...]:
 def _setup_signatures() -> dict[str, tuple[frozenset[str], frozenset[str], bool]]:
     """Step type -> (parameter names, required ones, takes **kwargs), from SetupController's source."""
     source = evaluators._root() / "controllers" / "setup.py"
-    tree = ast.parse(source.read_text(encoding="utf-8", errors="replace"))
+    tree = python_ast.parse(source.read_text(encoding="utf-8", errors="replace"))
     out = {}
     for cls in tree.body:
         if not (isinstance(cls, ast.ClassDef) and cls.name == "SetupController"):
